@@ -1,0 +1,38 @@
+// The kylin CLI's command registry: each examples/kylin/cmd_*.cpp adds one subcommand by
+// defining a static `Registrar`, so a new command touches only its own file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kylin::cli {
+
+// `setup` adds the subcommand to the app; its callback stores the process exit code in `exit_code()`.
+struct Command {
+  std::string name;
+  std::function<void(CLI::App&)> setup;
+};
+
+inline std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+inline int& exit_code() {
+  static int code = 0;
+  return code;
+}
+
+struct Registrar {
+  Registrar(std::string name, std::function<void(CLI::App&)> setup) {
+    registry().push_back({std::move(name), std::move(setup)});
+  }
+};
+
+// Parses "1,2,3" into ids; throws kylin::Error naming the bad item.
+std::vector<int> parse_id_list(const std::string& text);
+
+}  // namespace kylin::cli
