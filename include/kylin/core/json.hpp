@@ -248,12 +248,14 @@ inline Value from_simdjson(simdjson::dom::element e) {
     case element_type::STRING: return Value(std::string_view(e.get_string().value()));
     case element_type::ARRAY: {
       Array a;
-      for (auto item : e.get_array().value()) a.push_back(from_simdjson(item));
+      const simdjson::dom::array arr = e.get_array().value();  // named: iterators point into it
+      for (auto item : arr) a.push_back(from_simdjson(item));
       return Value(std::move(a));
     }
     case element_type::OBJECT: {
       Object o;
-      for (auto field : e.get_object().value())
+      const simdjson::dom::object obj = e.get_object().value();
+      for (auto field : obj)
         o.emplace_back(std::string(field.key), from_simdjson(field.value));
       return Value(std::move(o));
     }
