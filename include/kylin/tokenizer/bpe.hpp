@@ -1,0 +1,184 @@
+// Byte-level BPE: the GPT-2 byte <-> character map, merge ranks keyed by a pair of ids, and the
+// merge loop of HF tokenizers' BPE (a heap ordered by rank then position: O(n log n) per word),
+// with a bounded word -> ids cache in front of it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kylin/tokenizer/unicode.hpp"
+
+namespace kylin::detail {
+
+// GPT-2's bytes_to_unicode: printable bytes map to themselves, the others to U+0100 + n.
+inline const std::array<char32_t, 256>& byte_to_char() {
+  static const std::array<char32_t, 256> table = [] {
+    std::array<char32_t, 256> t{};
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      t[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// The inverse map; -1 for characters that are not the image of a byte.
+inline int char_to_byte(char32_t c) {
+  static const std::array<std::int16_t, 324> table = [] {
+    std::array<std::int16_t, 324> t{};
+    t.fill(-1);
+    for (int b = 0; b < 256; ++b) t[byte_to_char()[static_cast<std::size_t>(b)]] = static_cast<std::int16_t>(b);
+    return t;
+  }();
+  return c < table.size() ? table[c] : -1;
+}
+
+// The byte-level form of raw bytes: what the vocabulary's keys are spelled in.
+inline std::string bytes_to_token_text(std::string_view bytes) {
+  std::string out;
+  for (unsigned char b : bytes) append_utf8(out, byte_to_char()[b]);
+  return out;
+}
+
+// Open-addressing map (a, b) -> {rank, merged id}; the hot lookup of the merge loop.
+class MergeTable {
+ public:
+  struct Entry {
+    std::uint64_t key = empty;
+    std::int32_t rank = 0;
+    std::int32_t id = 0;
+  };
+
+  void reserve(std::size_t n) {
+    std::size_t cap = 16;
+    while (cap < n * 2) cap *= 2;
+    slots_.assign(cap, Entry{});
+    mask_ = cap - 1;
+  }
+  // Keeps the first rank given for a pair, as HF does for duplicated merges.
+  void insert(int a, int b, int rank, int id) {
+    if (slots_.empty() || (size_ + 1) * 2 > slots_.size()) grow();
+    const std::uint64_t key = pack(a, b);
+    for (std::size_t i = hash(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return;
+      if (slots_[i].key == empty) {
+        slots_[i] = {key, rank, id};
+        ++size_;
+        return;
+      }
+    }
+  }
+  const Entry* find(int a, int b) const {
+    if (slots_.empty()) return nullptr;
+    const std::uint64_t key = pack(a, b);
+    for (std::size_t i = hash(key);; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return &slots_[i];
+      if (slots_[i].key == empty) return nullptr;
+    }
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  static constexpr std::uint64_t empty = ~std::uint64_t{0};
+  static std::uint64_t pack(int a, int b) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+  }
+  std::size_t hash(std::uint64_t key) const {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
+  }
+  void grow() {
+    std::vector<Entry> old = std::move(slots_);
+    reserve(old.empty() ? 8 : old.size());
+    size_ = 0;
+    for (const Entry& e : old)
+      if (e.key != empty) insert(static_cast<int>(e.key >> 32), static_cast<int>(e.key & 0xFFFFFFFFu), e.rank, e.id);
+  }
+
+  std::vector<Entry> slots_;
+  std::size_t mask_ = 0;
+  std::size_t size_ = 0;
+};
+
+// Runs the BPE merges over one pre-token given as raw bytes; appends the ids to `out`.
+// `byte_ids[b]` is the vocabulary id of the single-byte token of b.
+inline void bpe_merge_word(std::string_view bytes, const std::array<int, 256>& byte_ids, const MergeTable& merges,
+                           std::vector<int>& out) {
+  struct Symbol {
+    int id, prev, next;
+  };
+  struct Candidate {
+    int rank, pos, id;
+    bool operator<(const Candidate& o) const {  // std::priority_queue is a max-heap
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  const int n = static_cast<int>(bytes.size());
+  std::vector<Symbol> sym(bytes.size());
+  for (int i = 0; i < n; ++i) sym[i] = {byte_ids[static_cast<unsigned char>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  std::vector<Candidate> storage;
+  storage.reserve(bytes.size());
+  std::priority_queue<Candidate> heap(std::less<Candidate>{}, std::move(storage));
+  auto push = [&](int pos) {
+    const int next = sym[pos].next;
+    if (next < 0) return;
+    if (const auto* m = merges.find(sym[pos].id, sym[next].id)) heap.push({m->rank, pos, m->id});
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const Candidate top = heap.top();
+    heap.pop();
+    Symbol& left = sym[top.pos];
+    if (left.id < 0 || left.next < 0) continue;  // merged away, or nothing to its right any more
+    const auto* m = merges.find(left.id, sym[left.next].id);
+    if (m == nullptr || m->id != top.id) continue;  // stale: the pair changed since it was queued
+    Symbol& right = sym[left.next];
+    left.id = top.id;
+    right.id = -1;
+    left.next = right.next;
+    if (right.next >= 0) sym[right.next].prev = top.pos;
+    if (left.prev >= 0) push(left.prev);
+    push(top.pos);
+  }
+  for (int i = 0; i >= 0 && i < n; i = sym[i].next) out.push_back(sym[i].id);
+}
+
+// A bounded, thread-safe cache of pre-token -> ids (cleared when full, like HF's BPE cache).
+class WordCache {
+ public:
+  static constexpr std::size_t max_entries = 1 << 16;
+  static constexpr std::size_t max_word_bytes = 64;
+
+  WordCache() = default;
+  WordCache(WordCache&& other) noexcept : map_(std::move(other.map_)) {}
+
+  bool lookup(std::string_view word, std::vector<int>& out) const {
+    std::lock_guard lock(mutex_);
+    auto it = map_.find(word);
+    if (it == map_.end()) return false;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return true;
+  }
+  void store(std::string_view word, const int* ids, std::size_t n) const {
+    std::lock_guard lock(mutex_);
+    if (map_.size() >= max_entries) map_.clear();
+    map_.emplace(std::string(word), std::vector<int>(ids, ids + n));
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<std::string, std::vector<int>, Hash, std::equal_to<>> map_;
+};
+
+}  // namespace kylin::detail
