@@ -1,0 +1,81 @@
+// Element-wise and per-row kernels of the forward pass: RMSNorm, rotary embedding, SwiGLU
+// gating, residual add, embedding lookup. All in f32 on activations; weights in stored dtype.
+// These are short loops the compiler vectorizes; each is its own scalar reference.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kylin/kernels/matmul.hpp"
+
+namespace kylin::kernels {
+
+// Reads element i of a 1-D weight in its stored dtype.
+inline float weight_at(const MatRef& w, std::int64_t i) {
+  switch (w.dtype) {
+    case DType::bf16: return to_float(static_cast<const bf16_t*>(w.data)[i]);
+    case DType::f16: return to_float(static_cast<const f16_t*>(w.data)[i]);
+    default: return static_cast<const float*>(w.data)[i];
+  }
+}
+
+// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, for `n_rows` rows of width `dim`.
+// The mean is accumulated in double: it is cheap here and keeps long rows exact.
+inline void rms_norm(const float* x, const MatRef& w, float* out, std::int64_t n_rows, std::int64_t dim, double eps) {
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * dim;
+    double ss = 0.0;
+    for (std::int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    float* o = out + r * dim;
+    for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight_at(w, i);
+  }
+}
+
+// Rotary embedding, rotate_half layout: pairs (i, i + d/2) rotate by angle pos * inv_freq[i].
+// cos/sin: [n_tokens, head_dim/2] per token (already scaled by YaRN's attention factor);
+// x: [n_tokens, n_heads * head_dim], rotated in place.
+inline void rope(float* x, const float* cos, const float* sin, std::int64_t n_tokens, std::int64_t n_heads,
+                 std::int64_t head_dim) {
+  const std::int64_t half = head_dim / 2;
+  for (std::int64_t t = 0; t < n_tokens; ++t)
+    for (std::int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      const float* c = cos + t * half;
+      const float* s = sin + t * half;
+      for (std::int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+}
+
+// gate[i] = silu(gate[i]) * up[i], silu(z) = z / (1 + e^-z).
+inline void silu_mul_ref(float* gate, const float* up, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+inline void silu_mul(float* gate, const float* up, std::int64_t n) {
+  std::int64_t i = 0;
+  if constexpr (simd_enabled) {
+    const fbatch one(1.0f);
+    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) {
+      const fbatch g = fbatch::load_unaligned(gate + i);
+      (g / (one + xsimd::exp(-g)) * fbatch::load_unaligned(up + i)).store_unaligned(gate + i);
+    }
+  }
+  silu_mul_ref(gate + i, up + i, n - i);
+}
+
+inline void add_inplace(float* acc, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+// out[dim] = row `id` of an embedding table [vocab, dim], widened to f32.
+inline void embed_row(const MatRef& table, std::int64_t id, float* out) {
+  const std::int64_t dim = table.cols;
+  for (std::int64_t i = 0; i < dim; ++i) out[i] = weight_at(table, id * dim + i);
+}
+
+}  // namespace kylin::kernels

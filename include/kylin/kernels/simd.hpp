@@ -1,0 +1,85 @@
+// The SIMD vocabulary of the kernels: xsimd float batches of the compile-time best arch, and
+// loads that widen BF16/F16 weights to float in registers. The only file with intrinsics;
+// define KYLIN_NO_SIMD to route every kernel to its scalar reference instead.
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include <cstdint>
+
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "kylin/core/dtype.hpp"
+
+namespace kylin::kernels {
+
+using fbatch = xsimd::batch<float>;
+inline constexpr std::size_t lanes = fbatch::size;
+
+#if defined(KYLIN_NO_SIMD)
+inline constexpr bool simd_enabled = false;
+#else
+inline constexpr bool simd_enabled = true;
+#endif
+
+// Name of the instruction set the SIMD kernels were compiled for (reported by bench/inspect).
+inline const char* simd_arch_name() {
+  if constexpr (!simd_enabled) return "scalar";
+  return xsimd::default_arch::name();
+}
+
+// Loads `lanes` consecutive weights of element type T as floats.
+template <class T>
+inline fbatch load_as_float(const T* p);
+
+template <>
+inline fbatch load_as_float<float>(const float* p) {
+  return fbatch::load_unaligned(p);
+}
+
+// Storage tags: BF16 and F16 are both 16 bits, so the kernels tell them apart by type.
+struct bf16_t {
+  std::uint16_t bits;
+};
+struct f16_t {
+  std::uint16_t bits;
+};
+static_assert(sizeof(bf16_t) == 2 && sizeof(f16_t) == 2, "16-bit storage types must be exactly 2 bytes");
+
+inline float to_float(float x) { return x; }
+inline float to_float(bf16_t x) { return bf16_to_f32(x.bits); }
+inline float to_float(f16_t x) { return f16_to_f32(x.bits); }
+
+template <>
+inline fbatch load_as_float<bf16_t>(const bf16_t* p) {
+#if defined(__AVX512F__)
+  static_assert(lanes == 16, "AVX-512 float batch has 16 lanes");
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return fbatch(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+#elif defined(__AVX2__)
+  static_assert(lanes == 8, "AVX2 float batch has 8 lanes");
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return fbatch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+#else
+  alignas(64) float tmp[lanes];
+  for (std::size_t i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
+  return fbatch::load_aligned(tmp);
+#endif
+}
+
+template <>
+inline fbatch load_as_float<f16_t>(const f16_t* p) {
+#if defined(__AVX512F__)
+  return fbatch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif defined(__AVX2__) && defined(__F16C__)
+  return fbatch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  alignas(64) float tmp[lanes];
+  for (std::size_t i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
+  return fbatch::load_aligned(tmp);
+#endif
+}
+
+}  // namespace kylin::kernels
