@@ -38,6 +38,8 @@ def main():
             pairs.append((d[0], d[1], cp))
             second.add(d[1])
     pairs.sort()
+    # Hangul V and T jamo compose algorithmically (NFC_QC = Maybe) but are in no table.
+    second.update(range(0x1161, 0x1176), range(0x11A8, 0x11C3))
 
     flags = [0] * MAX
     ccc_ranges = []
