@@ -12,6 +12,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "kylin/core/dtype.hpp"
@@ -39,8 +40,12 @@ struct TensorView {
 
 inline std::string shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  s += ']';
+  return s;
 }
 
 // Larger headers are refused before parsing: real checkpoints need well under 1 MB.
@@ -65,11 +70,10 @@ class HeaderParser {
     simdjson::dom::object root;
     if (auto err = parser.parse(simdjson::padded_string(json)).get(root))
       fail("header", std::string("invalid JSON header: ") + simdjson::error_message(err));
-    std::vector<std::string> seen;
+    std::unordered_set<std::string> seen;  // a set: a hostile header may hold millions of keys
     for (auto field : root) {
       std::string key(field.key);
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) fail(key, "duplicate tensor name in header");
-      seen.push_back(key);
+      if (!seen.insert(key).second) fail(key, "duplicate tensor name in header");
       if (key == "__metadata__") {
         parse_metadata(field.value, metadata);
         continue;
@@ -146,6 +150,8 @@ class HeaderParser {
     if (offs[1] > data_.size())
       fail(name, "data_offsets [" + std::to_string(offs[0]) + "," + std::to_string(offs[1]) +
                      "] outside the data section of " + std::to_string(data_.size()) + " bytes");
+    // numel <= 2^62 can still wrap when multiplied by an 8-byte dtype size.
+    if (numel > UINT64_MAX / dtype_size(t.dtype)) fail(name, "shape product overflows");
     const std::uint64_t expected = numel * dtype_size(t.dtype);
     if (expected != offs[1] - offs[0])
       fail(name, "shape " + shape_string(t.shape) + " x " + std::string(dtype_name(t.dtype)) + " needs " +
@@ -175,7 +181,7 @@ class HeaderParser {
 // One .safetensors file: the mapping plus its validated tensor table.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::filesystem::path& path) : map_(path) { parse(); }
+  explicit SafetensorsFile(const std::filesystem::path& path) : map_(path), name_(map_.path()) { parse(); }
   // For tests and fuzzing: parse an in-memory buffer (the bytes must outlive this object).
   SafetensorsFile(std::string name, std::span<const std::byte> bytes) : name_(std::move(name)), bytes_(bytes) { parse(); }
   // Views point at name_ and the mapping: the object stays put (hold it by unique_ptr).
@@ -194,10 +200,7 @@ class SafetensorsFile {
 
  private:
   void parse() {
-    if (map_.data()) {
-      name_ = map_.path();
-      bytes_ = map_.bytes();
-    }
+    if (map_.data()) bytes_ = map_.bytes();
     if (bytes_.size() < 8)
       throw Error(ErrorCategory::load, name_, "file is " + std::to_string(bytes_.size()) + " bytes, shorter than the 8-byte header length");
     const std::uint64_t n = detail::read_u64_le(bytes_.data());

@@ -1,0 +1,206 @@
+// The forward pass against float64 reference logits from an independent implementation of HF
+// modeling_qwen3/qwen2, and the KV-cache invariants (chunked == whole == token-by-token).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kylin/model/model.hpp"
+
+namespace {
+
+const std::string data = KYLIN_TEST_DATA;
+
+struct Case {
+  std::vector<int> tokens;
+  bool all_positions;
+  std::vector<std::vector<double>> logits;  // [rows][vocab]
+  std::vector<int> greedy;                  // 12 ids
+};
+
+std::vector<Case> load_cases(const std::string& model) {
+  const auto ref = kylin::json::parse(kylin::io::read_text_file(data + "/reference/" + model + ".json"));
+  std::vector<Case> cases;
+  for (const auto& c : ref.find("cases")->as_array()) {
+    Case k;
+    for (const auto& t : c.find("tokens")->as_array()) k.tokens.push_back(static_cast<int>(t.as_int()));
+    k.all_positions = c.find("positions")->as_string() == "all";
+    for (const auto& row : c.find("logits")->as_array()) {
+      auto& r = k.logits.emplace_back();
+      for (const auto& x : row.as_array()) r.push_back(x.as_double());
+    }
+    for (const auto& g : c.find("greedy")->as_array()) k.greedy.push_back(static_cast<int>(g.as_int()));
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+double relative_l2(const float* ours, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = ours[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+int argmax(const float* x, std::size_t n) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<int>(best);
+}
+
+std::vector<int> greedy(kylin::Model& model, kylin::KVCache& cache, std::vector<float> logits, int n) {
+  const auto V = static_cast<std::size_t>(model.vocab_size());
+  std::vector<int> out;
+  for (int i = 0; i < n; ++i) {
+    const int next = argmax(logits.data() + logits.size() - V, V);
+    out.push_back(next);
+    if (i + 1 < n) logits = model.logits_last(std::vector<int>{next}, cache);
+  }
+  return out;
+}
+
+const char* const models[] = {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16-sharded",
+                              "small-qwen2-f32",   "e2e-qwen3-fullvocab", "tiny-qwen3-yarn"};
+
+}  // namespace
+
+TEST_CASE("logits match the float64 reference to 1e-3 relative L2 at every position, greedy continuations identical") {
+  for (const char* name : models) {
+    for (int threads : {1, 2}) {
+      CAPTURE(name);
+      CAPTURE(threads);
+      kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = threads, .max_chunk = 512});
+      const auto V = static_cast<std::size_t>(model.vocab_size());
+      for (const Case& c : load_cases(name)) {
+        CAPTURE(c.tokens.size());
+        auto cache = model.new_cache(256);
+        const auto which = c.all_positions ? kylin::Positions::all : kylin::Positions::last;
+        std::vector<float> logits(c.logits.size() * V);
+        model.forward(c.tokens, cache, logits, which);
+        for (std::size_t r = 0; r < c.logits.size(); ++r) {
+          CAPTURE(r);
+          CHECK(relative_l2(logits.data() + r * V, c.logits[r]) <= 1e-3);
+        }
+        CHECK(greedy(model, cache, logits, 12) == c.greedy);
+      }
+    }
+  }
+}
+
+TEST_CASE("one prefill == chunked prefill == token-by-token decode, to f32 rounding") {
+  for (const char* name : {"small-qwen3", "small-qwen2-f32", "odd-qwen3-f16-sharded"}) {
+    CAPTURE(name);
+    const Case c = load_cases(name).back();  // the 40-token prompt
+    const auto T = c.tokens.size();
+    kylin::Model whole = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512});
+    kylin::Model chunked = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 7});
+    const auto V = static_cast<std::size_t>(whole.vocab_size());
+    std::vector<float> a(T * V), b(T * V), s(V);
+    auto ca = whole.new_cache(64), cb = chunked.new_cache(64), cs = whole.new_cache(64);
+    whole.forward(c.tokens, ca, a, kylin::Positions::all);
+    chunked.forward(c.tokens, cb, b, kylin::Positions::all);
+    for (std::size_t t = 0; t < T; ++t) {
+      whole.forward(std::span<const int>(&c.tokens[t], 1), cs, s);
+      CAPTURE(t);
+      double num_b = 0, num_s = 0, den = 0;
+      for (std::size_t i = 0; i < V; ++i) {
+        num_b += std::pow(b[t * V + i] - a[t * V + i], 2);
+        num_s += std::pow(s[i] - a[t * V + i], 2);
+        den += std::pow(a[t * V + i], 2);
+      }
+      CHECK(std::sqrt(num_b / den) < 1e-5);
+      CHECK(std::sqrt(num_s / den) < 1e-5);
+    }
+    CHECK(ca.size() == static_cast<std::int64_t>(T));
+    CHECK(cb.size() == static_cast<std::int64_t>(T));
+    CHECK(cs.size() == static_cast<std::int64_t>(T));
+  }
+}
+
+TEST_CASE("truncating the cache and re-feeding reproduces the same logits") {
+  kylin::Model model = kylin::Model::load(data + "/models/small-qwen3", {.threads = 2});
+  const Case c = load_cases("small-qwen3").back();
+  auto cache = model.new_cache(128);
+  const auto first = model.logits_last(c.tokens, cache);
+  cache.truncate(25);
+  CHECK(cache.size() == 25);
+  const auto again = model.logits_last(std::span<const int>(c.tokens).subspan(25), cache);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    num += std::pow(first[i] - again[i], 2);
+    den += std::pow(first[i], 2);
+  }
+  CHECK(std::sqrt(num / den) < 1e-6);
+  CHECK(cache.common_prefix(c.tokens) == static_cast<std::int64_t>(c.tokens.size()));
+  std::vector<int> other = c.tokens;
+  other[10] = (other[10] + 1) % 4096;
+  CHECK(cache.common_prefix(other) == 10);
+  cache.reset();
+  CHECK(cache.size() == 0);
+}
+
+TEST_CASE("appending past the context length is an error naming the limit, and nothing is written") {
+  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen3-untied", {.threads = 1});
+  auto cache = model.new_cache(8);
+  std::vector<int> six(6, 3), three(3, 4);
+  model.logits_last(six, cache);
+  try {
+    model.logits_last(three, cache);
+    FAIL("expected a context error");
+  } catch (const kylin::Error& e) {
+    CHECK(std::string(e.what()).find("at most 8 tokens") != std::string::npos);
+  }
+  CHECK(cache.size() == 6);
+}
+
+TEST_CASE("bad requests are errors: empty token list, id outside the vocabulary, short logits buffer") {
+  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen3-untied", {.threads = 1});
+  auto cache = model.new_cache(16);
+  std::vector<float> logits(256);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<int>{}, cache, logits), doctest::Contains("empty token list"), kylin::Error);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<int>{256}, cache, logits), doctest::Contains("token id 256 is outside"), kylin::Error);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<int>{-1}, cache, logits), doctest::Contains("token id -1"), kylin::Error);
+  std::vector<float> small(10);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<int>{1}, cache, small), doctest::Contains("output buffer"), kylin::Error);
+  CHECK(cache.size() == 0);
+}
+
+TEST_CASE("an 8k-token prompt prefills in tiles and agrees with token-by-token decode at its end") {
+  // tiny model, 8192 positions: attention never materialises the 8192 x 8192 score matrix.
+  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen3-untied", {.threads = 2, .max_chunk = 1024});
+  constexpr int n = 8192;
+  std::vector<int> tokens(n);
+  for (int i = 0; i < n; ++i) tokens[static_cast<std::size_t>(i)] = (i * 37 + 11) % 256;
+  auto cache = model.new_cache(n);
+  const auto prefill = model.logits_last(std::span<const int>(tokens).first(n - 1), cache);
+  const auto last = model.logits_last(std::span<const int>(tokens).last(1), cache);
+  auto cache2 = model.new_cache(n);
+  model.logits_last(std::span<const int>(tokens).first(n - 2), cache2);
+  const auto last2 = model.logits_last(std::span<const int>(tokens).last(2), cache2);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < last.size(); ++i) {
+    num += std::pow(last[i] - last2[i], 2);
+    den += std::pow(last[i], 2);
+  }
+  CHECK(std::sqrt(num / den) < 1e-5);
+  for (float x : prefill) REQUIRE(std::isfinite(x));
+}
+
+TEST_CASE("the default context length is max_position_embeddings capped by the 2 GiB KV budget") {
+  kylin::ModelConfig c;
+  c.num_hidden_layers = 28;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 40960;
+  const auto n = kylin::default_context_length(c);
+  CHECK(n % 256 == 0);
+  CHECK(static_cast<std::size_t>(n) * kylin::KVCache::bytes_per_token(c) <= kylin::default_kv_budget_bytes);
+  CHECK(n < 40960);
+  c.max_position_embeddings = 2048;
+  CHECK(kylin::default_context_length(c) == 2048);
+}
