@@ -61,12 +61,14 @@ inline constexpr std::int64_t max_vocab = 1 << 24;
 
 class ConfigReader {
  public:
-  ConfigReader(const json::Value& root, std::string where) : root_(root), where_(std::move(where)) {
+  // `prefix` names a nested object ("rope_scaling."), so its errors still name the file and field.
+  ConfigReader(const json::Value& root, std::string where, std::string prefix = "")
+      : root_(root), where_(std::move(where)), prefix_(std::move(prefix)) {
     if (!root_.is_object()) fail("", "config.json must be a JSON object");
   }
 
   [[noreturn]] void fail(const std::string& field, const std::string& message) const {
-    throw Error(ErrorCategory::config, field.empty() ? where_ : where_ + ": " + field, message);
+    throw Error(ErrorCategory::config, field.empty() ? where_ : where_ + ": " + prefix_ + field, message);
   }
 
   std::optional<std::int64_t> get_int(const std::string& field, std::int64_t lo, std::int64_t hi) const {
@@ -102,20 +104,22 @@ class ConfigReader {
     return v->as_string();
   }
   const json::Value* get(const std::string& field) const { return root_.find(field); }
+  const std::string& where() const { return where_; }
 
  private:
   const json::Value& root_;
   std::string where_;
+  std::string prefix_;
 };
 
 inline std::optional<RopeScaling> read_rope_scaling(const ConfigReader& r) {
   const json::Value* v = r.get("rope_scaling");
   if (!v || v->is_null()) return std::nullopt;
   if (!v->is_object()) r.fail("rope_scaling", "must be an object or null");
-  const ConfigReader s(*v, "");
+  const ConfigReader s(*v, r.where(), "rope_scaling.");
   auto type = s.get_string("rope_type");
   if (!type) type = s.get_string("type");  // older configs spell it "type"
-  if (!type) r.fail("rope_scaling.rope_type", "missing");
+  if (!type) r.fail("rope_scaling.rope_type", "missing required field");
   if (*type == "default") return std::nullopt;
   if (*type != "yarn") r.fail("rope_scaling.rope_type", "unsupported rope scaling \"" + *type + "\" (kylin supports none and \"yarn\")");
   RopeScaling y;
@@ -166,6 +170,7 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   c.bos_token_id = r.get_int("bos_token_id", 0, detail::max_vocab);
   if (const json::Value* eos = r.get("eos_token_id"); eos && !eos->is_null()) {
     if (eos->is_int()) {
+      if (eos->as_int() < 0) r.fail("eos_token_id", "must be an integer or a list of integers");
       c.eos_token_id.push_back(eos->as_int());
     } else if (eos->is_array()) {
       for (const auto& e : eos->as_array()) {
@@ -176,7 +181,8 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
       r.fail("eos_token_id", "must be an integer or a list of integers");
     }
   }
-  c.torch_dtype = r.get_string("torch_dtype").value_or("");
+  // transformers >= 4.56 writes "dtype"; older files "torch_dtype".
+  c.torch_dtype = r.get_string("torch_dtype").value_or(r.get_string("dtype").value_or(""));
   c.hidden_act = r.get_string("hidden_act").value_or("silu");
   if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation \"" + c.hidden_act + "\" (Qwen uses \"silu\")");
   if (r.get_bool("use_sliding_window").value_or(false))
