@@ -1,0 +1,110 @@
+// Model descriptors: the presets' derived sizes agree with the published model cards, a real
+// config.json text identifies its preset, and an unknown shape names the closest preset and why.
+#include "kylin/model/descriptors.hpp"
+
+#include <doctest/doctest.h>
+
+namespace {
+
+// Qwen/Qwen3-0.6B's config.json as published (transformers 4.51.0).
+constexpr const char* qwen3_0_6b_config = R"({
+  "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+  "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+  "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+  "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+  "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
+// Qwen/Qwen2.5-7B-Instruct's config.json (no head_dim: hidden_size / heads).
+constexpr const char* qwen2_5_7b_config = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02,
+  "intermediate_size": 18944, "max_position_embeddings": 32768, "max_window_layers": 28,
+  "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 152064})";
+
+kylin::ModelConfig parse(const char* text) { return kylin::parse_model_config(kylin::json::parse(text)); }
+
+}  // namespace
+
+TEST_CASE("derived sizes are constexpr and follow config.json's definitions") {
+  using kylin::presets::qwen3_0_6b;
+  static_assert(qwen3_0_6b.q_dim() == 2048, "16 heads x 128");
+  static_assert(qwen3_0_6b.kv_dim() == 1024, "8 kv heads x 128");
+  static_assert(qwen3_0_6b.n_groups() == 2);
+  static_assert(qwen3_0_6b.has_qk_norm());
+  static_assert(!kylin::presets::qwen2_5_7b.has_qk_norm());
+  static_assert(qwen3_0_6b.bytes_bf16() == 2 * qwen3_0_6b.params_total());
+  CHECK(qwen3_0_6b.params_mlp() == 3 * 1024 * 3072);
+  CHECK(qwen3_0_6b.params_embedding() == 151936LL * 1024);
+}
+
+TEST_CASE("every preset's parameter count is within 3% of its model card's total (embedding counted once if tied)") {
+  for (const auto* d : kylin::presets::all) {
+    CAPTURE(d->name);
+    const double total = static_cast<double>(d->params_total());
+    CHECK(total == doctest::Approx(d->published_params_b * 1e9).epsilon(0.03));
+  }
+  // Model-card non-embedding counts, a check independent of the embedding term.
+  CHECK(static_cast<double>(kylin::presets::qwen3_0_6b.params_non_embedding()) == doctest::Approx(0.44e9).epsilon(0.02));
+  CHECK(static_cast<double>(kylin::presets::qwen3_8b.params_non_embedding()) == doctest::Approx(6.95e9).epsilon(0.02));
+  CHECK(static_cast<double>(kylin::presets::qwen3_32b.params_non_embedding()) == doctest::Approx(31.2e9).epsilon(0.02));
+  CHECK(static_cast<double>(kylin::presets::qwen2_5_0_5b.params_non_embedding()) == doctest::Approx(0.36e9).epsilon(0.02));
+  CHECK(static_cast<double>(kylin::presets::qwen2_5_7b.params_non_embedding()) == doctest::Approx(6.53e9).epsilon(0.02));
+  // Qwen2.5-7B per-layer numel from a published per-layer table of its linear weights (biases not
+  // included there): attention 29,360,128 and MLP 203,685,888.
+  constexpr auto& q7 = kylin::presets::qwen2_5_7b;
+  CHECK(q7.params_attention() - (q7.q_dim() + 2 * q7.kv_dim()) == 29360128);
+  CHECK(kylin::presets::qwen2_5_7b.params_mlp() == 203685888);
+}
+
+TEST_CASE("Qwen3-0.6B's published config.json parses and matches its preset, and no other") {
+  const auto c = parse(qwen3_0_6b_config);
+  CHECK(kylin::matches(kylin::presets::qwen3_0_6b, c));
+  CHECK(kylin::find_descriptor(c) == &kylin::presets::qwen3_0_6b);
+  for (const auto* d : kylin::presets::all)
+    if (d != &kylin::presets::qwen3_0_6b) CHECK_FALSE(kylin::matches(*d, c));
+  CHECK(kylin::describe_preset_match(c) == "preset Qwen3-0.6B");
+  CHECK(kylin::describe_mismatch(kylin::presets::qwen3_0_6b, c).empty());
+}
+
+TEST_CASE("Qwen2.5-7B-Instruct's config.json matches its preset despite a different max_position_embeddings") {
+  auto c = parse(qwen2_5_7b_config);
+  CHECK(kylin::find_descriptor(c) == &kylin::presets::qwen2_5_7b);
+  c.max_position_embeddings = 131072;  // the base repo's value: same shape, same preset
+  CHECK(kylin::find_descriptor(c) == &kylin::presets::qwen2_5_7b);
+}
+
+TEST_CASE("a changed field breaks the match and is listed with both values") {
+  auto c = parse(qwen3_0_6b_config);
+  c.num_hidden_layers = 20;
+  c.tie_word_embeddings = false;
+  const auto fields = kylin::mismatched_fields(kylin::presets::qwen3_0_6b, c);
+  REQUIRE(fields.size() == 2);
+  CHECK(fields[0] == "num_hidden_layers=20 (preset 28)");
+  CHECK(fields[1] == "tie_word_embeddings=false (preset true)");
+  CHECK_FALSE(kylin::matches(kylin::presets::qwen3_0_6b, c));
+  CHECK(kylin::find_descriptor(c) == nullptr);
+  CHECK(kylin::describe_preset_match(c) ==
+        "no preset matched (closest: Qwen3-0.6B; differs in: num_hidden_layers=20 (preset 28), "
+        "tie_word_embeddings=false (preset true))");
+}
+
+TEST_CASE("the test checkpoints match no preset and the closest one is named with the differing fields") {
+  const auto dir = std::filesystem::path(KYLIN_TEST_DATA) / "models";
+  for (const char* m : {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16-sharded", "small-qwen2-f32"}) {
+    CAPTURE(m);
+    const auto c = kylin::load_model_config(dir / m);
+    CHECK(kylin::find_descriptor(c) == nullptr);
+    const auto line = kylin::describe_preset_match(c);
+    CHECK(line.starts_with("no preset matched (closest: "));
+    CHECK(line.find("hidden_size=" + std::to_string(c.hidden_size)) != std::string::npos);
+  }
+  // The Qwen2 checkpoint is closest to a Qwen2.5 preset: model_type counts as a differing field.
+  const auto qwen2 = kylin::load_model_config(dir / "small-qwen2-f32");
+  CHECK(kylin::closest_descriptor(qwen2).model_type == "qwen2");
+}
