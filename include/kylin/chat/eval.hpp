@@ -1,0 +1,127 @@
+// Expression evaluation for the Jinja interpreter (interpreter.hpp).
+#pragma once
+
+#include <string>
+
+#include "kylin/chat/interpreter.hpp"
+
+namespace kylin::jinja::detail {
+
+inline CallArgs Interpreter::eval_args(const Expr& e, std::size_t first_arg) {
+  CallArgs call;
+  for (std::size_t i = first_arg; i < e.args.size(); ++i) call.args.push_back(eval(*e.args[i]));
+  for (const auto& [k, v] : e.kwargs) call.kwargs.emplace_back(k, eval(*v));
+  return call;
+}
+
+inline Value Interpreter::eval_call(const Expr& e, std::size_t first_arg) {
+  const Value callee = eval(*e.args[0]);
+  CallArgs call = eval_args(e, first_arg);
+  line_ = e.line;
+  require_defined(callee);
+  if (!callee.is_function()) fail("'" + std::string(callee.type_name()) + "' object is not callable");
+  return callee.as_function().fn(call);
+}
+
+inline Value Interpreter::eval_compare(const Expr& e) {
+  Value left = eval(*e.args[0]);
+  for (std::size_t i = 0; i < e.ops.size(); ++i) {
+    Value right = eval(*e.args[i + 1]);
+    line_ = e.line;
+    if (!compare(e.ops[i], left, right)) return false;
+    left = std::move(right);
+  }
+  return true;
+}
+
+inline Value Interpreter::eval(const Expr& e) {
+  using K = Expr::Kind;
+  line_ = e.line;
+  switch (e.kind) {
+    case K::literal: return e.value;
+    case K::name: return lookup(e.name);
+    case K::list:
+    case K::tuple: {
+      std::vector<Value> items;
+      for (const auto& a : e.args) items.push_back(eval(*a));
+      return Value(std::move(items), e.kind == K::tuple);
+    }
+    case K::dict: {
+      DictData d;
+      for (std::size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        const Value key = eval(*e.args[i]);
+        if (!key.is_string()) fail("unsupported construct: dict literal with a non-string key");
+        d.set(key.as_string(), eval(*e.args[i + 1]));
+      }
+      return Value(std::move(d));
+    }
+    case K::attr: {
+      const Value obj = eval(*e.args[0]);
+      line_ = e.line;
+      return get_attr(obj, e.name);
+    }
+    case K::item: {
+      const Value obj = eval(*e.args[0]), key = eval(*e.args[1]);
+      line_ = e.line;
+      return get_item(obj, key);
+    }
+    case K::slice: {
+      const Value obj = eval(*e.args[0]);
+      Value part[3] = {None{}, None{}, None{}};
+      for (int i = 0; i < 3; ++i)
+        if (e.args[static_cast<std::size_t>(i) + 1]) part[i] = eval(*e.args[static_cast<std::size_t>(i) + 1]);
+      line_ = e.line;
+      return slice(obj, part[0], part[1], part[2]);
+    }
+    case K::call: return eval_call(e, 1);
+    case K::filter: {
+      const Value subject = eval(*e.args[0]);
+      CallArgs call = eval_args(e, 1);
+      line_ = e.line;
+      return run_filter(e.name, subject, call);
+    }
+    case K::test: {
+      const Value subject = eval(*e.args[0]);
+      CallArgs call = eval_args(e, 1);
+      line_ = e.line;
+      return run_test(e.name, subject, call) != e.negated;
+    }
+    case K::not_: return !truthy(eval(*e.args[0]));
+    case K::neg:
+    case K::pos: {
+      const Value v = eval(*e.args[0]);
+      line_ = e.line;
+      require_defined(v);
+      if (!v.is_number()) fail("bad operand type for unary " + std::string(e.kind == K::neg ? "-" : "+") + ": '" +
+                               std::string(v.type_name()) + "'");
+      if (e.kind == K::pos) return v.is_bool() ? Value(v.as_int()) : v;
+      return v.is_float() ? Value(-v.as_double()) : binary("-", std::int64_t{0}, v);
+    }
+    case K::binary: {
+      const Value a = eval(*e.args[0]), b = eval(*e.args[1]);
+      line_ = e.line;
+      return binary(e.name, a, b);
+    }
+    case K::compare: return eval_compare(e);
+    case K::and_: {
+      Value a = eval(*e.args[0]);
+      return truthy(a) ? eval(*e.args[1]) : a;
+    }
+    case K::or_: {
+      Value a = eval(*e.args[0]);
+      return truthy(a) ? a : eval(*e.args[1]);
+    }
+    case K::concat: {
+      std::string out;
+      for (const auto& a : e.args) append(out, to_str(eval(*a)));
+      return out;
+    }
+    case K::cond: {
+      if (truthy(eval(*e.args[1]))) return eval(*e.args[0]);
+      return e.args[2] ? eval(*e.args[2]) : Value(Undefined{"the inline if-expression evaluated to false and no else section was defined"});
+    }
+  }
+  return Undefined{};
+}
+
+}  // namespace kylin::jinja::detail

@@ -1,0 +1,106 @@
+// jinja::Template: a Jinja template parsed once, rendered many times with transformers' chat
+// template environment (trim_blocks, lstrip_blocks, loop controls, raise_exception, ...).
+// Every failure is a kylin::Error (category chat_template) naming the template line.
+#pragma once
+
+#include <ctime>
+#include <string>
+#include <utility>
+
+#include "kylin/chat/interpreter.hpp"
+#include "kylin/chat/parser.hpp"
+#include "kylin/core/error.hpp"
+
+namespace kylin::jinja {
+
+namespace detail {
+
+inline Value make_namespace(CallArgs& call) {
+  auto ns = std::make_shared<NamespaceData>();
+  for (const auto& a : call.args) {
+    if (!a.is_dict()) fail("namespace() positional arguments must be mappings");
+    for (const auto& [k, v] : a.as_dict().items) ns->attrs.set(k, v);
+  }
+  for (const auto& [k, v] : call.kwargs) ns->attrs.set(k, v);
+  return Value(std::move(ns));
+}
+
+inline Value make_range(Interpreter& interp, CallArgs& call) {
+  if (call.args.empty() || call.args.size() > 3 || !call.kwargs.empty()) fail("range() takes 1 to 3 positional arguments");
+  std::int64_t v[3] = {0, 0, 1};
+  for (std::size_t i = 0; i < call.args.size(); ++i) v[call.args.size() == 1 ? 1 : i] = to_index(call.args[i]);
+  if (v[2] == 0) fail("range() arg 3 must not be zero");
+  std::vector<Value> items;
+  for (std::int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) {
+    interp.spend(1);
+    items.emplace_back(x);
+  }
+  return Value(std::move(items));
+}
+
+inline Value strftime_now(CallArgs& call) {
+  Args a{call, "strftime_now"};
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[256];
+  const std::size_t n = std::strftime(buf, sizeof buf, a.str(0, "format").c_str(), &local);
+  return std::string(buf, n);
+}
+
+}  // namespace detail
+
+class Template {
+ public:
+  // `name` prefixes error contexts: "<name> line 12".
+  explicit Template(std::string source, std::string name = "chat template", Limits limits = {})
+      : name_(std::move(name)), limits_(limits) {
+    try {
+      body_ = detail::Parser(detail::Lexer(std::move(source)).run(), limits_.max_nesting).parse_template();
+    } catch (const SyntaxError& e) {
+      throw Error(ErrorCategory::chat_template, context(e.line), e.what());
+    } catch (const EvalError& e) {  // e.g. a bad escape found while lexing
+      throw Error(ErrorCategory::chat_template, name_, e.what());
+    }
+  }
+
+  // Renders with `variables` (template-visible names) on top of the builtin globals.
+  std::string render(const DictData& variables) const {
+    DictData globals;
+    globals.set("namespace", Value("namespace", detail::make_namespace));
+    globals.set("dict", Value("dict", [](CallArgs& c) {
+                  DictData d;
+                  for (auto& [k, v] : c.kwargs) d.set(k, v);
+                  return Value(std::move(d));
+                }));
+    globals.set("raise_exception", Value("raise_exception", [](CallArgs& c) -> Value {
+                  throw TemplateException(c.args.empty() ? std::string() : to_str(c.args[0]));
+                }));
+    globals.set("strftime_now", Value("strftime_now", detail::strftime_now));
+    detail::Interpreter run(limits_, std::move(globals));
+    run.define("range", Value("range", [&run](CallArgs& c) { return detail::make_range(run, c); }));
+    for (const auto& [k, v] : variables.items) run.define(k, v);
+    std::string out;
+    try {
+      run.render(body_, out);
+    } catch (const TemplateException& e) {
+      throw Error(ErrorCategory::chat_template, context(run.line()), e.what());
+    } catch (const EvalError& e) {
+      throw Error(ErrorCategory::chat_template, context(run.line()), e.what());
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCategory::chat_template, context(run.line()), "out of memory while rendering");
+    }
+    return out;
+  }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string context(int line) const { return name_ + " line " + std::to_string(line); }
+
+  std::string name_;
+  Limits limits_;
+  Body body_;
+};
+
+}  // namespace kylin::jinja
