@@ -212,6 +212,9 @@ inline Value binary(std::string_view op, const Value& a, const Value& b) {
   if (op == "*" && (a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return detail::repeat(a, b.as_int());
   if (op == "*" && (b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return detail::repeat(b, a.as_int());
   if (op == "%" && a.is_string()) fail("unsupported construct: printf-style string formatting with '%'");
+  if (op == "+" && (a.is_string() || a.is_list()))
+    fail("can only concatenate " + std::string(a.type_name()) + " (not \"" + std::string(b.type_name()) + "\") to " +
+         std::string(a.type_name()));
   detail::bad_operands(op, a, b);
 }
 
