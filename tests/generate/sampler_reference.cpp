@@ -2,6 +2,7 @@
 // the reference's tokens with the reference's probabilities over many random rows and params.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -46,6 +47,22 @@ void check_probs(const std::vector<double>& got, const std::vector<double>& want
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 }  // namespace
+
+TEST_CASE("exp_nonpositive: within 2 ulp of exp over [-87, 0]; exact 1 at 0; weights 0 past the floor") {
+  double worst = 0.0;
+  for (int i = 0; i <= 2000000; ++i) {
+    const float s = -87.0f * static_cast<float>(i) / 2000000.0f;
+    const double want = std::exp(static_cast<double>(s));
+    worst = std::max(worst, std::abs(kylin::detail::exp_nonpositive(s) - want) / want);
+  }
+  INFO("worst relative error " << worst);
+  CHECK(worst < 2.0 * 0x1.0p-23);  // 2 ulp at the top of a binade
+  CHECK(kylin::detail::exp_nonpositive(0.0f) == 1.0f);
+  CHECK(kylin::detail::weight_of_scaled(-0.0f) == 1.0f);
+  CHECK(kylin::detail::weight_of_scaled(-87.5f) == 0.0f);
+  CHECK(kylin::detail::weight_of_scaled(-kInf) == 0.0f);
+  CHECK(kylin::detail::weight_of_scaled(std::numeric_limits<float>::quiet_NaN()) == 0.0f);
+}
 
 TEST_CASE("reference: temperature, top-k, top-p and min-p match hand-computed distributions") {
   // Weights exp(logit) = 4, 2, 1, 1: probabilities 1/2, 1/4, 1/8, 1/8.

@@ -23,7 +23,7 @@ namespace kylin {
 struct SamplingCandidates {
   std::span<const int> ids;        // [n_kept] in the order the draw walks them
   std::span<const float> weights;  // [n_kept] unnormalised, all > 0
-  double total = 0.0;              // sum of weights, accumulated in that order
+  double total = 0.0;              // sum of weights
 };
 
 class Sampler {
@@ -72,24 +72,43 @@ class Sampler {
       select_top_k(logits);
     else
       select_full(logits);
-    double total = 0.0;
-    for (float w : kept_weights_) total += w;
-    return {ids_, kept_weights_, total};
+    return {ids_, kept_weights_, block_sum(kept_weights_, 0, kept_weights_.size())};
   }
 
-  // Inverse-CDF draw over the candidates in their order.
+  // Inverse-CDF draw over the candidates in their order: whole blocks of kLanes weights at a
+  // time, then token by token inside the block where the running mass passes u * total.
   int draw(const SamplingCandidates& c) {
     const double target = rng_.uniform() * c.total;
+    const std::size_t n = c.ids.size();
     double cumulative = 0.0;
-    for (std::size_t j = 0; j < c.ids.size(); ++j) {
-      cumulative += c.weights[j];
-      if (cumulative > target) return c.ids[j];
+    for (std::size_t base = 0; base < n; base += kLanes) {
+      const std::size_t end = std::min(base + kLanes, n);
+      const double block = block_sum(c.weights, base, end);
+      if (cumulative + block > target) {
+        double inside = cumulative;
+        for (std::size_t j = base; j < end; ++j) {
+          inside += c.weights[j];
+          if (inside > target) return c.ids[j];
+        }
+      }
+      cumulative += block;
     }
-    return c.ids.back();  // u * total rounded up to total
+    return c.ids.back();  // rounding left the running mass just short of u * total
   }
 
  private:
-  static constexpr int kBuckets = 1024;  // top-p histogram resolution over the scaled logits
+  static constexpr int kBuckets = 1024;       // top-p histogram resolution over the scaled logits
+  static constexpr std::size_t kLanes = 16;  // block width of the vectorisable scans
+
+  // Sum of w[begin, end) in double, four independent partial sums so the adds overlap.
+  static double block_sum(std::span<const float> w, std::size_t begin, std::size_t end) {
+    std::array<double, 4> part{};
+    std::size_t i = begin;
+    for (; i + 4 <= end; i += 4)
+      for (std::size_t j = 0; j < 4; ++j) part[j] += w[i + j];
+    for (; i < end; ++i) part[0] += w[i];
+    return (part[0] + part[1]) + (part[2] + part[3]);
+  }
 
   // Sparse counts: only the context's distinct tokens are touched, then reset.
   void apply_penalties(std::span<float> logits, std::span<const int> prompt, std::span<const int> generated) {
@@ -122,36 +141,59 @@ class Sampler {
     kept_weights_.push_back(1.0f);
   }
 
-  // Lowest id among the highest logits (NaN never wins); a vectorisable max, then a find.
+  // Lowest id among the highest logits (NaN never wins): kLanes independent running maxima
+  // that the compiler turns into vector compares and blends, merged at the end.
   static int argmax(std::span<const float> logits) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (float l : logits) m = l > m ? l : m;
-    for (std::size_t i = 0; i < logits.size(); ++i)
-      if (logits[i] == m) return static_cast<int>(i);
-    return 0;  // every logit NaN
-  }
-
-  // Top-k by a k-entry heap whose root is the worst kept token: after warm-up nearly every
-  // logit costs one compare. Scanning ids upward means a tie with the root never displaces it.
-  void select_top_k(std::span<const float> logits) {
-    const auto k = static_cast<std::size_t>(params_.top_k);
-    auto worse = [&](int a, int b) { return detail::ranks_before(logits[a], a, logits[b], b); };
-    heap_.clear();
-    float threshold = -std::numeric_limits<float>::infinity();
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-      const float l = logits[i];
-      if (heap_.size() < k) {
-        if (std::isnan(l)) continue;
-        heap_.push_back(static_cast<int>(i));
-        std::push_heap(heap_.begin(), heap_.end(), worse);
-        threshold = logits[heap_.front()];
-      } else if (l > threshold) {
-        std::pop_heap(heap_.begin(), heap_.end(), worse);
-        heap_.back() = static_cast<int>(i);
-        std::push_heap(heap_.begin(), heap_.end(), worse);
-        threshold = logits[heap_.front()];
+    std::array<float, kLanes> best;  // [kLanes] max of logits[i] with i % kLanes == lane
+    std::array<int, kLanes> at{};    // [kLanes] its first id
+    best.fill(-std::numeric_limits<float>::infinity());
+    const std::size_t n = logits.size();
+    for (std::size_t base = 0; base < n; base += kLanes) {
+      const std::size_t lanes = std::min(kLanes, n - base);
+      for (std::size_t j = 0; j < lanes; ++j) {
+        const float l = logits[base + j];
+        const bool higher = l > best[j];
+        best[j] = higher ? l : best[j];
+        at[j] = higher ? static_cast<int>(base + j) : at[j];
       }
     }
+    int winner = -1;
+    for (std::size_t j = 0; j < kLanes; ++j)
+      if (best[j] > -std::numeric_limits<float>::infinity() &&
+          (winner < 0 || best[j] > logits[winner] || (best[j] == logits[winner] && at[j] < winner)))
+        winner = at[j];
+    return winner >= 0 ? winner : detail::argmax_lowest_id(logits);  // no logit above -inf
+  }
+
+  // Top-k by a k-entry heap whose root is the worst kept token. Once it is full, a block of
+  // kLanes logits costs one vector compare against the root unless one of them beats it.
+  // Scanning ids upward means a tie with the root never displaces it.
+  void select_top_k(std::span<const float> logits) {
+    const auto k = static_cast<std::size_t>(params_.top_k);
+    const std::size_t n = logits.size();
+    auto worse = [&](int a, int b) { return detail::ranks_before(logits[a], a, logits[b], b); };
+    heap_.clear();
+    std::size_t i = 0;
+    for (; i < n && heap_.size() < k; ++i) {
+      if (std::isnan(logits[i])) continue;
+      heap_.push_back(static_cast<int>(i));
+      std::push_heap(heap_.begin(), heap_.end(), worse);
+    }
+    float threshold = heap_.empty() ? 0.0f : logits[heap_.front()];
+    auto offer = [&](std::size_t id) {
+      if (!(logits[id] > threshold)) return;
+      std::pop_heap(heap_.begin(), heap_.end(), worse);
+      heap_.back() = static_cast<int>(id);
+      std::push_heap(heap_.begin(), heap_.end(), worse);
+      threshold = logits[heap_.front()];
+    };
+    for (; i + kLanes <= n; i += kLanes) {
+      bool any = false;
+      for (std::size_t j = 0; j < kLanes; ++j) any |= logits[i + j] > threshold;
+      if (any)
+        for (std::size_t j = 0; j < kLanes; ++j) offer(i + j);
+    }
+    for (; i < n; ++i) offer(i);
     std::sort(heap_.begin(), heap_.end(), worse);  // best first, a total order: reproducible
     if (heap_.empty() || !std::isfinite(logits[heap_.front()])) return keep_only(heap_.empty() ? 0 : heap_.front());
     filter_ranked(logits, heap_);
@@ -190,70 +232,76 @@ class Sampler {
     if (!std::isfinite(max_logit)) return keep_only(top);
     const float inv_t = 1.0f / params_.temperature;
     const float min_w = std::max(params_.min_p, std::numeric_limits<float>::denorm_min());
+    const std::size_t n = logits.size();
+    for (std::size_t i = 0; i < n; ++i) weights_[i] = detail::scaled_weight(logits[i], max_logit, inv_t);
     if (params_.top_p >= 1.0f) {
-      for (std::size_t i = 0; i < logits.size(); ++i) {
-        const float w = detail::scaled_weight(logits[i], max_logit, inv_t);
-        if (w >= min_w) {
+      for (std::size_t i = 0; i < n; ++i)
+        if (weights_[i] >= min_w) {
           ids_.push_back(static_cast<int>(i));
-          kept_weights_.push_back(w);
+          kept_weights_.push_back(weights_[i]);
         }
-      }
       return;
     }
-    const Boundary last = nucleus_boundary(logits, max_logit, inv_t);
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-      const auto id = static_cast<int>(i);
-      const bool in_nucleus = bucket_[i] < last.bucket ||
-                              (bucket_[i] == last.bucket && !detail::ranks_before(last.logit, last.id, logits[i], id));
-      if (in_nucleus && weights_[i] >= min_w) {
+    // Buckets ranked before the boundary bucket are kept whole (in id order); the boundary
+    // bucket's tokens are ranked and kept while the mass ranked before them is below target.
+    const Nucleus nucleus = nucleus_bucket(logits, max_logit, inv_t);
+    boundary_.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (bucket_[i] < nucleus.bucket) {
+        if (weights_[i] >= min_w) {
+          ids_.push_back(static_cast<int>(i));
+          kept_weights_.push_back(weights_[i]);
+        }
+      } else if (bucket_[i] == nucleus.bucket) {
+        boundary_.push_back(static_cast<int>(i));
+      }
+    }
+    std::sort(boundary_.begin(), boundary_.end(),
+              [&](int x, int y) { return detail::ranks_before(logits[x], x, logits[y], y); });
+    double before = nucleus.before;
+    for (int id : boundary_) {
+      if (before >= nucleus.target) break;
+      before += weights_[id];
+      if (weights_[id] >= min_w) {
         ids_.push_back(id);
-        kept_weights_.push_back(weights_[i]);
+        kept_weights_.push_back(weights_[id]);
       }
     }
   }
 
-  struct Boundary {  // the last token top-p keeps: everything ranked at or before it stays
-    int bucket;
-    float logit;
-    int id;
+  struct Nucleus {
+    int bucket;     // where the mass ranked before a token first reaches target
+    double before;  // mass of the buckets ranked before it
+    double target;  // top_p * total mass
   };
 
-  // Fills weights_ and bucket_ for the row and finds top-p's last kept token. Buckets split the
-  // scaled-logit range evenly, so ranks only need sorting inside the one bucket where the mass
-  // ranked before a token reaches top_p * total.
-  Boundary nucleus_boundary(std::span<const float> logits, float max_logit, float inv_t) {
-    float min_finite = max_logit;
-    for (float l : logits) min_finite = l < min_finite && std::isfinite(l) ? l : min_finite;
+  // Histograms weights_ over the scaled-logit range split evenly (bucket_ gets each token's),
+  // so ranking is needed only inside the bucket where top-p's cut falls.
+  Nucleus nucleus_bucket(std::span<const float> logits, float max_logit, float inv_t) {
+    const std::size_t n = logits.size();
+    std::array<float, kLanes> lowest;  // [kLanes] lane-wise minimum finite logit
+    lowest.fill(max_logit);
+    for (std::size_t base = 0; base < n; base += kLanes)
+      for (std::size_t j = 0; j < std::min(kLanes, n - base); ++j) {
+        const float l = logits[base + j];
+        lowest[j] = std::isfinite(l) && l < lowest[j] ? l : lowest[j];
+      }
+    const float min_finite = *std::min_element(lowest.begin(), lowest.end());
     const float range = std::min(-detail::scaled_logit(min_finite, max_logit, inv_t), -detail::kMinScaledLogit);
     const float scale = range > 0.0f ? static_cast<float>(kBuckets) / range : 0.0f;
+    constexpr auto kLast = static_cast<float>(kBuckets - 1);
+    for (std::size_t i = 0; i < n; ++i) {  // NaN, inf and weightless tokens land in the last bucket
+      const float b = -detail::scaled_logit(logits[i], max_logit, inv_t) * scale;
+      bucket_[i] = static_cast<std::uint16_t>(static_cast<int>(b < kLast ? b : kLast));
+    }
     bucket_mass_.fill(0.0);
+    for (std::size_t i = 0; i < n; ++i) bucket_mass_[bucket_[i]] += weights_[i];
     double total = 0.0;
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-      const float s = detail::scaled_logit(logits[i], max_logit, inv_t);
-      const float w = detail::weight_of_scaled(s);
-      const float b = -s * scale;  // NaN, inf and weightless tokens land in the last bucket
-      const auto bucket = static_cast<std::uint16_t>(b < static_cast<float>(kBuckets) ? b : kBuckets - 1);
-      weights_[i] = w;
-      bucket_[i] = bucket;
-      bucket_mass_[bucket] += w;
-      total += w;
-    }
-    const double target = static_cast<double>(params_.top_p) * total;
-    double before = 0.0;  // mass of the buckets ranked before `b`
-    int b = 0;
-    while (b < kBuckets - 1 && before + bucket_mass_[b] < target) before += bucket_mass_[b++];
-    boundary_.clear();
-    for (std::size_t i = 0; i < logits.size(); ++i)
-      if (bucket_[i] == b) boundary_.push_back(static_cast<int>(i));
-    std::sort(boundary_.begin(), boundary_.end(),
-              [&](int x, int y) { return detail::ranks_before(logits[x], x, logits[y], y); });
-    int last = boundary_.front();
-    for (int id : boundary_) {
-      if (before >= target) break;
-      before += weights_[id];
-      last = id;
-    }
-    return {b, logits[last], last};
+    for (double m : bucket_mass_) total += m;
+    Nucleus out{0, 0.0, static_cast<double>(params_.top_p) * total};
+    while (out.bucket < kBuckets - 1 && out.before + bucket_mass_[out.bucket] < out.target)
+      out.before += bucket_mass_[out.bucket++];
+    return out;
   }
 
   std::size_t vocab_size_;
