@@ -191,6 +191,7 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
 }
 
 inline ModelConfig load_model_config(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) throw Error(ErrorCategory::load, dir.string(), "no such model directory");
   const auto path = dir / "config.json";
   if (!std::filesystem::exists(path)) throw Error(ErrorCategory::config, path.string(), "missing");
   return parse_model_config(json::parse(io::read_text_file(path), path.string(), ErrorCategory::config), path.string());

@@ -1,0 +1,184 @@
+// `kylin run` (one prompt through the chat template, answer streamed to stdout) and
+// `kylin chat` (interactive multi-turn chat). Reasoning (<think>) goes to stderr, so stdout is
+// exactly the answer; the stats line goes to stderr too.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "kylin/cli.hpp"
+#include "kylin/generate/session.hpp"
+#include "kylin/sampling_options.hpp"
+
+namespace {
+
+struct Options {
+  std::string model;
+  std::string prompt;
+  std::string system;
+  std::int64_t n = 2048;
+  std::int64_t ctx = 0;
+  int threads = 0;
+  bool no_think = false;
+  bool hide_think = false;
+  std::vector<std::string> stop;
+  kylin::cli::SamplingFlags sampling;
+};
+
+std::atomic<bool> interrupted{false};
+extern "C" void on_sigint(int) { interrupted.store(true); }
+
+bool stderr_tty() { return ::isatty(STDERR_FILENO) == 1; }
+
+std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
+  if (stderr_tty()) std::fprintf(stderr, "loading %s ...\r", o.model.c_str());
+  kylin::EngineOptions eo;
+  eo.threads = o.threads;
+  if (o.ctx > 0) eo.context_length = o.ctx;
+  auto engine = kylin::Engine::load(o.model, eo);
+  if (stderr_tty()) std::fprintf(stderr, "\33[2K\r");
+  return engine;
+}
+
+kylin::GenerateOptions generate_options(const Options& o) {
+  kylin::GenerateOptions g;
+  g.sampling = o.sampling.overrides();
+  g.max_new_tokens = o.n;
+  g.stop = o.stop;
+  const bool tty = stderr_tty();
+  const bool show_think = !o.hide_think;
+  g.on_piece = [tty, show_think](const kylin::Piece& p) {
+    if (p.channel == kylin::Channel::answer) {
+      std::fwrite(p.text.data(), 1, p.text.size(), stdout);
+      std::fflush(stdout);
+    } else if (show_think) {
+      std::fprintf(stderr, tty ? "\33[2m%.*s\33[0m" : "%.*s", static_cast<int>(p.text.size()), p.text.data());
+    }
+    return !interrupted.load();
+  };
+  if (tty)
+    g.on_prefill = [](std::int64_t done, std::int64_t total) {
+      if (total > 256) std::fprintf(stderr, done < total ? "\rprefill %lld/%lld" : "\33[2K\r", static_cast<long long>(done),
+                                    static_cast<long long>(total));
+    };
+  return g;
+}
+
+void print_stats(const kylin::Generation& r) {
+  const auto& s = r.stats;
+  std::fprintf(stderr,
+               "\n[kylin] load %.0f ms | prompt %lld tok (cached %lld, prefilled %lld) at %.1f tok/s | ttft %.0f ms | "
+               "%lld tok at %.1f tok/s | stop: %s\n",
+               s.load_ms, static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
+               static_cast<long long>(s.prefill_tokens), s.prefill_tok_s, s.ttft_ms,
+               static_cast<long long>(s.generated_tokens), s.decode_tok_s, std::string(kylin::to_string(r.stop_reason)).c_str());
+}
+
+kylin::json::Value message(const std::string& role, const std::string& content) {
+  kylin::json::Value m = kylin::json::Object{};
+  m.set("role", role);
+  m.set("content", content);
+  return m;
+}
+
+int run(const Options& o) {
+  auto engine = load_engine(o);
+  kylin::Session session(*engine);
+  kylin::json::Value messages = kylin::json::Array{};
+  if (!o.system.empty()) messages.push_back(message("system", o.system));
+  messages.push_back(message("user", o.prompt));
+  std::signal(SIGINT, on_sigint);
+  const auto result = session.chat(messages, {.enable_thinking = !o.no_think, .tools = {}, .extra_kwargs = {}}, generate_options(o));
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  print_stats(result);
+  return 0;
+}
+
+// Installs SIGINT without SA_RESTART, so Ctrl-C interrupts a blocking read of the next line too.
+void install_interrupt_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+int chat(const Options& o) {
+  auto engine = load_engine(o);
+  kylin::Session session(*engine);
+  kylin::json::Value messages = kylin::json::Array{};
+  if (!o.system.empty()) messages.push_back(message("system", o.system));
+  bool think = !o.no_think;
+  const bool tty = ::isatty(STDIN_FILENO) == 1;
+  install_interrupt_handler();
+  if (tty) std::fprintf(stderr, "kylin chat: /think /no_think /reset /quit; Ctrl-C stops an answer, Ctrl-D quits\n");
+  std::string line;
+  while (true) {
+    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    interrupted.store(false);
+    if (!std::getline(std::cin, line)) {
+      if (interrupted.load() && !std::cin.eof()) {  // Ctrl-C at the prompt: drop the line
+        std::cin.clear();
+        std::fputs("\n", stdout);
+        continue;
+      }
+      break;
+    }
+    if (line == "/quit" || line == "/exit") break;
+    if (line == "/think" || line == "/no_think") {
+      think = line == "/think";
+      std::fprintf(stderr, "[kylin] thinking %s\n", think ? "on" : "off");
+      continue;
+    }
+    if (line == "/reset") {
+      messages = kylin::json::Array{};
+      if (!o.system.empty()) messages.push_back(message("system", o.system));
+      session.reset();
+      std::fprintf(stderr, "[kylin] conversation reset\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back(message("user", line));
+    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = {}}, generate_options(o));
+    messages.push_back(message("assistant", result.content));
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    print_stats(result);
+  }
+  return 0;
+}
+
+void add_common(CLI::App* cmd, Options& o) {
+  cmd->add_option("--model", o.model, "Model directory (config.json, safetensors, tokenizer files)")
+      ->envname("KYLIN_MODEL")
+      ->required();
+  cmd->add_option("--system", o.system, "System message");
+  cmd->add_option("-n,--n-predict", o.n, "Most tokens to generate per answer")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+  cmd->add_option("--ctx", o.ctx, "Context length in tokens (default: max_position_embeddings within a 2 GiB KV budget)");
+  cmd->add_option("-t,--threads", o.threads, "Threads (0: all cores)");
+  cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
+  cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");
+  cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");
+  o.sampling.add_to(cmd);
+}
+
+const kylin::cli::Registrar run_registrar{"run", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("run", "Answer one prompt (through the chat template), streaming to stdout");
+  add_common(cmd, *o);
+  cmd->add_option("-p,--prompt", o->prompt, "The user message")->required();
+  cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
+}};
+
+const kylin::cli::Registrar chat_registrar{"chat", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("chat", "Interactive multi-turn chat on the terminal");
+  add_common(cmd, *o);
+  cmd->callback([o] { kylin::cli::exit_code() = chat(*o); });
+}};
+
+}  // namespace

@@ -1,0 +1,98 @@
+// Engine: everything loaded from one model directory that generation needs — the model, its
+// tokenizer, its chat template, the sampling defaults of generation_config.json and the
+// end-of-sequence ids. Sessions borrow it; one Engine can serve many sessions in turn.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kylin/chat/chat_template.hpp"
+#include "kylin/generate/sampler.hpp"
+#include "kylin/model/model.hpp"
+#include "kylin/tokenizer/tokenizer.hpp"
+
+namespace kylin {
+
+struct EngineOptions {
+  int threads = 0;                            // 0: all hardware threads
+  std::int64_t max_chunk = 512;               // prefill tokens per batched pass
+  std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config)
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> load(const std::filesystem::path& dir, const EngineOptions& options = {}) {
+    return std::unique_ptr<Engine>(new Engine(dir, options));
+  }
+
+  Model& model() { return model_; }
+  const Model& model() const { return model_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const ChatTemplate& chat_template() const { return *template_; }
+  bool has_chat_template() const { return template_ != nullptr; }
+  const SamplingParams& default_sampling() const { return default_sampling_; }
+  const std::vector<int>& eos_ids() const { return eos_ids_; }
+  bool is_eos(int id) const { return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end(); }
+  std::int64_t context_length() const { return context_length_; }
+  double load_ms() const { return load_ms_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  Engine(const std::filesystem::path& dir, const EngineOptions& o)
+      : dir_(dir),
+        started_(std::chrono::steady_clock::now()),
+        model_(Model::load(dir, {.threads = o.threads, .max_chunk = o.max_chunk})),
+        tokenizer_(Tokenizer::from_dir(dir)) {
+    tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
+    if (has_template_file(dir)) template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(dir));
+    // No generation_config.json means transformers' GenerationConfig defaults (do_sample false).
+    const json::Value& gen = model_.generation_config();
+    default_sampling_ = from_generation_config(gen.is_null() ? json::Value(json::Object{}) : gen);
+    collect_eos_ids();
+    context_length_ = o.context_length.value_or(default_context_length(model_.config()));
+    if (context_length_ <= 0) throw Error(ErrorCategory::config, "context length", "must be positive");
+    load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+  }
+
+  // A directory may carry only tokenizer.json: chat then fails with a clear error at use.
+  static bool has_template_file(const std::filesystem::path& dir) {
+    if (std::filesystem::exists(dir / "chat_template.jinja")) return true;
+    const auto path = dir / "tokenizer_config.json";
+    if (!std::filesystem::exists(path)) return false;
+    const json::Value* t = json::parse(io::read_text_file(path), path.string()).find("chat_template");
+    return t && !t->is_null();
+  }
+
+  // config.json and generation_config.json eos ids, plus the chat end-of-turn tokens the
+  // tokenizer defines (<|im_end|>, <|endoftext|>): a chat model stops at either.
+  void collect_eos_ids() {
+    auto add = [&](std::int64_t id) {
+      if (id >= 0 && id < model_.vocab_size() && !is_eos(static_cast<int>(id))) eos_ids_.push_back(static_cast<int>(id));
+    };
+    for (auto id : model_.config().eos_token_id) add(id);
+    if (const json::Value* e = model_.generation_config().find("eos_token_id")) {
+      if (e->is_int()) add(e->as_int());
+      if (e->is_array())
+        for (const auto& x : e->as_array())
+          if (x.is_int()) add(x.as_int());
+    }
+    for (const char* token : {"<|im_end|>", "<|endoftext|>"})
+      if (auto id = tokenizer_.token_to_id(token)) add(*id);
+  }
+
+  std::filesystem::path dir_;
+  std::chrono::steady_clock::time_point started_;
+  Model model_;
+  Tokenizer tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  SamplingParams default_sampling_;
+  std::vector<int> eos_ids_;
+  std::int64_t context_length_ = 0;
+  double load_ms_ = 0;
+};
+
+}  // namespace kylin

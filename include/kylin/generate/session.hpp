@@ -1,0 +1,277 @@
+// Session: one conversation's KV cache plus the generation loop. Each call renders (or takes)
+// the full prompt, reuses the cached prefix it shares with what was fed before, prefills only
+// the rest, then samples token by token, streaming UTF-8-safe pieces tagged with their channel
+// (Qwen3's <think> reasoning or the answer) until EOS, a stop string, a limit or the callback.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kylin/generate/engine.hpp"
+#include "kylin/generate/stop_strings.hpp"
+#include "kylin/tokenizer/stream_decoder.hpp"
+
+namespace kylin {
+
+enum class Channel { answer, reasoning };
+
+// A piece of generated text; `text` is complete UTF-8.
+struct Piece {
+  std::string_view text;
+  Channel channel;
+};
+
+enum class StopReason { eos, stop_string, max_tokens, context_full, cancelled };
+
+constexpr std::string_view to_string(StopReason r) {
+  switch (r) {
+    case StopReason::eos: return "eos";
+    case StopReason::stop_string: return "stop_string";
+    case StopReason::max_tokens: return "max_tokens";
+    case StopReason::context_full: return "context_full";
+    case StopReason::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+struct GenerateOptions {
+  SamplingOverrides sampling;             // on top of the engine's generation_config defaults
+  std::int64_t max_new_tokens = 512;
+  std::vector<std::string> stop;          // answer text ends before the first of these
+  bool ignore_eos = false;
+  std::function<bool(const Piece&)> on_piece;                              // false: stop now
+  std::function<void(std::int64_t done, std::int64_t total)> on_prefill;  // progress of long prompts
+};
+
+struct ChatOptions {
+  bool enable_thinking = true;
+  json::Value tools;          // null or an array of tool schemas
+  json::Value extra_kwargs;   // more template variables (an object), e.g. from a request
+};
+
+struct GenerationStats {
+  double load_ms = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t cached_tokens = 0;     // prompt tokens reused from the KV cache
+  std::int64_t prefill_tokens = 0;    // prompt tokens actually run
+  double prefill_ms = 0;
+  double prefill_tok_s = 0;
+  double ttft_ms = 0;                 // call start to first sampled token
+  std::int64_t generated_tokens = 0;
+  double decode_ms = 0;
+  double decode_tok_s = 0;
+};
+
+struct Generation {
+  std::string content;    // the answer
+  std::string reasoning;  // text inside <think>...</think>, newlines at its edges trimmed
+  std::vector<int> tokens;
+  StopReason stop_reason = StopReason::max_tokens;
+  GenerationStats stats;
+};
+
+class Session {
+ public:
+  explicit Session(Engine& engine, std::optional<std::int64_t> context_length = std::nullopt)
+      : engine_(&engine),
+        cache_(engine.model().new_cache(context_length.value_or(engine.context_length()))),
+        logits_(static_cast<std::size_t>(engine.model().vocab_size())) {
+    think_open_ = engine.tokenizer().token_to_id("<think>").value_or(-1);
+    think_close_ = engine.tokenizer().token_to_id("</think>").value_or(-1);
+  }
+
+  // The prompt text the chat template renders for `messages` (with the generation prompt).
+  std::string render_chat(const json::Value& messages, const ChatOptions& chat) const {
+    if (!engine_->has_chat_template())
+      throw Error(ErrorCategory::chat_template, engine_->dir().string(), "no chat template (tokenizer_config.json)");
+    json::Value kwargs = chat.extra_kwargs.is_object() ? chat.extra_kwargs : json::Value(json::Object{});
+    kwargs.set("enable_thinking", chat.enable_thinking);
+    RenderOptions options;
+    options.add_generation_prompt = true;
+    options.tools = chat.tools;
+    options.kwargs = kwargs;
+    return engine_->chat_template().render(messages, options);
+  }
+
+  std::vector<int> tokenize_prompt(const std::string& text) const { return engine_->tokenizer().encode(text); }
+
+  Generation chat(const json::Value& messages, const ChatOptions& chat, const GenerateOptions& o) {
+    const std::string prompt = render_chat(messages, chat);
+    return generate(tokenize_prompt(prompt), o, opens_reasoning(prompt) ? Channel::reasoning : Channel::answer);
+  }
+
+  Generation complete(std::string_view text, const GenerateOptions& o) {
+    return generate(engine_->tokenizer().encode(text), o, Channel::answer);
+  }
+
+  Generation generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel = Channel::answer);
+
+  const KVCache& cache() const { return cache_; }
+  void reset() { cache_.reset(); }
+  Engine& engine() { return *engine_; }
+
+  // A prompt that ends inside an unclosed <think> makes the model continue its reasoning.
+  static bool opens_reasoning(std::string_view prompt) {
+    const auto open = prompt.rfind("<think>"), close = prompt.rfind("</think>");
+    return open != std::string_view::npos && (close == std::string_view::npos || close < open);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
+
+  void prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats);
+  class Emitter;
+
+  Engine* engine_;
+  KVCache cache_;
+  std::vector<float> logits_;  // [vocab]
+  int think_open_ = -1, think_close_ = -1;
+};
+
+// Routes decoded text to the right channel: trims newlines at the edges of a reasoning block
+// and right after </think>, filters stop strings from the answer, and calls on_piece.
+class Session::Emitter {
+ public:
+  Emitter(const GenerateOptions& o, Generation& g, Channel start)
+      : on_piece_(o.on_piece), stop_(o.stop), g_(g), channel_(start), trim_leading_(start == Channel::reasoning) {}
+
+  Channel channel() const { return channel_; }
+  bool stopped_by_string() const { return stop_.stopped(); }
+
+  // Returns false when the callback asked to stop.
+  bool switch_to(Channel c) {
+    held_newlines_.clear();  // newlines before </think> belong to neither channel
+    channel_ = c;
+    trim_leading_ = true;
+    return true;
+  }
+
+  bool text(std::string_view t) {
+    if (channel_ == Channel::reasoning) return reasoning(t);
+    return emit(stop_.push(trim(t)), Channel::answer);
+  }
+
+  bool finish() {
+    if (channel_ == Channel::answer) return emit(stop_.flush(), Channel::answer);
+    return true;
+  }
+
+ private:
+  std::string trim(std::string_view t) {
+    if (trim_leading_) {
+      while (!t.empty() && t.front() == '\n') t.remove_prefix(1);
+      if (!t.empty()) trim_leading_ = false;
+    }
+    return std::string(t);
+  }
+
+  bool reasoning(std::string_view t) {
+    std::string s = trim(t);
+    if (s.empty()) return true;
+    const std::size_t body = s.find_last_not_of('\n');
+    std::string out = held_newlines_;
+    if (body == std::string::npos) {  // only newlines: hold them until more text follows
+      held_newlines_ += s;
+      return true;
+    }
+    out += s.substr(0, body + 1);
+    held_newlines_ = s.substr(body + 1);
+    return emit(out, Channel::reasoning);
+  }
+
+  bool emit(const std::string& text, Channel c) {
+    if (text.empty()) return true;
+    (c == Channel::answer ? g_.content : g_.reasoning) += text;
+    return !on_piece_ || on_piece_(Piece{text, c});
+  }
+
+  const std::function<bool(const Piece&)>& on_piece_;
+  StopStringFilter stop_;
+  Generation& g_;
+  Channel channel_;
+  bool trim_leading_;
+  std::string held_newlines_;
+};
+
+inline void Session::prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats) {
+  if (prompt.empty()) throw Error(ErrorCategory::request, "prompt", "empty prompt");
+  if (static_cast<std::int64_t>(prompt.size()) >= cache_.capacity())
+    throw Error(ErrorCategory::request, "prompt",
+                "prompt of " + std::to_string(prompt.size()) + " tokens leaves no room in the context of " +
+                    std::to_string(cache_.capacity()) + " tokens");
+  // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
+  const std::int64_t reuse = std::min<std::int64_t>(cache_.common_prefix(prompt), static_cast<std::int64_t>(prompt.size()) - 1);
+  cache_.truncate(reuse);
+  const auto rest = prompt.subspan(static_cast<std::size_t>(reuse));
+  stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  stats.cached_tokens = reuse;
+  stats.prefill_tokens = static_cast<std::int64_t>(rest.size());
+  const auto t0 = clock::now();
+  // Chunks of 256 tokens only to report progress; the model chunks internally anyway.
+  constexpr std::size_t progress_chunk = 256;
+  const std::size_t step = o.on_prefill ? progress_chunk : rest.size();
+  for (std::size_t i = 0; i < rest.size(); i += step) {
+    const auto part = rest.subspan(i, std::min(step, rest.size() - i));
+    engine_->model().forward(part, cache_, logits_);
+    if (o.on_prefill) o.on_prefill(static_cast<std::int64_t>(i + part.size()), static_cast<std::int64_t>(rest.size()));
+  }
+  stats.prefill_ms = ms_since(t0);
+  stats.prefill_tok_s = stats.prefill_ms > 0 ? 1000.0 * static_cast<double>(rest.size()) / stats.prefill_ms : 0;
+}
+
+inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {
+  const auto t0 = clock::now();
+  Generation g;
+  g.stats.load_ms = engine_->load_ms();
+  const SamplingParams params = apply_overrides(engine_->default_sampling(), o.sampling);
+  params.validate();
+  prefill(prompt, o, g.stats);
+  Sampler sampler(logits_.size(), params);
+  StreamDecoder decoder(engine_->tokenizer());
+  Emitter emit(o, g, channel);
+  auto t_first = clock::now();
+  bool go = o.max_new_tokens > 0;
+  if (!go) g.stop_reason = StopReason::max_tokens;
+  while (go) {
+    const int id = sampler.sample(logits_, prompt, g.tokens);
+    if (g.tokens.empty()) {
+      g.stats.ttft_ms = ms_since(t0);
+      t_first = clock::now();
+    }
+    if (!o.ignore_eos && engine_->is_eos(id)) {
+      g.stop_reason = StopReason::eos;
+      break;
+    }
+    g.tokens.push_back(id);
+    bool keep = true;
+    if (id == think_open_ && emit.channel() == Channel::answer) keep = emit.switch_to(Channel::reasoning);
+    else if (id == think_close_ && emit.channel() == Channel::reasoning) keep = emit.switch_to(Channel::answer);
+    else keep = emit.text(decoder.push(id));
+    if (emit.stopped_by_string()) g.stop_reason = StopReason::stop_string;
+    else if (!keep) g.stop_reason = StopReason::cancelled;
+    else if (static_cast<std::int64_t>(g.tokens.size()) >= o.max_new_tokens) g.stop_reason = StopReason::max_tokens;
+    else if (cache_.remaining() == 0) g.stop_reason = StopReason::context_full;
+    else {
+      engine_->model().forward(std::span<const int>(&g.tokens.back(), 1), cache_, logits_);
+      continue;
+    }
+    go = false;
+  }
+  if (g.stop_reason != StopReason::stop_string && g.stop_reason != StopReason::cancelled) {
+    emit.text(decoder.flush());
+    emit.finish();
+  }
+  g.stats.generated_tokens = static_cast<std::int64_t>(g.tokens.size());
+  // Decode speed counts the tokens after the first, which came out of the prefill.
+  g.stats.decode_ms = ms_since(t_first);
+  const auto decoded = g.stats.generated_tokens > 1 ? g.stats.generated_tokens - 1 : 0;
+  g.stats.decode_tok_s = g.stats.decode_ms > 0 && decoded ? 1000.0 * static_cast<double>(decoded) / g.stats.decode_ms : 0;
+  return g;
+}
+
+}  // namespace kylin
