@@ -1,0 +1,66 @@
+// The sampler allocates nothing per token: every scratch buffer is sized at construction.
+// Counts calls to the replaceable global operator new (malloc-backed) around sample().
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <vector>
+
+#include "kylin/generate/sampler.hpp"
+
+namespace {
+std::atomic<long> g_news{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEST_CASE("Sampler: no heap allocation per token on any path (greedy, top-k, top-p, min-p, penalties)") {
+  constexpr std::size_t kVocab = 20000;
+  {  // the counter is live
+    const long before = g_news.load();
+    void* probe = ::operator new(64);
+    ::operator delete(probe);
+    CHECK(g_news.load() == before + 1);
+  }
+  std::mt19937 gen(5);  // test data only
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(kVocab), logits(kVocab);
+  for (float& l : row) l = normal(gen);
+  std::vector<int> prompt(2000), generated(500);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>(i * 7 % kVocab);
+  for (std::size_t i = 0; i < generated.size(); ++i) generated[i] = static_cast<int>(i * 3 % 50);
+  struct Case {
+    bool greedy;
+    int top_k;
+    float top_p, min_p, repetition;
+  };
+  for (const Case c : {Case{true, 0, 1.0f, 0.0f, 1.0f}, Case{false, 20, 0.95f, 0.0f, 1.0f},
+                       Case{false, 0, 0.9f, 0.05f, 1.0f}, Case{false, 0, 1.0f, 0.0f, 1.0f},
+                       Case{false, 0, 1.0f, 0.1f, 1.2f}, Case{false, 5000, 0.5f, 0.0f, 1.1f}}) {
+    kylin::SamplingParams p;
+    p.greedy = c.greedy;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.repetition_penalty = c.repetition;
+    p.frequency_penalty = c.repetition != 1.0f ? 0.2f : 0.0f;
+    p.seed = 3;
+    kylin::Sampler sampler(kVocab, p);
+    const long before = g_news.load();
+    for (int step = 0; step < 20; ++step) {
+      logits = row;  // same size: no allocation
+      sampler.sample(logits, prompt, generated);
+    }
+    const long after = g_news.load();  // before INFO, whose context stack may allocate
+    INFO("greedy " << c.greedy << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p);
+    CHECK(after == before);
+  }
+}
