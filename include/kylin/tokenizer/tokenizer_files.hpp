@@ -124,17 +124,7 @@ inline std::pair<std::string, std::string> split_merge(std::string_view line, co
   return {std::string(line.substr(0, space)), std::string(line.substr(space + 1))};
 }
 
-inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  auto text = read_padded(path);
-  simdjson::dom::parser parser;
-  element root;
-  if (auto err = parser.parse(text).get(root))
-    throw Error(ErrorCategory::tokenizer, file, std::string("invalid JSON: ") + simdjson::error_message(err));
-  TokenizerSpec spec;
-  spec.source = file;
-  element model;
-  if (root["model"].get(model)) throw Error(ErrorCategory::tokenizer, file, "no 'model'");
+inline void read_bpe_model(element model, TokenizerSpec& spec, const std::string& file) {
   if (std::string type = component_type(model); type != "BPE" && type != "?")
     throw Error(ErrorCategory::tokenizer, file, "unsupported model type '" + type + "' (only BPE)");
   bool flag = false;
@@ -147,14 +137,13 @@ inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
   if (element dropout; !model["dropout"].get(dropout) && !dropout.is_null())
     throw Error(ErrorCategory::tokenizer, file, "BPE dropout is not supported");
   if (!model["ignore_merges"].get(flag)) spec.ignore_merges = flag;
-  element vocab, merges;
+  element vocab;
+  simdjson::dom::array merges;
   if (model["vocab"].get(vocab) || model["merges"].get(merges))
-    throw Error(ErrorCategory::tokenizer, file, "BPE model needs 'vocab' and 'merges'");
+    throw Error(ErrorCategory::tokenizer, file, "BPE model needs a 'vocab' object and a 'merges' array");
   read_vocab_object(vocab, spec, file);
-  simdjson::dom::array merge_list;
-  if (merges.get(merge_list)) throw Error(ErrorCategory::tokenizer, file, "'merges' is not an array");
-  spec.merges.reserve(merge_list.size());
-  for (element m : merge_list) {
+  spec.merges.reserve(merges.size());
+  for (element m : merges) {
     std::string_view line;
     simdjson::dom::array pair;
     if (!m.get(line)) {
@@ -167,6 +156,19 @@ inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
                                                       " is neither \"a b\" nor [\"a\", \"b\"]");
     }
   }
+}
+
+inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  auto text = read_padded(path);
+  simdjson::dom::parser parser;
+  element root, model;
+  if (auto err = parser.parse(text).get(root))
+    throw Error(ErrorCategory::tokenizer, file, std::string("invalid JSON: ") + simdjson::error_message(err));
+  TokenizerSpec spec;
+  spec.source = file;
+  if (root["model"].get(model)) throw Error(ErrorCategory::tokenizer, file, "no 'model'");
+  read_bpe_model(model, spec, file);
   simdjson::dom::array added;
   if (!root["added_tokens"].get(added))
     for (element a : added) {
@@ -176,6 +178,7 @@ inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
       spec.added_tokens.push_back(parse_added_token(a, static_cast<int>(id), file));
     }
   element normalizer, pre_tokenizer, decoder;
+  spec.nfc = false;  // no "normalizer" key: none
   if (!root["normalizer"].get(normalizer)) check_normalizer(normalizer, file, spec.nfc);
   if (root["pre_tokenizer"].get(pre_tokenizer))
     throw Error(ErrorCategory::tokenizer, file, "no 'pre_tokenizer'");
