@@ -1,0 +1,102 @@
+// `kylin inspect --model DIR`: what a model directory holds, without running it: the parsed
+// config.json, which preset descriptor it matches (or the closest and why not), and every tensor.
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kylin/cli.hpp"
+#include "kylin/io/checkpoint.hpp"
+#include "kylin/io/config.hpp"
+#include "kylin/model/descriptors.hpp"
+
+namespace {
+
+// 1000000.0 rather than the shortest round-trip "1e+06", as config.json writers print it.
+std::string number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v)) + ".0";
+  return kylin::json::dump(kylin::json::Value(v));
+}
+
+std::string rope_scaling_text(const kylin::ModelConfig& c) {
+  if (!c.rope_scaling) return "null";
+  const auto& y = *c.rope_scaling;
+  std::string s = y.rope_type;
+  s += " factor=" + number_text(y.factor);
+  s += " original_max_position_embeddings=" + std::to_string(y.original_max_position_embeddings);
+  return s;
+}
+
+void print_config(const kylin::ModelConfig& c) {
+  auto row = [](const char* field, const std::string& value) {
+    std::cout << "  " << std::left << std::setw(26) << field << value << '\n';
+  };
+  kylin::json::Array eos(c.eos_token_id.begin(), c.eos_token_id.end());
+  std::cout << "config.json:\n";
+  row("model_type", c.model_type);
+  row("hidden_size", std::to_string(c.hidden_size));
+  row("num_hidden_layers", std::to_string(c.num_hidden_layers));
+  row("num_attention_heads", std::to_string(c.num_attention_heads));
+  row("num_key_value_heads", std::to_string(c.num_key_value_heads));
+  row("head_dim", std::to_string(c.head_dim));
+  row("intermediate_size", std::to_string(c.intermediate_size));
+  row("vocab_size", std::to_string(c.vocab_size));
+  row("max_position_embeddings", std::to_string(c.max_position_embeddings));
+  row("rms_norm_eps", number_text(c.rms_norm_eps));
+  row("rope_theta", number_text(c.rope_theta));
+  row("rope_scaling", rope_scaling_text(c));
+  row("tie_word_embeddings", c.tie_word_embeddings ? "true" : "false");
+  row("attention_bias", c.attention_bias ? "true" : "false");
+  row("hidden_act", c.hidden_act);
+  row("torch_dtype", c.torch_dtype.empty() ? "(absent)" : c.torch_dtype);
+  row("bos_token_id", c.bos_token_id ? std::to_string(*c.bos_token_id) : "(absent)");
+  row("eos_token_id", kylin::json::dump(kylin::json::Value(std::move(eos)), {.item_separator = ", "}));
+  std::cout << "derived: q_dim " << c.q_dim() << ", kv_dim " << c.kv_dim() << ", " << c.n_groups()
+            << " query heads per kv head, qk_norm " << (c.has_qk_norm() ? "yes" : "no") << '\n';
+}
+
+void print_tensors(const kylin::io::Checkpoint& ckpt) {
+  const auto tensors = ckpt.tensors();
+  std::size_t name_width = 4;
+  for (const auto* t : tensors) name_width = std::max(name_width, t->name.size());
+  std::cout << "tensors:\n  " << std::left << std::setw(static_cast<int>(name_width)) << "name" << "  " << std::setw(8)
+            << "dtype" << std::setw(16) << "shape" << std::right << std::setw(12) << "bytes" << '\n';
+  std::size_t total_bytes = 0;
+  std::int64_t total_elements = 0;
+  std::map<std::string, std::size_t> per_dtype;
+  for (const auto* t : tensors) {
+    std::cout << "  " << std::left << std::setw(static_cast<int>(name_width)) << t->name << "  " << std::setw(8)
+              << kylin::dtype_name(t->dtype) << std::setw(16) << kylin::io::shape_string(t->shape) << std::right
+              << std::setw(12) << t->nbytes << '\n';
+    total_bytes += t->nbytes;
+    total_elements += t->numel();
+    ++per_dtype[std::string(kylin::dtype_name(t->dtype))];
+  }
+  std::cout << "total: " << tensors.size() << " tensors in " << ckpt.files().size() << " file(s), " << total_elements
+            << " parameters, " << total_bytes << " bytes of tensor data (" << ckpt.total_bytes() << " bytes on disk); dtypes:";
+  for (const auto& [dtype, count] : per_dtype) std::cout << ' ' << dtype << " x" << count;
+  std::cout << '\n';
+}
+
+void run_inspect(const std::string& dir) {
+  const kylin::io::Checkpoint ckpt(dir);  // first: it names a missing or empty directory
+  const kylin::ModelConfig config = kylin::load_model_config(dir);
+  std::cout << "model: " << dir << '\n';
+  print_config(config);
+  const kylin::json::Value generation = kylin::load_generation_config(dir);
+  std::cout << "generation_config.json: " << (generation.is_null() ? "(absent)" : kylin::json::dump(generation)) << '\n';
+  std::cout << "descriptor: " << kylin::describe_preset_match(config) << '\n';
+  print_tensors(ckpt);
+}
+
+const kylin::cli::Registrar inspect_command("inspect", [](CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Print a model directory's config, matched preset and tensor table");
+  cmd->add_option("--model", *dir, "Model directory (config.json + safetensors)")->required();
+  cmd->callback([dir] { run_inspect(*dir); });
+});
+
+}  // namespace
