@@ -12,18 +12,10 @@
 #include <vector>
 
 #include "kylin/generate/engine.hpp"
-#include "kylin/generate/stop_strings.hpp"
+#include "kylin/generate/channel_router.hpp"
 #include "kylin/tokenizer/stream_decoder.hpp"
 
 namespace kylin {
-
-enum class Channel { answer, reasoning };
-
-// A piece of generated text; `text` is complete UTF-8.
-struct Piece {
-  std::string_view text;
-  Channel channel;
-};
 
 enum class StopReason { eos, stop_string, max_tokens, context_full, cancelled };
 
@@ -125,77 +117,11 @@ class Session {
   static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
 
   void prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats);
-  class Emitter;
 
   Engine* engine_;
   KVCache cache_;
   std::vector<float> logits_;  // [vocab]
   int think_open_ = -1, think_close_ = -1;
-};
-
-// Routes decoded text to the right channel: trims newlines at the edges of a reasoning block
-// and right after </think>, filters stop strings from the answer, and calls on_piece.
-class Session::Emitter {
- public:
-  Emitter(const GenerateOptions& o, Generation& g, Channel start)
-      : on_piece_(o.on_piece), stop_(o.stop), g_(g), channel_(start), trim_leading_(start == Channel::reasoning) {}
-
-  Channel channel() const { return channel_; }
-  bool stopped_by_string() const { return stop_.stopped(); }
-
-  // Returns false when the callback asked to stop.
-  bool switch_to(Channel c) {
-    held_newlines_.clear();  // newlines before </think> belong to neither channel
-    channel_ = c;
-    trim_leading_ = true;
-    return true;
-  }
-
-  bool text(std::string_view t) {
-    if (channel_ == Channel::reasoning) return reasoning(t);
-    return emit(stop_.push(trim(t)), Channel::answer);
-  }
-
-  bool finish() {
-    if (channel_ == Channel::answer) return emit(stop_.flush(), Channel::answer);
-    return true;
-  }
-
- private:
-  std::string trim(std::string_view t) {
-    if (trim_leading_) {
-      while (!t.empty() && t.front() == '\n') t.remove_prefix(1);
-      if (!t.empty()) trim_leading_ = false;
-    }
-    return std::string(t);
-  }
-
-  bool reasoning(std::string_view t) {
-    std::string s = trim(t);
-    if (s.empty()) return true;
-    const std::size_t body = s.find_last_not_of('\n');
-    std::string out = held_newlines_;
-    if (body == std::string::npos) {  // only newlines: hold them until more text follows
-      held_newlines_ += s;
-      return true;
-    }
-    out += s.substr(0, body + 1);
-    held_newlines_ = s.substr(body + 1);
-    return emit(out, Channel::reasoning);
-  }
-
-  bool emit(const std::string& text, Channel c) {
-    if (text.empty()) return true;
-    (c == Channel::answer ? g_.content : g_.reasoning) += text;
-    return !on_piece_ || on_piece_(Piece{text, c});
-  }
-
-  const std::function<bool(const Piece&)>& on_piece_;
-  StopStringFilter stop_;
-  Generation& g_;
-  Channel channel_;
-  bool trim_leading_;
-  std::string held_newlines_;
 };
 
 inline void Session::prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats) {
@@ -233,7 +159,7 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
   prefill(prompt, o, g.stats);
   Sampler sampler(logits_.size(), params);
   StreamDecoder decoder(engine_->tokenizer());
-  Emitter emit(o, g, channel);
+  ChannelRouter emit(o.on_piece, o.stop, g.content, g.reasoning, channel);
   auto t_first = clock::now();
   bool go = o.max_new_tokens > 0;
   if (!go) g.stop_reason = StopReason::max_tokens;
