@@ -1,0 +1,95 @@
+// Unsupported constructs, bad syntax and runaway templates fail with a kylin::Error (category
+// chat_template) that names the construct and the template line, instead of hanging or crashing.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "kylin/chat/template.hpp"
+
+namespace {
+
+// Builds and renders `source`; returns the error text ("" when it succeeded).
+std::string error_of(const std::string& source, kylin::jinja::Limits limits = {}) {
+  try {
+    kylin::jinja::Template t(source, "chat template", limits);
+    (void)t.render({});
+  } catch (const kylin::Error& e) {
+    CHECK(e.category() == kylin::ErrorCategory::chat_template);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("unsupported tags, filters and tests are rejected at load time with their name and line") {
+  CHECK(error_of("a\nb\n{% include 'other.jinja' %}") ==
+        "[kylin.template] chat template line 3: unsupported tag 'include'");
+  CHECK(error_of("{{ x }}\n{{ x | wordwrap(3) }}") == "[kylin.template] chat template line 2: unsupported filter 'wordwrap'");
+  CHECK(error_of("\n\n\n{% if x is prime %}{% endif %}") == "[kylin.template] chat template line 4: unsupported test 'prime'");
+  CHECK(error_of("{% for x in xs recursive %}{% endfor %}").find("unsupported construct 'recursive' loop") !=
+        std::string::npos);
+  CHECK(error_of("{% extends 'base' %}").find("unsupported tag 'extends'") != std::string::npos);
+}
+
+TEST_CASE("syntax errors name the line where they are found") {
+  CHECK(error_of("ok\n{% if x %}\nno end") == "[kylin.template] chat template line 3: missing '{% endif %}'");
+  CHECK(error_of("{{ 'unterminated }}").find("line 1: unterminated string literal") != std::string::npos);
+  CHECK(error_of("\n{{ (1 + }}").find("line 2:") != std::string::npos);
+  CHECK(error_of("{% endfor %}").find("unsupported tag 'endfor'") != std::string::npos);
+  CHECK(error_of("{{ x }").find("line 1: unexpected '}'") != std::string::npos);
+  CHECK(error_of("{{ x ").find("unclosed '{{' tag") != std::string::npos);
+}
+
+TEST_CASE("runtime errors name the line of the failing expression") {
+  CHECK(error_of("line1\n{% set y = 1 %}\n{{ undefined_fn(1) }}") ==
+        "[kylin.template] chat template line 3: 'undefined_fn' is undefined");
+  CHECK(error_of("{% for m in [1] %}\n\n{{ m.content.strip() }}{% endfor %}") ==
+        "[kylin.template] chat template line 3: 'int object' has no attribute 'content'");
+  CHECK(error_of("{% set ns = 1 %}\n{% set ns.x = 2 %}").find("line 2: cannot assign attribute 'x'") != std::string::npos);
+}
+
+TEST_CASE("raise_exception(msg) becomes a kylin::Error whose message is msg") {
+  try {
+    kylin::jinja::Template("{% if true %}\n{{ raise_exception('System role not supported') }}{% endif %}").render({});
+    FAIL("expected an error");
+  } catch (const kylin::Error& e) {
+    CHECK(std::string(e.what()) == "[kylin.template] chat template line 2: System role not supported");
+    CHECK(e.context() == "chat template line 2");
+  }
+}
+
+TEST_CASE("loop iterations are bounded: huge or nested loops fail instead of hanging") {
+  CHECK(error_of("{% for i in range(10**9) %}{% endfor %}").find("loop iterations") != std::string::npos);
+  CHECK(error_of("{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}x{% endfor %}"
+                 "{% endfor %}{% endfor %}")
+            .find("loop iterations") != std::string::npos);
+  kylin::jinja::Limits small;
+  small.max_iterations = 10;
+  CHECK(error_of("{% for i in range(5) %}{% endfor %}", small).empty());
+  CHECK(error_of("{% for i in range(5) %}{% endfor %}{% for i in range(6) %}{% endfor %}", small).find("10 loop") !=
+        std::string::npos);
+}
+
+TEST_CASE("macro recursion depth is bounded") {
+  CHECK(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("macro calls nested deeper than 64") !=
+        std::string::npos);
+}
+
+TEST_CASE("deeply nested source is rejected by the parser instead of overflowing the stack") {
+  CHECK(error_of("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}").find("nesting deeper") !=
+        std::string::npos);
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  CHECK(error_of(ifs).find("nesting deeper") != std::string::npos);
+  CHECK(error_of("{{ " + std::string(100000, '-') + "1 }}").find("nesting deeper") != std::string::npos);
+  CHECK(error_of("{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}").find("nesting deeper") !=
+        std::string::npos);
+}
+
+TEST_CASE("output and string sizes are bounded") {
+  CHECK(error_of("{{ 'x' * 1000000000 }}").find("too large") != std::string::npos);
+  CHECK(error_of("{% set s = 'x' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}").find("output exceeds") !=
+        std::string::npos);
+  CHECK(error_of("{{ 2 ** 70 }}").find("integer overflow") != std::string::npos);
+}
