@@ -1,0 +1,13 @@
+// kylin: the umbrella header. One include gives the whole library; each area adds its public
+// headers here (core, io and model descriptors so far).
+#pragma once
+
+#include "kylin/core/dtype.hpp"
+#include "kylin/core/error.hpp"
+#include "kylin/core/json.hpp"
+#include "kylin/core/thread_pool.hpp"
+#include "kylin/io/checkpoint.hpp"
+#include "kylin/io/config.hpp"
+#include "kylin/io/mapped_file.hpp"
+#include "kylin/io/safetensors.hpp"
+#include "kylin/model/descriptors.hpp"

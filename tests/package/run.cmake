@@ -1,0 +1,43 @@
+# ctest `package`: installs the kylin build tree into a fresh prefix, configures and builds
+# tests/package/consumer against it with find_package(kylin), and runs the consumer on a model.
+# Inputs: KYLIN_BUILD_DIR, KYLIN_SOURCE_DIR, WORK_DIR, CXX, GENERATOR, MODEL_DIR.
+cmake_minimum_required(VERSION 3.25)
+
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "package test: ${what} failed (${rc})\n${out}\n${err}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+run_step("cmake --install" ${CMAKE_COMMAND} --install "${KYLIN_BUILD_DIR}" --prefix "${prefix}")
+foreach(f include/kylin/kylin.hpp include/kylin/io/safetensors.hpp lib/cmake/kylin/kylinConfig.cmake
+          lib/cmake/kylin/kylinConfigVersion.cmake lib/cmake/kylin/kylinTargets.cmake)
+  if(NOT EXISTS "${prefix}/${f}")
+    message(FATAL_ERROR "package test: the install is missing ${f}")
+  endif()
+endforeach()
+# Only the installed prefix is searched for kylin: the source tree must not leak in.
+run_step("configure the consumer" ${CMAKE_COMMAND} -S "${KYLIN_SOURCE_DIR}/tests/package/consumer" -B "${WORK_DIR}/build"
+         -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+         -Dkylin_DIR=${prefix}/lib/cmake/kylin)
+run_step("build the consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+set(flags "")
+foreach(f "${WORK_DIR}/build/build.ninja" "${WORK_DIR}/build/CMakeFiles/app.dir/flags.make")
+  if(EXISTS "${f}")
+    file(READ "${f}" text)
+    string(APPEND flags "${text}")
+  endif()
+endforeach()
+string(FIND "${flags}" "${KYLIN_SOURCE_DIR}/include" leaked)
+if(NOT leaked EQUAL -1)
+  message(FATAL_ERROR "package test: the consumer compiled against the source tree, not the install")
+endif()
+run_step("run the consumer" "${WORK_DIR}/build/app" "${MODEL_DIR}")
+if(NOT step_output MATCHES "^qwen3 25 tensors [0-9]+ elements; no preset matched \\(closest: ")
+  message(FATAL_ERROR "package test: unexpected consumer output: ${step_output}")
+endif()
+message(STATUS "package test: ${step_output}")
