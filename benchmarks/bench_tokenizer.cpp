@@ -1,7 +1,8 @@
-// Tokenizer encode throughput (bytes/s) on English prose, and on the worst single pre-tokens:
-// 1 MB of 'a' (one 1 MB word through BPE) and 1 MB of digits (one pre-token per digit).
+// Tokenizer encode throughput (bytes/s) on English prose, on uncached random words and Chinese,
+// and on the worst single pre-tokens: 1 MB of 'a' (one 1 MB word through BPE) and 1 MB of digits.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kylin/tokenizer/tokenizer.hpp"
@@ -49,6 +50,26 @@ void BM_Encode1MbOfDigits(benchmark::State& state) {
   for (std::size_t i = 0; i < digits.size(); ++i) digits[i] = static_cast<char>('0' + (i * 7 + i / 10) % 10);
   encode_bench(state, digits);
 }
+// Random lowercase "words": nearly every pre-token is new, so this measures BPE without the cache.
+void BM_EncodeRandomWords(benchmark::State& state) {
+  std::string text;
+  std::uint64_t x = 88172645463325252ull;
+  while (text.size() < (1 << 20)) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const std::size_t length = 3 + x % 9;
+    text += ' ';
+    for (std::size_t k = 0; k < length; ++k) text += static_cast<char>('a' + (x >> (5 * k + 8)) % 26);
+  }
+  encode_bench(state, text);
+}
+void BM_EncodeChinese(benchmark::State& state) {
+  const std::string passage =
+      "人工智能是计算机科学的一个分支，它企图了解智能的实质，并生产出一种新的能以人类智能相似的方式做出反应的智能机器。"
+      "该领域的研究包括机器人、语言识别、图像识别、自然语言处理和专家系统等。";
+  std::string text;
+  while (text.size() < (1 << 20)) text += passage;
+  encode_bench(state, text);
+}
 void BM_DecodeEnglishProse(benchmark::State& state) {
   const std::string text = english_prose();
   const auto ids = qwen3().encode(text);
@@ -61,4 +82,6 @@ void BM_DecodeEnglishProse(benchmark::State& state) {
 BENCHMARK(BM_EncodeEnglishProse)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Encode1MbOfA)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Encode1MbOfDigits)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EncodeRandomWords)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EncodeChinese)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeEnglishProse)->Unit(benchmark::kMillisecond);
