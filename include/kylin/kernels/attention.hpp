@@ -1,6 +1,6 @@
-// Causal grouped-query attention of T new queries against a KV cache, tiled over keys with an
-// online softmax, so no T x T score matrix exists: memory is O(tile) per thread whatever the
-// context. A scalar reference that materialises the scores is the test oracle.
+// Causal grouped-query attention of T new queries against an f32 or f16 KV cache, tiled over
+// keys with an online softmax, so no T x T score matrix exists. The query heads of a GQA group
+// share every K/V row read, widened once in registers. A scalar reference is the test oracle.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,14 @@
 
 namespace kylin::kernels {
 
+// A KV cache slab of one layer: [n_kv_heads][capacity][head_dim] in f32 or f16.
+struct KVRef {
+  DType dtype = DType::f32;
+  void* data = nullptr;
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
 // Shapes of one attention call. Query t sits at position pos0 + t and sees keys [0, pos0 + t].
 struct AttentionShape {
   std::int64_t n_tokens;    // T
@@ -21,13 +29,50 @@ struct AttentionShape {
   std::int64_t n_heads;
   std::int64_t n_kv_heads;
   std::int64_t head_dim;
-  std::int64_t kv_stride;   // floats between consecutive kv heads in the cache (= capacity * head_dim)
+  std::int64_t kv_stride;   // elements between consecutive kv heads in the cache (= capacity * head_dim)
   float scale;              // head_dim^-0.5
   std::int64_t groups() const { return n_heads / n_kv_heads; }
 };
 
+// Element i of a cache slab, widened.
+inline float kv_at(const KVRef& c, std::int64_t i) {
+  return c.dtype == DType::f16 ? to_float(c.as<const f16_t>()[i]) : c.as<const float>()[i];
+}
+
+// Scalar reference of store_kv: rows [T, n_kv*head_dim] into the cache at positions pos0.., rounded
+// to nearest-even when the cache is f16.
+inline void store_kv_ref(KVRef cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
+                         std::int64_t head_dim, std::int64_t head_stride) {
+  for (std::int64_t t = 0; t < n_tokens; ++t)
+    for (std::int64_t h = 0; h < n_kv; ++h)
+      for (std::int64_t i = 0; i < head_dim; ++i) {
+        const float x = rows[(t * n_kv + h) * head_dim + i];
+        const std::int64_t at = h * head_stride + (pos0 + t) * head_dim + i;
+        if (cache.dtype == DType::f16)
+          cache.as<f16_t>()[at] = f16_t{f32_to_f16(x)};
+        else
+          cache.as<float>()[at] = x;
+      }
+}
+
+inline void store_kv(KVRef cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
+                     std::int64_t head_dim, std::int64_t head_stride) {
+  if constexpr (simd_enabled) {
+    if (cache.dtype == DType::f16 && head_dim % static_cast<std::int64_t>(lanes) == 0) {
+      for (std::int64_t t = 0; t < n_tokens; ++t)
+        for (std::int64_t h = 0; h < n_kv; ++h) {
+          const float* src = rows + (t * n_kv + h) * head_dim;
+          f16_t* dst = cache.as<f16_t>() + h * head_stride + (pos0 + t) * head_dim;
+          for (std::int64_t i = 0; i < head_dim; i += lanes) store_as(dst + i, fbatch::load_unaligned(src + i));
+        }
+      return;
+    }
+  }
+  store_kv_ref(cache, rows, n_tokens, pos0, n_kv, head_dim, head_stride);
+}
+
 // q, out: [T, n_heads * head_dim]; k, v: [n_kv_heads][capacity][head_dim].
-inline void attention_ref(const float* q, const float* k, const float* v, float* out, const AttentionShape& s) {
+inline void attention_ref(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s) {
   const std::int64_t D = s.head_dim;
   for (std::int64_t t = 0; t < s.n_tokens; ++t)
     for (std::int64_t h = 0; h < s.n_heads; ++h) {
@@ -37,21 +82,21 @@ inline void attention_ref(const float* q, const float* k, const float* v, float*
       double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
       for (std::int64_t j = 0; j < n_keys; ++j) {
         double d = 0.0;
-        for (std::int64_t i = 0; i < D; ++i) d += static_cast<double>(qv[i]) * k[kvh * s.kv_stride + j * D + i];
+        for (std::int64_t i = 0; i < D; ++i) d += static_cast<double>(qv[i]) * kv_at(k, kvh * s.kv_stride + j * D + i);
         p[static_cast<std::size_t>(j)] = d * s.scale;
         mx = std::max(mx, p[static_cast<std::size_t>(j)]);
       }
       for (auto& x : p) sum += (x = std::exp(x - mx));
       for (std::int64_t i = 0; i < D; ++i) {
         double acc = 0.0;
-        for (std::int64_t j = 0; j < n_keys; ++j) acc += p[static_cast<std::size_t>(j)] * v[kvh * s.kv_stride + j * D + i];
+        for (std::int64_t j = 0; j < n_keys; ++j) acc += p[static_cast<std::size_t>(j)] * kv_at(v, kvh * s.kv_stride + j * D + i);
         out[(t * s.n_heads + h) * D + i] = static_cast<float>(acc / sum);
       }
     }
 }
 
-// Keys per tile of the online softmax.
-inline constexpr std::int64_t attention_tile = 128;
+// Keys per tile of the online softmax: a tile of f16 V rows at head_dim 128 (16 KB) stays in L1.
+inline constexpr std::int64_t attention_tile = 64;
 
 // Per-thread buffers: scores [groups, tile], accumulators [groups, head_dim], running max/sum.
 struct AttentionScratch {
@@ -63,22 +108,6 @@ struct AttentionScratch {
 };
 
 namespace detail {
-
-inline float dot(const float* a, const float* b, std::int64_t n) {
-  if constexpr (simd_enabled) {
-    const std::int64_t vec_end = n / static_cast<std::int64_t>(lanes) * static_cast<std::int64_t>(lanes);
-    fbatch acc(0.f);
-    for (std::int64_t i = 0; i < vec_end; i += lanes)
-      acc = xsimd::fma(fbatch::load_unaligned(a + i), fbatch::load_unaligned(b + i), acc);
-    float r = xsimd::hadd(acc);
-    for (std::int64_t i = vec_end; i < n; ++i) r += a[i] * b[i];
-    return r;
-  } else {
-    float r = 0.f;
-    for (std::int64_t i = 0; i < n; ++i) r += a[i] * b[i];
-    return r;
-  }
-}
 
 // x[i] = exp(x[i] - m), returns the sum.
 inline float exp_shift_sum(float* x, std::int64_t n, float m) {
@@ -98,65 +127,109 @@ inline float exp_shift_sum(float* x, std::int64_t n, float m) {
   return sum;
 }
 
-// acc[i] = acc[i] * c + sum_j p[j] * v[j, i]
-inline void scale_accumulate(float* acc, float c, const float* p, const float* v, std::int64_t n_keys, std::int64_t D) {
-  for (std::int64_t i = 0; i < D; ++i) acc[i] *= c;
-  for (std::int64_t j = 0; j < n_keys; ++j) {
-    const float pj = p[j];
-    const float* vj = v + j * D;
-    for (std::int64_t i = 0; i < D; ++i) acc[i] += pj * vj[i];
+// Query heads handled together per key row: each K/V row is widened once for NG heads.
+inline constexpr std::int64_t attention_head_block = 4;
+
+// sc[g][j] = scale * q_g · k_j for NG heads and nk keys (D a multiple of lanes).
+template <int NG, class T>
+void block_scores(const float* q, const T* k, float* sc, std::int64_t nk, std::int64_t D, float scale) {
+  for (std::int64_t j = 0; j < nk; ++j) {
+    fbatch acc[NG];
+    for (int g = 0; g < NG; ++g) acc[g] = fbatch(0.f);
+    const T* kj = k + j * D;
+    for (std::int64_t c = 0; c < D; c += lanes) {
+      const fbatch kv = load_as_float(kj + c);
+      for (int g = 0; g < NG; ++g) acc[g] = xsimd::fma(fbatch::load_unaligned(q + g * D + c), kv, acc[g]);
+    }
+    for (int g = 0; g < NG; ++g) sc[g * attention_tile + j] = xsimd::hadd(acc[g]) * scale;
   }
 }
 
-// All query heads of one KV head for one query token: keys are read once for the whole group.
-inline void attend_group(const float* q, const float* k, const float* v, float* out, std::int64_t n_keys,
-                         const AttentionShape& s, float* buf) {
-  const std::int64_t G = s.groups(), D = s.head_dim;
-  float* scores = buf;                        // [G, tile]
-  float* acc = scores + G * attention_tile;   // [G, D]
-  float* mx = acc + G * D;                    // [G]
-  float* sum = mx + G;                        // [G]
-  std::fill(acc, acc + G * D, 0.f);
-  std::fill(mx, mx + G, -std::numeric_limits<float>::infinity());
-  std::fill(sum, sum + G, 0.f);
+// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG heads; registers hold one lane-chunk.
+template <int NG, class T>
+void block_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D) {
+  for (std::int64_t c = 0; c < D; c += lanes) {
+    fbatch a[NG];
+    for (int g = 0; g < NG; ++g) a[g] = fbatch::load_unaligned(acc + g * D + c) * fbatch(corr[g]);
+    for (std::int64_t j = 0; j < nk; ++j) {
+      const fbatch vv = load_as_float(v + j * D + c);
+      for (int g = 0; g < NG; ++g) a[g] = xsimd::fma(fbatch(p[g * attention_tile + j]), vv, a[g]);
+    }
+    for (int g = 0; g < NG; ++g) a[g].store_unaligned(acc + g * D + c);
+  }
+}
+
+// NG query heads sharing one KV head, one query token, online softmax over tiles of keys.
+template <int NG, class T>
+void attend_heads(const float* q, const T* k, const T* v, float* out, std::int64_t n_keys, std::int64_t D, float scale,
+                  float* buf) {
+  float* scores = buf;                         // [NG, tile]
+  float* acc = scores + NG * attention_tile;   // [NG, D]
+  float mx[NG], sum[NG], corr[NG];
+  std::fill(acc, acc + NG * D, 0.f);
+  std::fill(mx, mx + NG, -std::numeric_limits<float>::infinity());
+  std::fill(sum, sum + NG, 0.f);
   for (std::int64_t j0 = 0; j0 < n_keys; j0 += attention_tile) {
     const std::int64_t nk = std::min(attention_tile, n_keys - j0);
-    for (std::int64_t g = 0; g < G; ++g) {
+    block_scores<NG>(q, k + j0 * D, scores, nk, D, scale);
+    for (int g = 0; g < NG; ++g) {
       float* sc = scores + g * attention_tile;
-      const float* qg = q + g * D;
-      float tile_max = -std::numeric_limits<float>::infinity();
-      for (std::int64_t j = 0; j < nk; ++j) {
-        sc[j] = dot(qg, k + (j0 + j) * D, D) * s.scale;
-        tile_max = std::max(tile_max, sc[j]);
-      }
-      const float m_new = std::max(mx[g], tile_max);
-      const float correction = std::exp(mx[g] - m_new);  // exp(-inf) = 0 on the first tile
-      const float tile_sum = exp_shift_sum(sc, nk, m_new);
-      sum[g] = sum[g] * correction + tile_sum;
+      const float m_new = std::max(mx[g], *std::max_element(sc, sc + nk));
+      corr[g] = std::exp(mx[g] - m_new);  // exp(-inf) = 0 on the first tile
+      sum[g] = sum[g] * corr[g] + exp_shift_sum(sc, nk, m_new);
       mx[g] = m_new;
-      scale_accumulate(acc + g * D, correction, sc, v + j0 * D, nk, D);
     }
+    block_values<NG>(acc, corr, scores, v + j0 * D, nk, D);
   }
-  for (std::int64_t g = 0; g < G; ++g)
+  for (int g = 0; g < NG; ++g)
     for (std::int64_t i = 0; i < D; ++i) out[g * D + i] = acc[g * D + i] / sum[g];
 }
 
-}  // namespace detail
+// All query heads of one KV head for one query token, in blocks of up to attention_head_block.
+template <class T>
+void attend_group(const float* q, const T* k, const T* v, float* out, std::int64_t n_keys, const AttentionShape& s, float* buf) {
+  const std::int64_t G = s.groups(), D = s.head_dim;
+  for (std::int64_t g = 0; g < G; g += attention_head_block) {
+    const float* qg = q + g * D;
+    float* og = out + g * D;
+    switch (std::min(attention_head_block, G - g)) {
+      case 1: attend_heads<1>(qg, k, v, og, n_keys, D, s.scale, buf); break;
+      case 2: attend_heads<2>(qg, k, v, og, n_keys, D, s.scale, buf); break;
+      case 3: attend_heads<3>(qg, k, v, og, n_keys, D, s.scale, buf); break;
+      default: attend_heads<4>(qg, k, v, og, n_keys, D, s.scale, buf); break;
+    }
+  }
+}
 
-// Same contract as attention_ref; work items are (query token, kv head) pairs dealt round-robin
-// to threads, because under the causal mask later tokens cost more than earlier ones.
-inline void attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& s,
-                      ThreadPool& pool, AttentionScratch& scratch) {
+template <class T>
+void attention_typed(const float* q, const T* k, const T* v, float* out, const AttentionShape& s, ThreadPool& pool,
+                     AttentionScratch& scratch) {
   const std::int64_t items = s.n_tokens * s.n_kv_heads, D = s.head_dim, G = s.groups();
   pool.run([&](int t, int nt) {
     float* buf = scratch.per_thread[static_cast<std::size_t>(t)].data();
     for (std::int64_t it = t; it < items; it += nt) {
       const std::int64_t tok = it / s.n_kv_heads, kvh = it % s.n_kv_heads;
       const std::int64_t head0 = kvh * G;
-      detail::attend_group(q + (tok * s.n_heads + head0) * D, k + kvh * s.kv_stride, v + kvh * s.kv_stride,
-                           out + (tok * s.n_heads + head0) * D, s.pos0 + tok + 1, s, buf);
+      attend_group(q + (tok * s.n_heads + head0) * D, k + kvh * s.kv_stride, v + kvh * s.kv_stride,
+                   out + (tok * s.n_heads + head0) * D, s.pos0 + tok + 1, s, buf);
     }
   });
+}
+
+}  // namespace detail
+
+// Same contract as attention_ref; work items are (query token, kv head) pairs dealt round-robin
+// to threads, because under the causal mask later tokens cost more than earlier ones.
+inline void attention(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s, ThreadPool& pool,
+                      AttentionScratch& scratch) {
+  if (!simd_enabled || s.head_dim % static_cast<std::int64_t>(lanes) != 0) {
+    attention_ref(q, k, v, out, s);
+    return;
+  }
+  if (k.dtype == DType::f16)
+    detail::attention_typed(q, k.as<const f16_t>(), v.as<const f16_t>(), out, s, pool, scratch);
+  else
+    detail::attention_typed(q, k.as<const float>(), v.as<const float>(), out, s, pool, scratch);
 }
 
 }  // namespace kylin::kernels

@@ -1,13 +1,13 @@
 // y[T, out] = x[T, in] · W[out, in]^T (+ bias) with W in its stored dtype (BF16/F16/F32).
-// Decode (T = 1) is a memory-bound matvec that widens weights in registers; prefill widens a
-// block of W to f32 once and runs Eigen's GEMM over all T tokens. Work is split by output rows.
+// Decode (T = 1) is a memory-bound matvec that widens weights in registers; prefill (T > 1) is a
+// register-tiled GEMM over packed f32 panels. Work is split by output rows between threads.
 #pragma once
 
-#include <Eigen/Core>
-
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
@@ -84,37 +84,80 @@ void matvec_rows_simd(const float* x, const T* w, const float* bias, float* y, s
   }
 }
 
-// Output rows per widened block in the GEMM path: 64 rows x up to ~10k inputs stays in L2.
-inline constexpr std::int64_t gemm_block_rows = 64;
+// Prefill GEMM: a register-tiled micro-kernel computes a [gemm_mr tokens, gemm_nr outputs] tile
+// of y from packed f32 panels: x as [K][gemm_mr] (packed once per call, shared by threads) and
+// W as [K][gemm_nr] (widened from BF16/F16 once per panel, reused by every token panel).
+// 2 x gemm_mr accumulators + 2 weight vectors + 1 broadcast fit the register file.
+inline constexpr std::int64_t gemm_nr = 2 * static_cast<std::int64_t>(lanes);
+inline constexpr std::int64_t gemm_mr = lanes >= 16 ? 12 : 6;
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+inline std::int64_t gemm_token_panels(std::int64_t T) { return (T + gemm_mr - 1) / gemm_mr; }
 
+// a[K][gemm_mr] = rows p*gemm_mr.. of x[T, K], transposed; rows past T are zero.
+inline void gemm_pack_x(const float* x, std::int64_t T, std::int64_t K, std::int64_t p, float* a) {
+  for (std::int64_t i = 0; i < gemm_mr; ++i) {
+    const std::int64_t t = p * gemm_mr + i;
+    if (t < T)
+      for (std::int64_t k = 0; k < K; ++k) a[k * gemm_mr + i] = x[t * K + k];
+    else
+      for (std::int64_t k = 0; k < K; ++k) a[k * gemm_mr + i] = 0.f;
+  }
+}
+
+// b[K][gemm_nr] = rows n0..n0+nv of W[.., K] widened and transposed; missing rows are zero.
 template <class T>
-void gemm_rows(const float* x, const T* w, const float* bias, float* y, std::int64_t T_, std::int64_t r0,
-               std::int64_t r1, std::int64_t rows, std::int64_t cols, float* block /* [gemm_block_rows, cols] */) {
-  using Eigen::Map, Eigen::OuterStride, Eigen::Dynamic, Eigen::Unaligned;
-  const Map<const RowMatrix> X(x, T_, cols);  // [T, in]
-  for (std::int64_t b = r0; b < r1; b += gemm_block_rows) {
-    const std::int64_t nb = std::min(gemm_block_rows, r1 - b);
-    const float* wb;
-    if constexpr (std::is_same_v<T, float>) {
-      wb = w + b * cols;
+void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+  for (std::int64_t j = 0; j < gemm_nr; ++j) {
+    if (j < nv) {
+      const T* wr = w + (n0 + j) * K;
+      for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = to_float(wr[k]);
     } else {
-      for (std::int64_t i = 0; i < nb * cols; ++i) block[i] = to_float(w[b * cols + i]);
-      wb = block;
+      for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = 0.f;
     }
-    const Map<const RowMatrix> W(wb, nb, cols);                                   // [nb, in]
-    Map<RowMatrix, Unaligned, OuterStride<Dynamic>> Y(y + b, T_, nb, OuterStride<Dynamic>(rows));  // [T, nb]
-    Y.noalias() = X * W.transpose();
-    if (bias)
-      for (std::int64_t t = 0; t < T_; ++t)
-        for (std::int64_t j = 0; j < nb; ++j) Y(t, j) += bias[b + j];
+  }
+}
+
+// y[mv, nv] (row stride ldy) = a-panel · b-panel + bias, for the valid part of one tile.
+inline void gemm_tile(const float* a, const float* b, std::int64_t K, const float* bias, float* y, std::int64_t ldy,
+                      std::int64_t mv, std::int64_t nv) {
+  fbatch acc[gemm_mr][2];
+  for (auto& row : acc) row[0] = row[1] = fbatch(0.f);
+  for (std::int64_t k = 0; k < K; ++k) {
+    const fbatch b0 = fbatch::load_aligned(b + k * gemm_nr), b1 = fbatch::load_aligned(b + k * gemm_nr + lanes);
+    const float* ak = a + k * gemm_mr;
+#pragma GCC unroll 16
+    for (std::int64_t i = 0; i < gemm_mr; ++i) {
+      const fbatch ai(ak[i]);
+      acc[i][0] = xsimd::fma(ai, b0, acc[i][0]);
+      acc[i][1] = xsimd::fma(ai, b1, acc[i][1]);
+    }
+  }
+  alignas(64) float row[gemm_nr];
+  for (std::int64_t i = 0; i < mv; ++i) {
+    acc[i][0].store_aligned(row);
+    acc[i][1].store_aligned(row + lanes);
+    float* yi = y + i * ldy;
+    for (std::int64_t j = 0; j < nv; ++j) yi[j] = row[j] + (bias ? bias[j] : 0.f);
+  }
+}
+
+// Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once, run it over every token panel.
+template <class T>
+void gemm_panels(const float* packed_x, const T* w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
+                 std::int64_t K, std::int64_t p0, std::int64_t p1, float* packed_w) {
+  for (std::int64_t p = p0; p < p1; ++p) {
+    const std::int64_t n0 = p * gemm_nr, nv = std::min(gemm_nr, rows - n0);
+    gemm_pack_w(w, n0, nv, K, packed_w);
+    for (std::int64_t tp = 0; tp < gemm_token_panels(T_); ++tp) {
+      const std::int64_t mv = std::min(gemm_mr, T_ - tp * gemm_mr);
+      gemm_tile(packed_x + tp * K * gemm_mr, packed_w, K, bias ? bias + n0 : nullptr, y + tp * gemm_mr * rows + n0, rows, mv, nv);
+    }
   }
 }
 
 template <class T>
 void matmul_typed(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T_, ThreadPool& pool,
-                  std::vector<std::vector<float>>& gemm_scratch) {
+                  float* packed_x, std::vector<float*>& packed_w) {
   const T* wd = static_cast<const T*>(w.data);
   if constexpr (!simd_enabled) {
     matmul_ref(x, w, bias, y, T_);
@@ -124,31 +167,56 @@ void matmul_typed(const float* x, const MatRef& w, const float* bias, float* y, 
     pool.parallel_for(w.rows, 16, [&](std::int64_t r0, std::int64_t r1) { matvec_rows_simd(x, wd, bias, y, r0, r1, w.cols); });
     return;
   }
+  pool.parallel_for(gemm_token_panels(T_), 1, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p) gemm_pack_x(x, T_, w.cols, p, packed_x + p * w.cols * gemm_mr);
+  });
+  const std::int64_t panels = (w.rows + gemm_nr - 1) / gemm_nr;
   pool.run([&](int t, int nt) {
-    const std::int64_t blocks = (w.rows + gemm_block_rows - 1) / gemm_block_rows;
-    const std::int64_t r0 = std::min(w.rows, blocks * t / nt * gemm_block_rows);
-    const std::int64_t r1 = std::min(w.rows, blocks * (t + 1) / nt * gemm_block_rows);
-    if (r0 < r1) gemm_rows(x, wd, bias, y, T_, r0, r1, w.rows, w.cols, gemm_scratch[static_cast<std::size_t>(t)].data());
+    const std::int64_t p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
+    gemm_panels(packed_x, wd, bias, y, T_, w.rows, w.cols, p0, p1, packed_w[static_cast<std::size_t>(t)]);
   });
 }
 
+template <class T>
+struct AlignedBuffer {
+  struct Delete {
+    void operator()(T* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<T[], Delete> ptr;
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t n) : ptr(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}))) {}
+  T* get() const { return ptr.get(); }
+};
+
 }  // namespace detail
 
-// Per-thread buffers of the GEMM path, sized once for the widest matrix.
+// Buffers of the GEMM path, sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols]
+// shared by the threads, and one widened weight panel [max_cols, gemm_nr] per thread.
 struct MatmulScratch {
-  std::vector<std::vector<float>> blocks;  // [threads][gemm_block_rows * max_cols]
+  std::int64_t max_tokens = 0, max_cols = 0;
+  detail::AlignedBuffer<float> packed_x;
+  std::vector<detail::AlignedBuffer<float>> packed_w;
+  std::vector<float*> packed_w_ptrs;
   MatmulScratch() = default;
-  MatmulScratch(int threads, std::int64_t max_cols)
-      : blocks(static_cast<std::size_t>(threads), std::vector<float>(static_cast<std::size_t>(detail::gemm_block_rows * max_cols))) {}
+  MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens)
+      : max_tokens(max_tokens), max_cols(max_cols),
+        packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)) {
+    for (int t = 0; t < threads; ++t) {
+      packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
+      packed_w_ptrs.push_back(packed_w.back().get());
+    }
+  }
 };
 
 // y[T, w.rows] = x[T, w.cols] · W^T + bias (bias may be null, [w.rows] f32).
 inline void matmul(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T, ThreadPool& pool,
                    MatmulScratch& scratch) {
+  assert(T <= scratch.max_tokens && w.cols <= scratch.max_cols && "matmul scratch sized at load is too small");
+  float* px = scratch.packed_x.get();
   switch (w.dtype) {
-    case DType::bf16: detail::matmul_typed<bf16_t>(x, w, bias, y, T, pool, scratch.blocks); break;
-    case DType::f16: detail::matmul_typed<f16_t>(x, w, bias, y, T, pool, scratch.blocks); break;
-    default: detail::matmul_typed<float>(x, w, bias, y, T, pool, scratch.blocks); break;
+    case DType::bf16: detail::matmul_typed<bf16_t>(x, w, bias, y, T, pool, px, scratch.packed_w_ptrs); break;
+    case DType::f16: detail::matmul_typed<f16_t>(x, w, bias, y, T, pool, px, scratch.packed_w_ptrs); break;
+    default: detail::matmul_typed<float>(x, w, bias, y, T, pool, px, scratch.packed_w_ptrs); break;
   }
 }
 

@@ -82,4 +82,17 @@ inline fbatch load_as_float<f16_t>(const f16_t* p) {
 #endif
 }
 
+// Stores `lanes` floats as F16, rounded to nearest-even (what f32_to_f16 does one at a time).
+inline void store_as(f16_t* p, fbatch x) {
+#if defined(__AVX512F__)
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__AVX2__) && defined(__F16C__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+  alignas(64) float tmp[lanes];
+  x.store_aligned(tmp);
+  for (std::size_t i = 0; i < lanes; ++i) p[i] = f16_t{f32_to_f16(tmp[i])};
+#endif
+}
+
 }  // namespace kylin::kernels

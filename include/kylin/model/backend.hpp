@@ -15,12 +15,12 @@ namespace kylin {
 
 template <class B>
 concept Backend = requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::int64_t n,
-                           double eps, const kernels::AttentionShape& shape) {
+                           double eps, const kernels::AttentionShape& shape, kernels::KVRef kv) {
   b.matmul(in, w, in, out, n);                // out[n, w.rows] = in[n, w.cols] · w^T + bias
   b.rms_norm(in, w, out, n, n, eps);          // rows x dim, in place allowed
   b.rope(out, in, in, n, n, n);               // x, cos, sin, tokens, heads, head_dim
-  b.store_kv(out, in, n, n, n, n, n);         // cache, new rows, tokens, pos0, kv heads, head_dim, head stride
-  b.attention(in, in, in, out, shape);        // q, k cache, v cache, out
+  b.store_kv(kv, in, n, n, n, n, n);          // cache, new rows, tokens, pos0, kv heads, head_dim, head stride
+  b.attention(in, kv, kv, out, shape);        // q, k cache, v cache, out
   b.silu_mul(out, in, n);
   b.add(out, in, n);
   b.embed(w, n, out);
@@ -28,10 +28,11 @@ concept Backend = requires(B& b, const float* in, float* out, const kernels::Mat
 
 class CpuBackend {
  public:
-  // max_cols: widest matrix input (for GEMM blocks); max_groups/head_dim: attention scratch.
-  CpuBackend(int threads, std::int64_t max_cols, std::int64_t max_groups, std::int64_t head_dim)
+  // max_cols / max_tokens: widest matrix input and largest chunk (GEMM panels);
+  // max_groups / head_dim: attention scratch. Everything is allocated here, never per call.
+  CpuBackend(int threads, std::int64_t max_cols, std::int64_t max_groups, std::int64_t head_dim, std::int64_t max_tokens)
       : pool_(threads),
-        matmul_scratch_(pool_.size(), max_cols),
+        matmul_scratch_(pool_.size(), max_cols, max_tokens),
         attention_scratch_(pool_.size(), max_groups, head_dim) {}
 
   ThreadPool& pool() { return pool_; }
@@ -49,13 +50,11 @@ class CpuBackend {
     kernels::rope(x, cos, sin, n_tokens, n_heads, head_dim);
   }
   // Copies new key or value rows [n_tokens, n_kv*head_dim] into the cache layout [n_kv][capacity][head_dim].
-  void store_kv(float* cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
+  void store_kv(kernels::KVRef cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
                 std::int64_t head_dim, std::int64_t head_stride) {
-    for (std::int64_t t = 0; t < n_tokens; ++t)
-      for (std::int64_t h = 0; h < n_kv; ++h)
-        std::copy_n(rows + (t * n_kv + h) * head_dim, head_dim, cache + h * head_stride + (pos0 + t) * head_dim);
+    kernels::store_kv(cache, rows, n_tokens, pos0, n_kv, head_dim, head_stride);
   }
-  void attention(const float* q, const float* k, const float* v, float* out, const kernels::AttentionShape& s) {
+  void attention(const float* q, kernels::KVRef k, kernels::KVRef v, float* out, const kernels::AttentionShape& s) {
     kernels::attention(q, k, v, out, s, pool_, attention_scratch_);
   }
   void silu_mul(float* gate, const float* up, std::int64_t n) {

@@ -1,0 +1,212 @@
+// `kylin bench`: llama-bench-style throughput of one checkpoint: prefill (pp) and decode (tg)
+// tokens/s, each the median of repetitions, against the machine's measured read bandwidth:
+// decode reads every weight once per token, so bandwidth / bytes-per-token is its roofline.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kylin/cli.hpp"
+#include "kylin/core/json.hpp"
+#include "kylin/core/thread_pool.hpp"
+#include "kylin/model/model.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Multi-threaded streaming read of a buffer far larger than the last-level cache; the best of
+// several passes, in GB/s. Integer sums vectorise without reassociation flags.
+double measure_read_bandwidth(int threads, std::size_t bytes = std::size_t{1} << 30) {
+  const std::size_t n = bytes / sizeof(std::uint64_t);
+  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[n]);
+  kylin::ThreadPool pool(threads);
+  pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, [&](std::int64_t a, std::int64_t b) {
+    for (std::int64_t i = a; i < b; ++i) buf[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(i);
+  });
+  std::vector<std::uint64_t> sink(static_cast<std::size_t>(pool.size()) * 8);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto t0 = Clock::now();
+    pool.run([&](int t, int nt) {
+      const std::size_t a = n * static_cast<std::size_t>(t) / static_cast<std::size_t>(nt);
+      const std::size_t b = n * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(nt);
+      std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (std::size_t i = a; i + 4 <= b; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      sink[static_cast<std::size_t>(t) * 8] = s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+  }
+  if (sink[0] == 42) std::printf(" ");  // keeps the reads observable
+  return best;
+}
+
+// CPU seconds (user + system, all threads) used by the process so far: on a busy machine,
+// tokens per CPU-second shows the kernels' own speed when wall-clock rates are depressed.
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+double load_average() {
+  double avg[1] = {0};
+  return getloadavg(avg, 1) == 1 ? avg[0] : -1.0;
+}
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+// Weight bytes one decode step reads: every tensor except the embedding table, which is read
+// one row at a time, unless it doubles as the (tied) LM head.
+double weight_bytes_per_token(const kylin::Model& m) {
+  double total = 0;
+  const bool tied = m.checkpoint().find("lm_head.weight") == nullptr;
+  for (const auto* t : m.checkpoint().tensors())
+    if (t->name != "model.embed_tokens.weight" || tied) total += static_cast<double>(t->nbytes);
+  return total;
+}
+
+struct Options {
+  std::string model;
+  int prompt = 512;
+  int gen = 128;
+  int threads = 0;
+  int reps = 3;
+  std::int64_t depth = 0;
+  std::int64_t ctx = 0;
+  std::string kv_dtype = "f32";
+  std::string format = "text";
+};
+
+int run(const Options& o) {
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double bandwidth = measure_read_bandwidth(threads);
+  const auto t_load = Clock::now();
+  kylin::ModelOptions options;
+  options.threads = threads;
+  options.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
+  kylin::Model model = kylin::Model::load(o.model, options);
+  const std::int64_t ctx = o.ctx > 0 ? o.ctx : std::max<std::int64_t>(o.prompt, o.depth + o.gen) + 16;
+  auto cache = model.new_cache(ctx);
+  std::vector<float> logits(static_cast<std::size_t>(model.vocab_size()));
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
+  const int first = id(rng);
+  model.forward(std::span<const int>(&first, 1), cache, logits);
+  const double first_token_ms = seconds_since(t_load) * 1e3;
+
+  std::vector<double> pp, tg;
+  double pp_cpu = 0, tg_cpu = 0;
+  std::vector<int> prompt(static_cast<std::size_t>(o.prompt));
+  for (int r = 0; r < o.reps && o.prompt > 0; ++r) {
+    for (int& t : prompt) t = id(rng);
+    cache.reset();
+    const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
+    model.forward(prompt, cache, logits);
+    pp.push_back(o.prompt / seconds_since(t0));
+    pp_cpu += cpu_seconds() - c0;
+  }
+  // fill the cache to `depth` once (untimed), then decode from there each repetition
+  cache.reset();
+  std::vector<int> fill(static_cast<std::size_t>(o.depth));
+  for (int& t : fill) t = id(rng);
+  if (!fill.empty()) model.forward(fill, cache, logits);
+  for (int r = 0; r < o.reps && o.gen > 0; ++r) {
+    cache.truncate(o.depth);
+    int tok = id(rng);
+    const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
+    for (int i = 0; i < o.gen; ++i) {
+      model.forward(std::span<const int>(&tok, 1), cache, logits);
+      tok = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    tg.push_back(o.gen / seconds_since(t0));
+    tg_cpu += cpu_seconds() - c0;
+  }
+
+  const double kv_bytes = static_cast<double>(cache.bytes_per_token()) * (static_cast<double>(o.depth) + o.gen / 2.0);
+  const double bytes_per_token = weight_bytes_per_token(model) + kv_bytes;
+  const double tg_tok_s = median(tg), pp_tok_s = median(pp);
+  const double roofline = bandwidth * 1e9 / bytes_per_token;
+  kylin::json::Object out{{"model", kylin::json::Value(o.model)},
+                          {"arch", kylin::json::Value(kylin::kernels::simd_arch_name())},
+                          {"threads", kylin::json::Value(threads)},
+                          {"kv_dtype", kylin::json::Value(o.kv_dtype)},
+                          {"n_prompt", kylin::json::Value(o.prompt)},
+                          {"n_gen", kylin::json::Value(o.gen)},
+                          {"depth", kylin::json::Value(o.depth)},
+                          {"pp_tok_s", kylin::json::Value(pp_tok_s)},
+                          {"tg_tok_s", kylin::json::Value(tg_tok_s)},
+                          {"pp_tok_per_cpu_s", kylin::json::Value(pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0)},
+                          {"tg_tok_per_cpu_s", kylin::json::Value(tg_cpu > 0 ? o.gen * static_cast<double>(tg.size()) / tg_cpu : 0.0)},
+                          {"load_average_1m", kylin::json::Value(load_average())},
+                          {"bandwidth_gb_s", kylin::json::Value(bandwidth)},
+                          {"bytes_per_token", kylin::json::Value(bytes_per_token)},
+                          {"kv_bytes_per_token", kylin::json::Value(kv_bytes)},
+                          {"tg_roofline_tok_s", kylin::json::Value(roofline)},
+                          {"tg_roofline_fraction", kylin::json::Value(tg_tok_s / roofline)},
+                          {"peak_rss_mb", kylin::json::Value(peak_rss_mb())},
+                          {"checkpoint_mb", kylin::json::Value(static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0)},
+                          {"kv_cache_mb", kylin::json::Value(static_cast<double>(cache.bytes()) / 1048576.0)},
+                          {"load_ms", kylin::json::Value(model.load_seconds() * 1e3)},
+                          {"first_token_ms", kylin::json::Value(first_token_ms)}};
+  if (o.format == "json") {
+    std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
+    return 0;
+  }
+  std::printf("model %s  arch %s  threads %d  kv %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(), threads, o.kv_dtype.c_str());
+  std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
+              pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
+  std::printf("tg%-5d %8.2f tok/s at depth %lld  (roofline %.2f tok/s = %.1f GB/s / %.1f MB per token: %.1f%%)\n", o.gen,
+              tg_tok_s, static_cast<long long>(o.depth), roofline, bandwidth, bytes_per_token / 1e6, 100.0 * tg_tok_s / roofline);
+  std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
+              model.load_seconds() * 1e3, first_token_ms, peak_rss_mb(),
+              static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);
+  return 0;
+}
+
+const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("bench", "Prefill/decode throughput against the memory-bandwidth roofline");
+  cmd->add_option("--model", o->model, "Model directory")->required();
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt tokens for the prefill test (0: skip)");
+  cmd->add_option("-n,--gen", o->gen, "Tokens decoded in the decode test (0: skip)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
+  cmd->add_option("-r,--reps", o->reps, "Repetitions; the median is reported")->check(CLI::PositiveNumber);
+  cmd->add_option("-d,--depth", o->depth, "Cached tokens before the decode test starts");
+  cmd->add_option("--ctx", o->ctx, "KV cache capacity (default: what the tests need)");
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
+}};
+
+}  // namespace

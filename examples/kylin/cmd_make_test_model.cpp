@@ -1,0 +1,189 @@
+// `kylin make-test-model`: write a full-size checkpoint in Hugging Face layout with random
+// weights scaled like a trained model (linear ~ N(0, 0.02), norms ~ 1), for benchmarks and
+// load tests without downloading. Tensors are generated and streamed in chunks.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "kylin/cli.hpp"
+#include "kylin/core/json.hpp"
+#include "kylin/io/safetensors_writer.hpp"
+#include "kylin/model/descriptors.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Small shapes for quick runs, beside the published presets of descriptors.hpp.
+constexpr kylin::ModelDescriptor tiny_qwen3{"tiny-qwen3", "qwen3", 256, 4, 8, 2, 64, 704, 4096, 40960,
+                                            1e-6, 1000000.0, true, false, 0.0};
+constexpr kylin::ModelDescriptor tiny_qwen2{"tiny-qwen2", "qwen2", 256, 2, 8, 2, 32, 704, 4096, 32768,
+                                            1e-6, 1000000.0, true, true, 0.0};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<const kylin::ModelDescriptor*> presets() {
+  std::vector<const kylin::ModelDescriptor*> all(kylin::presets::all.begin(), kylin::presets::all.end());
+  all.push_back(&tiny_qwen3);
+  all.push_back(&tiny_qwen2);
+  return all;
+}
+
+// splitmix64: fast and good enough for weights that only need the right scale.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Approximately N(0, 1): the sum of four uniform 16-bit draws (Irwin-Hall), rescaled.
+  float normal() {
+    const std::uint64_t r = next();
+    const double sum = static_cast<double>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF) + (r >> 48)) / 65536.0;
+    return static_cast<float>((sum - 2.0) * std::sqrt(3.0));  // variance of the sum is 4/12
+  }
+};
+
+struct Init {
+  float mean, stddev;
+};
+
+// Every tensor of a descriptor with its initialisation, in checkpoint order.
+std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::ModelDescriptor& d) {
+  using kylin::DType;
+  const std::int64_t H = d.hidden_size, I = d.intermediate_size, V = d.vocab_size, D = d.head_dim;
+  const Init linear{0.f, 0.02f}, norm{1.f, 0.05f};
+  std::vector<std::pair<kylin::io::TensorSpec, Init>> t;
+  auto add = [&](std::string name, std::vector<std::int64_t> shape, Init init) {
+    t.push_back({{std::move(name), DType::bf16, std::move(shape)}, init});
+  };
+  add("model.embed_tokens.weight", {V, H}, linear);
+  for (std::int64_t l = 0; l < d.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {H}, norm);
+    add(p + "self_attn.q_proj.weight", {d.q_dim(), H}, linear);
+    add(p + "self_attn.k_proj.weight", {d.kv_dim(), H}, linear);
+    add(p + "self_attn.v_proj.weight", {d.kv_dim(), H}, linear);
+    add(p + "self_attn.o_proj.weight", {H, d.q_dim()}, linear);
+    if (d.has_qk_norm()) {
+      add(p + "self_attn.q_norm.weight", {D}, norm);
+      add(p + "self_attn.k_norm.weight", {D}, norm);
+    }
+    if (d.attention_bias) {
+      add(p + "self_attn.q_proj.bias", {d.q_dim()}, linear);
+      add(p + "self_attn.k_proj.bias", {d.kv_dim()}, linear);
+      add(p + "self_attn.v_proj.bias", {d.kv_dim()}, linear);
+    }
+    add(p + "post_attention_layernorm.weight", {H}, norm);
+    add(p + "mlp.gate_proj.weight", {I, H}, linear);
+    add(p + "mlp.up_proj.weight", {I, H}, linear);
+    add(p + "mlp.down_proj.weight", {H, I}, linear);
+  }
+  add("model.norm.weight", {H}, norm);
+  if (!d.tie_word_embeddings) add("lm_head.weight", {V, H}, linear);
+  return t;
+}
+
+kylin::json::Value config_json(const kylin::ModelDescriptor& d) {
+  using kylin::json::Value, kylin::json::Array;
+  const bool qwen3 = d.model_type == "qwen3";
+  kylin::json::Object o{
+      {"architectures", Value(Array{Value(qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM")})},
+      {"model_type", Value(d.model_type)},
+      {"vocab_size", Value(d.vocab_size)},
+      {"hidden_size", Value(d.hidden_size)},
+      {"num_hidden_layers", Value(d.num_hidden_layers)},
+      {"num_attention_heads", Value(d.num_attention_heads)},
+      {"num_key_value_heads", Value(d.num_key_value_heads)},
+      {"intermediate_size", Value(d.intermediate_size)},
+      {"max_position_embeddings", Value(d.max_position_embeddings)},
+      {"rms_norm_eps", Value(d.rms_norm_eps)},
+      {"rope_theta", Value(d.rope_theta)},
+      {"tie_word_embeddings", Value(d.tie_word_embeddings)},
+      {"torch_dtype", Value("bfloat16")},
+      {"hidden_act", Value("silu")},
+      {"attention_bias", Value(d.attention_bias)},
+      {"bos_token_id", Value(151643)},
+      {"eos_token_id", Value(151645)},
+      {"rope_scaling", Value(nullptr)},
+      {"sliding_window", Value(nullptr)},
+      {"use_sliding_window", Value(false)}};
+  if (qwen3) o.insert(o.begin() + 7, {"head_dim", Value(d.head_dim)});
+  return Value(std::move(o));
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  if (!f) throw kylin::Error(kylin::ErrorCategory::io, p.string(), "write failed");
+}
+
+struct Options {
+  std::string preset = "qwen3-0.6b";
+  std::uint64_t seed = 0;
+  std::string out;
+  std::string tokenizer_dir;  // copied into the checkpoint when given (e.g. tests/data/qwen3-tokenizer)
+};
+
+int run(const Options& o) {
+  const kylin::ModelDescriptor* d = nullptr;
+  std::string names;
+  for (const auto* p : presets()) {
+    names += (names.empty() ? "" : ", ") + lower(p->name);
+    if (lower(p->name) == lower(o.preset)) d = p;
+  }
+  if (!d) throw kylin::Error(kylin::ErrorCategory::request, "--preset", "unknown preset '" + o.preset + "' (known: " + names + ")");
+  const fs::path dir(o.out);
+  fs::create_directories(dir);
+  write_text(dir / "config.json", kylin::json::dump(config_json(*d)) + "\n");
+  write_text(dir / "generation_config.json", "{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": true, "
+                                             "\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}\n");
+  const fs::path tok_dir(o.tokenizer_dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    if (!o.tokenizer_dir.empty() && fs::exists(tok_dir / f)) fs::copy_file(tok_dir / f, dir / f, fs::copy_options::overwrite_existing);
+
+  const auto tensors = tensor_list(*d);
+  std::vector<kylin::io::TensorSpec> specs;
+  for (const auto& [spec, init] : tensors) specs.push_back(spec);
+  kylin::io::SafetensorsWriter writer(dir / "model.safetensors", specs);
+  Rng rng{o.seed * 0x2545F4914F6CDD1Dull + 1};
+  std::vector<std::uint16_t> chunk(std::size_t{1} << 20);
+  std::size_t total = 0;
+  for (const auto& [spec, init] : tensors) {
+    std::size_t left = spec.nbytes() / 2;
+    while (left > 0) {
+      const std::size_t n = std::min(left, chunk.size());
+      for (std::size_t i = 0; i < n; ++i) chunk[i] = kylin::f32_to_bf16(init.mean + init.stddev * rng.normal());
+      writer.write(spec.name, std::span<const std::uint16_t>(chunk.data(), n));
+      left -= n;
+    }
+    total += spec.nbytes();
+  }
+  writer.close();
+  std::printf("wrote %s: %s, %zu tensors, %.1f MB of BF16 weights\n", dir.string().c_str(), std::string(d->name).c_str(),
+              tensors.size(), static_cast<double>(total) / 1e6);
+  return 0;
+}
+
+const kylin::cli::Registrar registrar{"make-test-model", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight checkpoint of a preset shape (HF layout, BF16)");
+  cmd->add_option("--preset", o->preset, "Shape preset, e.g. qwen3-0.6b, qwen3-1.7b, qwen2.5-0.5b, tiny-qwen3");
+  cmd->add_option("--seed", o->seed, "Random seed");
+  cmd->add_option("--out", o->out, "Output directory")->required();
+  cmd->add_option("--tokenizer-from", o->tokenizer_dir, "Directory whose tokenizer.json / tokenizer_config.json to copy");
+  cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
+}};
+
+}  // namespace

@@ -1,0 +1,86 @@
+// attention and store_kv against their scalar references: f32 and f16 caches, contexts longer
+// than one tile, GQA groups of 1..7 query heads per KV head, prefill (T > 1) and decode, 1 and 2 threads.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cstring>
+
+#include "helpers.hpp"
+#include "kylin/kernels/attention.hpp"
+
+using namespace kylin;
+
+namespace {
+
+struct Case {
+  std::int64_t T, pos0, n_heads, n_kv, head_dim;
+};
+
+void check_attention(const Case& c, DType kv_dtype, int threads) {
+  CAPTURE(c.T);
+  CAPTURE(c.pos0);
+  CAPTURE(c.n_heads);
+  CAPTURE(c.n_kv);
+  CAPTURE(c.head_dim);
+  CAPTURE(dtype_name(kv_dtype));
+  CAPTURE(threads);
+  const std::int64_t capacity = c.pos0 + c.T + 3, D = c.head_dim, stride = capacity * D;
+  const auto keys = test::random_floats(capacity * c.n_kv * D, 11, 2.f);  // [ctx, n_kv*D] rows
+  const auto vals = test::random_floats(capacity * c.n_kv * D, 12);
+  const auto q = test::random_floats(c.T * c.n_heads * D, 13, 2.f);
+  const std::size_t elem = kv_dtype == DType::f16 ? 2 : 4;
+  std::vector<std::byte> kbuf(static_cast<std::size_t>(c.n_kv * stride) * elem), vbuf(kbuf.size());
+  const kernels::KVRef k{kv_dtype, kbuf.data()}, v{kv_dtype, vbuf.data()};
+  kernels::store_kv(k, keys.data(), c.pos0 + c.T, 0, c.n_kv, D, stride);
+  kernels::store_kv(v, vals.data(), c.pos0 + c.T, 0, c.n_kv, D, stride);
+  const kernels::AttentionShape s{c.T, c.pos0, c.n_heads, c.n_kv, D, stride, static_cast<float>(1.0 / std::sqrt(double(D)))};
+  std::vector<float> out(q.size(), -1.f), ref(q.size());
+  ThreadPool pool(threads);
+  kernels::AttentionScratch scratch(pool.size(), s.groups(), D);
+  kernels::attention(q.data(), k, v, out.data(), s, pool, scratch);
+  kernels::attention_ref(q.data(), k, v, ref.data(), s);
+  CHECK(test::max_rel_error(out, ref) < 2e-5);
+}
+
+}  // namespace
+
+TEST_CASE("attention matches attention_ref for f32 and f16 caches across tiles, GQA groups and T") {
+  const Case cases[] = {{1, 0, 2, 1, 64},    {1, 200, 16, 8, 128}, {1, 130, 14, 2, 64}, {5, 70, 4, 4, 32},
+                        {9, 0, 6, 2, 64},    {3, 257, 8, 1, 128},  {17, 40, 12, 2, 48}, {2, 63, 3, 1, 16}};
+  for (DType dt : {DType::f32, DType::f16})
+    for (const Case& c : cases) check_attention(c, dt, 1);
+}
+
+TEST_CASE("attention on 2 threads matches the reference (work dealt by token and KV head)") {
+  for (DType dt : {DType::f32, DType::f16}) {
+    check_attention({1, 300, 16, 8, 128}, dt, 2);
+    check_attention({7, 100, 8, 2, 64}, dt, 2);
+  }
+}
+
+TEST_CASE("attention with a head_dim that is not a multiple of the vector width falls back correctly") {
+  check_attention({3, 20, 4, 2, 20}, DType::f32, 1);
+  check_attention({3, 20, 4, 2, 20}, DType::f16, 2);
+}
+
+TEST_CASE("store_kv rounds to f16 exactly like f32_to_f16 (normals, subnormals, overflow) and copies f32 verbatim") {
+  const std::int64_t n_kv = 2, D = 32, T = 3, pos0 = 1, stride = (pos0 + T) * D;
+  auto rows = test::random_floats(T * n_kv * D, 21, 3.f);
+  rows[0] = 1e-6f;   // f16 subnormal
+  rows[1] = -3e-8f;  // below half the smallest subnormal
+  rows[2] = 70000.f; // overflows to inf
+  rows[3] = 65519.f; // rounds down to the largest finite f16
+  rows[4] = 1.0f + 1.0f / 2048.f;  // a tie: rounds to even
+  for (DType dt : {DType::f16, DType::f32}) {
+    CAPTURE(dtype_name(dt));
+    const std::size_t elem = dt == DType::f16 ? 2 : 4;
+    std::vector<std::byte> a(static_cast<std::size_t>(n_kv * stride) * elem), b(a.size());
+    kernels::store_kv({dt, a.data()}, rows.data(), T, pos0, n_kv, D, stride);
+    kernels::store_kv_ref({dt, b.data()}, rows.data(), T, pos0, n_kv, D, stride);
+    // compare only the written positions [pos0, pos0 + T)
+    for (std::int64_t h = 0; h < n_kv; ++h)
+      CHECK(std::memcmp(a.data() + static_cast<std::size_t>(h * stride + pos0 * D) * elem,
+                        b.data() + static_cast<std::size_t>(h * stride + pos0 * D) * elem,
+                        static_cast<std::size_t>(T * D) * elem) == 0);
+  }
+}

@@ -1,0 +1,56 @@
+// matmul (decode matvec and prefill GEMM) against the double-precision matmul_ref, for every
+// weight dtype, sizes that leave tails in every blocking dimension, with and without bias.
+#include <doctest/doctest.h>
+
+#include "helpers.hpp"
+#include "kylin/kernels/matmul.hpp"
+
+using namespace kylin;
+
+namespace {
+
+void check_matmul(DType dtype, std::int64_t T, std::int64_t rows, std::int64_t cols, bool with_bias, int threads) {
+  CAPTURE(dtype_name(dtype));
+  CAPTURE(T);
+  CAPTURE(rows);
+  CAPTURE(cols);
+  CAPTURE(with_bias);
+  CAPTURE(threads);
+  const auto w = test::random_weights(dtype, rows, cols, static_cast<unsigned>(rows * 31 + cols));
+  const auto x = test::random_floats(T * cols, static_cast<unsigned>(T + 7));
+  const auto bias = test::random_floats(rows, 99);
+  std::vector<float> y(static_cast<std::size_t>(T * rows), -1.f), ref(y.size());
+  ThreadPool pool(threads);
+  kernels::MatmulScratch scratch(pool.size(), cols, T);
+  kernels::matmul(x.data(), w.ref(), with_bias ? bias.data() : nullptr, y.data(), T, pool, scratch);
+  kernels::matmul_ref(x.data(), w.ref(), with_bias ? bias.data() : nullptr, ref.data(), T);
+  // f32 accumulation over `cols` terms of size ~1 against a double oracle
+  CHECK(test::max_rel_error(y, ref) < 1e-5);
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches matmul_ref for BF16/F16/F32 weights, T = 1 (matvec) and T > 1 (GEMM), odd sizes") {
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+    for (std::int64_t T : {1, 2, 5, 13, 29})
+      for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {37, 64}, {70, 131}, {129, 256}})
+        check_matmul(dtype, T, rows, cols, T % 2 == 1, 1);
+}
+
+TEST_CASE("matmul gives the same answer on 2 threads as the reference (work split across output panels)") {
+  for (DType dtype : {DType::bf16, DType::f32})
+    for (std::int64_t T : {1, 4, 25})
+      for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{3, 17}, {67, 96}, {200, 75}})
+        check_matmul(dtype, T, rows, cols, true, 2);
+}
+
+TEST_CASE("matmul with a zero-padded token panel leaves rows beyond T untouched") {
+  const std::int64_t T = 3, rows = 40, cols = 24;
+  const auto w = test::random_weights(DType::bf16, rows, cols, 5);
+  const auto x = test::random_floats(T * cols, 6);
+  std::vector<float> y(static_cast<std::size_t>((T + 2) * rows), 7.f);
+  ThreadPool pool(1);
+  kernels::MatmulScratch scratch(1, cols, T);
+  kernels::matmul(x.data(), w.ref(), nullptr, y.data(), T, pool, scratch);
+  for (std::size_t i = static_cast<std::size_t>(T * rows); i < y.size(); ++i) CHECK(y[i] == 7.f);
+}

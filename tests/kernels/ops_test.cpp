@@ -1,0 +1,78 @@
+// Element-wise kernels and SIMD loads against scalar references: silu_mul over sizes with tails,
+// exact widening of BF16/F16 vectors, and RMSNorm/RoPE against double-precision formulas.
+#include <doctest/doctest.h>
+
+#include "helpers.hpp"
+#include "kylin/kernels/ops.hpp"
+
+using namespace kylin;
+
+TEST_CASE("silu_mul matches silu_mul_ref for sizes with and without a vector tail") {
+  for (std::int64_t n : {1, 7, 16, 33, 1000, 3072 + 5}) {
+    CAPTURE(n);
+    auto gate = test::random_floats(n, 1, 4.f);
+    const auto up = test::random_floats(n, 2);
+    auto ref = gate;
+    kernels::silu_mul(gate.data(), up.data(), n);
+    kernels::silu_mul_ref(ref.data(), up.data(), n);
+    for (std::int64_t i = 0; i < n; ++i) CHECK(gate[static_cast<std::size_t>(i)] == doctest::Approx(ref[static_cast<std::size_t>(i)]).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("load_as_float widens BF16 and F16 vectors exactly like the scalar conversions") {
+  std::vector<kernels::bf16_t> b(kernels::lanes);
+  std::vector<kernels::f16_t> h(kernels::lanes);
+  for (std::uint32_t base = 0; base < 65536; base += static_cast<std::uint32_t>(kernels::lanes)) {
+    for (std::size_t i = 0; i < kernels::lanes; ++i) {
+      b[i].bits = static_cast<std::uint16_t>(base + i);
+      h[i].bits = static_cast<std::uint16_t>(base + i);
+    }
+    alignas(64) float wb[kernels::lanes], wh[kernels::lanes];
+    kernels::load_as_float(b.data()).store_aligned(wb);
+    kernels::load_as_float(h.data()).store_aligned(wh);
+    for (std::size_t i = 0; i < kernels::lanes; ++i) {
+      const float eb = bf16_to_f32(b[i].bits), eh = f16_to_f32(h[i].bits);
+      if (eb == eb) REQUIRE(std::bit_cast<std::uint32_t>(wb[i]) == std::bit_cast<std::uint32_t>(eb));
+      else REQUIRE(wb[i] != wb[i]);
+      if (eh == eh) REQUIRE(std::bit_cast<std::uint32_t>(wh[i]) == std::bit_cast<std::uint32_t>(eh));
+      else REQUIRE(wh[i] != wh[i]);
+    }
+  }
+}
+
+TEST_CASE("rms_norm matches the double-precision formula for BF16 and F32 weights, several rows") {
+  const std::int64_t rows = 3, dim = 37;
+  for (DType dt : {DType::bf16, DType::f32}) {
+    const auto w = test::random_weights(dt, 1, dim, 3, 1.f);
+    const auto x = test::random_floats(rows * dim, 4, 5.f);
+    std::vector<float> out(x.size());
+    kernels::rms_norm(x.data(), w.ref(), out.data(), rows, dim, 1e-6);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (std::int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+      const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+      for (std::int64_t i = 0; i < dim; ++i)
+        CHECK(out[r * dim + i] == doctest::Approx(x[r * dim + i] * inv * kernels::weight_at(w.ref(), i)).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("rope rotates each (i, i + d/2) pair by its angle, for every head and token") {
+  const std::int64_t T = 2, H = 3, D = 8, half = D / 2;
+  auto x = test::random_floats(T * H * D, 5);
+  const auto orig = x;
+  std::vector<float> c(T * half), s(T * half);
+  for (std::int64_t i = 0; i < T * half; ++i) {
+    c[i] = static_cast<float>(std::cos(0.3 * (i + 1)));
+    s[i] = static_cast<float>(std::sin(0.3 * (i + 1)));
+  }
+  kernels::rope(x.data(), c.data(), s.data(), T, H, D);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t i = 0; i < half; ++i) {
+        const std::int64_t o = (t * H + h) * D;
+        const double a = orig[o + i], b = orig[o + i + half], cc = c[t * half + i], ss = s[t * half + i];
+        CHECK(x[o + i] == doctest::Approx(a * cc - b * ss).epsilon(1e-6));
+        CHECK(x[o + i + half] == doctest::Approx(b * cc + a * ss).epsilon(1e-6));
+      }
+}
