@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 TEST_CASE("parallel_for covers every index exactly once for many n / grain / thread combinations") {
@@ -67,4 +70,19 @@ TEST_CASE("a pool of 0 threads means hardware concurrency, and pools destroy cle
   for (int i = 0; i < 20; ++i) {
     kylin::ThreadPool p(3);  // created and destroyed without ever running a job
   }
+}
+
+TEST_CASE("an exception from the caller's share propagates only after every worker finished, and the pool stays usable") {
+  kylin::ThreadPool pool(4);
+  std::atomic<int> finished{0};
+  CHECK_THROWS_AS(pool.run([&](int t, int) {
+    if (t == 0) throw std::runtime_error("boom");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ++finished;
+  }),
+                  std::runtime_error);
+  CHECK(finished.load() == 3);  // all three workers ran to completion before the throw escaped
+  std::atomic<int> calls{0};
+  pool.run([&](int, int) { ++calls; });
+  CHECK(calls.load() == 4);
 }

@@ -29,7 +29,8 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(thread_index, n_threads) once on every thread and returns when all are done.
+  // Calls fn(thread_index, n_threads) once on every thread and returns when all are done. An
+  // exception from the calling thread's share propagates after the workers finish; workers must not throw.
   template <class Fn>
   void run(Fn&& fn) {
     if (n_threads_ == 1) {
@@ -41,7 +42,12 @@ class ThreadPool {
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
-    fn(0, n_threads_);
+    try {
+      fn(0, n_threads_);
+    } catch (...) {  // workers still hold &fn: let them finish before the frame unwinds
+      wait_until_zero(pending_);
+      throw;
+    }
     wait_until_zero(pending_);
   }
 
