@@ -1,0 +1,73 @@
+// ApiError: a request the server answers with an HTTP error status and an OpenAI-shaped body
+// {"error": {"message", "type", "param", "code"}}; `param` names the offending request field.
+#pragma once
+
+#include <string>
+
+#include "kylin/core/error.hpp"
+#include "kylin/core/json.hpp"
+
+namespace kylin::server {
+
+namespace status {
+inline constexpr int ok = 200;
+inline constexpr int bad_request = 400;
+inline constexpr int unauthorized = 401;
+inline constexpr int not_found = 404;
+inline constexpr int method_not_allowed = 405;
+inline constexpr int payload_too_large = 413;
+inline constexpr int too_many_requests = 429;
+inline constexpr int internal_error = 500;
+inline constexpr int unavailable = 503;
+}  // namespace status
+
+class ApiError : public Error {
+ public:
+  ApiError(int http_status, std::string message, std::string param = {}, std::string code = {})
+      : Error(ErrorCategory::request, param, message),
+        status_(http_status), message_(std::move(message)), param_(std::move(param)), code_(std::move(code)) {}
+
+  int status() const noexcept { return status_; }
+  const std::string& message() const noexcept { return message_; }
+  const std::string& param() const noexcept { return param_; }
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  int status_;
+  std::string message_, param_, code_;
+};
+
+// A 400 about one request field.
+inline ApiError invalid(std::string param, std::string message) {
+  return ApiError(status::bad_request, std::move(message), std::move(param));
+}
+
+// OpenAI's error "type" for each status.
+inline std::string error_type(int http_status) {
+  switch (http_status) {
+    case status::bad_request: return "invalid_request_error";
+    case status::unauthorized: return "authentication_error";
+    case status::not_found: return "not_found_error";
+    case status::method_not_allowed: return "invalid_request_error";
+    case status::payload_too_large: return "invalid_request_error";
+    case status::too_many_requests: return "rate_limit_error";
+    case status::unavailable: return "server_overloaded";
+    default: return "server_error";
+  }
+}
+
+inline std::string error_body(int http_status, const std::string& message, const std::string& param = {},
+                              const std::string& code = {}) {
+  json::Value e = json::Object{};
+  e.set("message", message);
+  e.set("type", error_type(http_status));
+  e.set("param", param.empty() ? json::Value() : json::Value(param));
+  e.set("code", code.empty() ? json::Value() : json::Value(code));
+  json::Value body = json::Object{};
+  body.set("error", std::move(e));
+  return json::dump(body);
+}
+
+inline std::string error_body(const ApiError& e) { return error_body(e.status(), e.message(), e.param(), e.code()); }
+
+}  // namespace kylin::server

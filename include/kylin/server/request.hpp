@@ -1,0 +1,267 @@
+// OpenAI request bodies parsed and validated into typed requests: every wrong field is a 400
+// naming it (ApiError::param), before any work is queued. Unknown fields are ignored, as
+// OpenAI-compatible servers do, except the few whose meaning kylin cannot honour (n > 1, logprobs).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kylin/core/json.hpp"
+#include "kylin/generate/sampler_params.hpp"
+#include "kylin/generate/session.hpp"
+#include "kylin/server/api_error.hpp"
+
+namespace kylin::server {
+
+// Fields /v1/chat/completions and /v1/completions share.
+struct GenerationRequest {
+  std::string model;                       // empty: the request named none (accepted)
+  SamplingOverrides sampling;
+  std::optional<std::int64_t> max_tokens;  // absent: up to the end of the context
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage
+};
+
+struct ChatRequest : GenerationRequest {
+  json::Value messages;  // normalized: content is always a string, roles checked
+  ChatOptions chat;      // enable_thinking, tools, other chat_template_kwargs
+};
+
+struct CompletionRequest : GenerationRequest {
+  std::string prompt;
+  std::vector<int> prompt_tokens;  // set instead of `prompt` when the request sent token ids
+};
+
+namespace detail {
+
+constexpr std::size_t max_stop_strings = 16;
+
+inline const json::Value* field(const json::Value& body, std::string_view name) {
+  const json::Value* v = body.find(name);
+  return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+inline std::optional<double> number_field(const json::Value& body, std::string_view name) {
+  const json::Value* v = field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) throw invalid(std::string(name), "'" + std::string(name) + "' must be a number");
+  return v->as_double();
+}
+
+inline std::optional<std::int64_t> int_field(const json::Value& body, std::string_view name) {
+  const json::Value* v = field(body, name);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_int()) throw invalid(std::string(name), "'" + std::string(name) + "' must be an integer");
+  return v->as_int();
+}
+
+inline std::optional<bool> bool_field(const json::Value& body, std::string_view name, std::string_view path = {}) {
+  const json::Value* v = field(body, name);
+  if (v == nullptr) return std::nullopt;
+  const std::string param = path.empty() ? std::string(name) : std::string(path);
+  if (!v->is_bool()) throw invalid(param, "'" + param + "' must be true or false");
+  return v->as_bool();
+}
+
+inline std::optional<float> float_field(const json::Value& body, std::string_view name) {
+  auto v = number_field(body, name);
+  if (v) return static_cast<float>(*v);
+  return std::nullopt;
+}
+
+inline void parse_sampling(const json::Value& body, GenerationRequest& r, const SamplingParams& defaults) {
+  auto& s = r.sampling;
+  s.temperature = float_field(body, "temperature");
+  s.top_p = float_field(body, "top_p");
+  s.min_p = float_field(body, "min_p");
+  s.presence_penalty = float_field(body, "presence_penalty");
+  s.frequency_penalty = float_field(body, "frequency_penalty");
+  s.repetition_penalty = float_field(body, "repetition_penalty");
+  if (auto k = int_field(body, "top_k")) {
+    if (*k < 0 || *k > INT32_MAX) throw invalid("top_k", "'top_k' must be >= 0 (0 disables it)");
+    s.top_k = static_cast<int>(*k);
+  }
+  if (auto seed = int_field(body, "seed")) s.seed = static_cast<std::uint64_t>(*seed);
+  try {
+    (void)apply_overrides(defaults, s);  // range checks, naming the field
+  } catch (const Error& e) {
+    throw invalid(e.context(), e.what());
+  }
+}
+
+inline void parse_common(const json::Value& body, GenerationRequest& r, const SamplingParams& defaults) {
+  if (const json::Value* m = field(body, "model")) {
+    if (!m->is_string()) throw invalid("model", "'model' must be a string");
+    r.model = m->as_string();
+  }
+  parse_sampling(body, r, defaults);
+  for (const char* name : {"max_completion_tokens", "max_tokens"})
+    if (auto n = int_field(body, name)) {
+      if (*n < 1) throw invalid(name, std::string("'") + name + "' must be at least 1");
+      r.max_tokens = *n;
+    }
+  if (const json::Value* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      r.stop.push_back(stop->as_string());
+    } else if (stop->is_array() && stop->size() <= max_stop_strings) {
+      for (const auto& s : stop->as_array()) {
+        if (!s.is_string()) throw invalid("stop", "'stop' must be a string or an array of strings");
+        r.stop.push_back(s.as_string());
+      }
+    } else {
+      throw invalid("stop", "'stop' must be a string or an array of at most 16 strings");
+    }
+  }
+  r.stream = bool_field(body, "stream").value_or(false);
+  if (const json::Value* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw invalid("stream_options", "'stream_options' must be an object");
+    r.include_usage = bool_field(*so, "include_usage", "stream_options.include_usage").value_or(false);
+  }
+  if (auto n = int_field(body, "n"); n && *n != 1) throw invalid("n", "only n = 1 is supported");
+  if (bool_field(body, "logprobs").value_or(false)) throw invalid("logprobs", "logprobs are not supported");
+}
+
+// OpenAI content: a string, null, or [{type: "text", text}] parts (joined without separator).
+inline std::string message_content(const json::Value& m, const std::string& where) {
+  const json::Value* c = field(m, "content");
+  if (c == nullptr) return {};
+  if (c->is_string()) return c->as_string();
+  if (!c->is_array()) throw invalid(where + ".content", "content must be a string or an array of text parts");
+  std::string text;
+  for (const auto& part : c->as_array()) {
+    const json::Value* type = part.find("type");
+    const json::Value* t = part.find("text");
+    if (type == nullptr || !type->is_string() || type->as_string() != "text" || t == nullptr || !t->is_string())
+      throw invalid(where + ".content", "only {\"type\": \"text\", \"text\": ...} content parts are supported");
+    text += t->as_string();
+  }
+  return text;
+}
+
+inline json::Value check_tool_calls(const json::Value& calls, const std::string& where) {
+  if (!calls.is_array()) throw invalid(where, "tool_calls must be an array");
+  for (const auto& c : calls.as_array()) {
+    const json::Value* fn = c.find("function");
+    const json::Value* name = fn ? fn->find("name") : nullptr;
+    const json::Value* args = fn ? fn->find("arguments") : nullptr;
+    if (name == nullptr || !name->is_string() || (args != nullptr && !args->is_string() && !args->is_object()))
+      throw invalid(where, "each tool call needs function.name (a string) and function.arguments (a JSON string)");
+  }
+  return calls;
+}
+
+inline json::Value normalize_messages(const json::Value* messages) {
+  if (messages == nullptr) throw invalid("messages", "'messages' is required");
+  if (!messages->is_array() || messages->size() == 0) throw invalid("messages", "'messages' must be a non-empty array");
+  json::Value out = json::Array{};
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json::Value& m = messages->as_array()[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw invalid(where, "each message must be an object");
+    const json::Value* role = m.find("role");
+    if (role == nullptr || !role->is_string()) throw invalid(where + ".role", "'role' is required and must be a string");
+    std::string r = role->as_string();
+    if (r == "developer") r = "system";  // newer OpenAI clients send system prompts as "developer"
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      throw invalid(where + ".role", "unknown role '" + role->as_string() + "' (system, user, assistant, tool)");
+    json::Value n = json::Object{};
+    n.set("role", r);
+    n.set("content", message_content(m, where));
+    if (r == "assistant") {
+      if (const json::Value* calls = field(m, "tool_calls")) n.set("tool_calls", check_tool_calls(*calls, where + ".tool_calls"));
+      if (const json::Value* rc = field(m, "reasoning_content"); rc && rc->is_string()) n.set("reasoning_content", *rc);
+    }
+    for (const char* key : {"name", "tool_call_id"})
+      if (const json::Value* v = field(m, key); v && v->is_string()) n.set(key, *v);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// reasoning_effort: "none" and "minimal" turn Qwen3's thinking off, any other effort leaves it on;
+// chat_template_kwargs.enable_thinking, when given, wins.
+inline void parse_chat_options(const json::Value& body, ChatOptions& chat) {
+  if (const json::Value* e = field(body, "reasoning_effort")) {
+    if (!e->is_string()) throw invalid("reasoning_effort", "'reasoning_effort' must be a string");
+    const std::string& s = e->as_string();
+    if (s != "none" && s != "minimal" && s != "low" && s != "medium" && s != "high")
+      throw invalid("reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
+    chat.enable_thinking = s != "none" && s != "minimal";
+  }
+  if (const json::Value* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) throw invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    json::Value extra = json::Object{};
+    for (const auto& [k, v] : kw->as_object()) {
+      if (k == "enable_thinking") {
+        if (!v.is_bool()) throw invalid("chat_template_kwargs.enable_thinking", "must be true or false");
+        chat.enable_thinking = v.as_bool();
+      } else if (k == "messages" || k == "tools" || k == "add_generation_prompt" || k == "documents") {
+        throw invalid("chat_template_kwargs." + k, "'" + k + "' cannot be set through chat_template_kwargs");
+      } else {
+        extra.set(k, v);
+      }
+    }
+    chat.extra_kwargs = std::move(extra);
+  }
+  if (const json::Value* tools = field(body, "tools")) {
+    if (!tools->is_array()) throw invalid("tools", "'tools' must be an array");
+    for (std::size_t i = 0; i < tools->size(); ++i) {
+      const json::Value& t = tools->as_array()[i];
+      const json::Value* fn = t.find("function");
+      const json::Value* name = fn ? fn->find("name") : nullptr;
+      if (!t.is_object() || name == nullptr || !name->is_string())
+        throw invalid("tools[" + std::to_string(i) + "]", "each tool must be {\"type\": \"function\", \"function\": {\"name\", ...}}");
+    }
+    if (tools->size() > 0) chat.tools = *tools;
+  }
+}
+
+inline json::Value parse_body(std::string_view text) {
+  json::Value body;
+  try {
+    body = json::parse(text, "request body", ErrorCategory::request);
+  } catch (const Error& e) {
+    throw ApiError(status::bad_request, std::string("could not parse the JSON body: ") + e.what());
+  }
+  if (!body.is_object()) throw ApiError(status::bad_request, "the request body must be a JSON object");
+  return body;
+}
+
+}  // namespace detail
+
+inline ChatRequest parse_chat_request(std::string_view text, const SamplingParams& defaults) {
+  const json::Value body = detail::parse_body(text);
+  ChatRequest r;
+  r.messages = detail::normalize_messages(body.find("messages"));
+  detail::parse_common(body, r, defaults);
+  detail::parse_chat_options(body, r.chat);
+  return r;
+}
+
+// prompt: a string, an array holding one string, or an array of token ids.
+inline CompletionRequest parse_completion_request(std::string_view text, const SamplingParams& defaults, int vocab_size) {
+  const json::Value body = detail::parse_body(text);
+  CompletionRequest r;
+  const json::Value* p = detail::field(body, "prompt");
+  if (p == nullptr) throw invalid("prompt", "'prompt' is required");
+  if (p->is_array() && p->size() == 1 && p->as_array()[0].is_string()) p = &p->as_array()[0];
+  if (p->is_string()) {
+    r.prompt = p->as_string();
+  } else if (p->is_array() && p->size() > 0) {
+    for (const auto& id : p->as_array()) {
+      if (!id.is_int() || id.as_int() < 0 || id.as_int() >= vocab_size)
+        throw invalid("prompt", "'prompt' token ids must be integers in [0, " + std::to_string(vocab_size) + ")");
+      r.prompt_tokens.push_back(static_cast<int>(id.as_int()));
+    }
+  } else {
+    throw invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
+  }
+  detail::parse_common(body, r, defaults);
+  return r;
+}
+
+}  // namespace kylin::server

@@ -1,0 +1,170 @@
+// OpenAI response bodies: chat.completion, chat.completion.chunk, text_completion (and its
+// chunks), usage, model lists, and the Server-Sent Events framing of streamed chunks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "kylin/core/json.hpp"
+#include "kylin/generate/session.hpp"
+#include "kylin/server/tool_calls.hpp"
+
+namespace kylin::server {
+
+// "chatcmpl-<24 hex>": unique per process run (random base plus a counter).
+inline std::string new_id(std::string_view prefix) {
+  static const std::uint64_t base = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  static std::atomic<std::uint64_t> counter{0};
+  const std::uint64_t n = base + 0x2545F4914F6CDD1Dull * ++counter;
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string id(prefix);
+  id += '-';
+  for (int shift = 60; shift >= 0; shift -= 4) id += hex[(n >> shift) & 0xF];
+  for (int shift = 28; shift >= 0; shift -= 4) id += hex[(counter.load() >> shift) & 0xF];
+  return id;
+}
+
+inline std::int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// What every chunk and response of one request repeats.
+struct ResponseHead {
+  std::string id;
+  std::int64_t created = 0;
+  std::string model;
+};
+
+// "stop" for EOS or a stop string (and a cancelled run, which nobody reads), "length" for the
+// token limit or a full context, "tool_calls" when the answer was parsed into calls.
+inline std::string finish_reason(StopReason r, bool tool_calls) {
+  if (tool_calls) return "tool_calls";
+  return r == StopReason::max_tokens || r == StopReason::context_full ? "length" : "stop";
+}
+
+inline json::Value usage(const GenerationStats& s) {
+  json::Value u = json::Object{};
+  u.set("prompt_tokens", s.prompt_tokens);
+  u.set("completion_tokens", s.generated_tokens);
+  u.set("total_tokens", s.prompt_tokens + s.generated_tokens);
+  json::Value details = json::Object{};
+  details.set("cached_tokens", s.cached_tokens);
+  u.set("prompt_tokens_details", std::move(details));
+  return u;
+}
+
+inline json::Value tool_call_json(const ToolCall& c, std::optional<std::size_t> index) {
+  json::Value fn = json::Object{};
+  fn.set("name", c.name);
+  fn.set("arguments", c.arguments);
+  json::Value call = json::Object{};
+  if (index) call.set("index", static_cast<std::int64_t>(*index));
+  call.set("id", new_id("call"));
+  call.set("type", "function");
+  call.set("function", std::move(fn));
+  return call;
+}
+
+inline json::Value head_object(const ResponseHead& h, std::string_view object) {
+  json::Value o = json::Object{};
+  o.set("id", h.id);
+  o.set("object", object);
+  o.set("created", h.created);
+  o.set("model", h.model);
+  return o;
+}
+
+// Non-streaming chat answer. With `tools`, <tool_call> blocks of the answer become tool_calls.
+inline json::Value chat_completion(const ResponseHead& h, const Generation& g, bool tools) {
+  json::Value message = json::Object{};
+  message.set("role", "assistant");
+  ParsedToolCalls parsed{g.content, {}};
+  if (tools) parsed = parse_tool_calls(g.content);
+  const bool calls = !parsed.calls.empty();
+  message.set("content", calls && parsed.content.empty() ? json::Value() : json::Value(parsed.content));
+  if (!g.reasoning.empty()) message.set("reasoning_content", g.reasoning);
+  if (calls) {
+    json::Value list = json::Array{};
+    for (const auto& c : parsed.calls) list.push_back(tool_call_json(c, std::nullopt));
+    message.set("tool_calls", std::move(list));
+  }
+  json::Value choice = json::Object{};
+  choice.set("index", 0);
+  choice.set("message", std::move(message));
+  choice.set("logprobs", json::Value());
+  choice.set("finish_reason", finish_reason(g.stop_reason, calls));
+  json::Value out = head_object(h, "chat.completion");
+  out.set("choices", json::Array{std::move(choice)});
+  out.set("usage", usage(g.stats));
+  return out;
+}
+
+// One chat.completion.chunk; `delta` is {"role"}, {"content"}, {"reasoning_content"},
+// {"tool_calls"} or {} with the finish reason.
+inline json::Value chat_chunk(const ResponseHead& h, json::Value delta, std::optional<std::string> finish = std::nullopt) {
+  json::Value choice = json::Object{};
+  choice.set("index", 0);
+  choice.set("delta", std::move(delta));
+  choice.set("logprobs", json::Value());
+  choice.set("finish_reason", finish ? json::Value(*finish) : json::Value());
+  json::Value out = head_object(h, "chat.completion.chunk");
+  out.set("choices", json::Array{std::move(choice)});
+  return out;
+}
+
+inline json::Value delta(std::string_view key, json::Value value) {
+  json::Value d = json::Object{};
+  d.set(std::string(key), std::move(value));
+  return d;
+}
+
+// The last chunk of a stream with stream_options.include_usage: no choices, only usage.
+inline json::Value usage_chunk(const ResponseHead& h, std::string_view object, const GenerationStats& s) {
+  json::Value out = head_object(h, object);
+  out.set("choices", json::Array{});
+  out.set("usage", usage(s));
+  return out;
+}
+
+inline json::Value text_choice(std::string text, std::optional<std::string> finish) {
+  json::Value choice = json::Object{};
+  choice.set("index", 0);
+  choice.set("text", std::move(text));
+  choice.set("logprobs", json::Value());
+  choice.set("finish_reason", finish ? json::Value(*finish) : json::Value());
+  return choice;
+}
+
+inline json::Value text_completion(const ResponseHead& h, std::string text, const Generation& g) {
+  json::Value out = head_object(h, "text_completion");
+  out.set("choices", json::Array{text_choice(std::move(text), finish_reason(g.stop_reason, false))});
+  out.set("usage", usage(g.stats));
+  return out;
+}
+
+inline json::Value text_chunk(const ResponseHead& h, std::string text, std::optional<std::string> finish = std::nullopt) {
+  json::Value out = head_object(h, "text_completion");
+  out.set("choices", json::Array{text_choice(std::move(text), std::move(finish))});
+  return out;
+}
+
+inline json::Value model_card(const std::string& id, std::int64_t created, std::int64_t context_length) {
+  json::Value m = json::Object{};
+  m.set("id", id);
+  m.set("object", "model");
+  m.set("created", created);
+  m.set("owned_by", "kylin");
+  m.set("context_length", context_length);
+  return m;
+}
+
+// One Server-Sent Event carrying a JSON payload.
+inline std::string sse(const json::Value& payload) { return "data: " + json::dump(payload) + "\n\n"; }
+inline constexpr std::string_view sse_done = "data: [DONE]\n\n";
+
+}  // namespace kylin::server

@@ -1,0 +1,301 @@
+// Service: the OpenAI-compatible endpoints without the HTTP transport. Each call validates the
+// body (ApiError on a bad one, before anything is queued), renders and tokenizes the prompt on
+// the calling thread, then queues the generation; a streamed call returns its EventStream at once.
+#pragma once
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kylin/server/event_stream.hpp"
+#include "kylin/server/request.hpp"
+#include "kylin/server/responses.hpp"
+#include "kylin/server/scheduler.hpp"
+
+namespace kylin::server {
+
+struct Reply {
+  int status = status::ok;
+  std::string body;  // JSON
+};
+
+// A generation endpoint's answer: a finished reply, or a stream of SSE events.
+struct Started {
+  Reply reply;
+  std::shared_ptr<EventStream> stream;
+};
+
+class Service {
+ public:
+  Service(Engine& engine, Scheduler& scheduler, std::string model_id)
+      : engine_(engine), scheduler_(scheduler), model_id_(std::move(model_id)), created_(unix_time()) {}
+
+  const std::string& model_id() const { return model_id_; }
+
+  Reply models() const {
+    json::Value out = json::Object{};
+    out.set("object", "list");
+    out.set("data", json::Array{model_card(model_id_, created_, scheduler_.context_length())});
+    return {status::ok, json::dump(out)};
+  }
+
+  Reply model(std::string_view id) const {
+    if (id != model_id_) throw ApiError(status::not_found, "model '" + std::string(id) + "' not found", "model", "model_not_found");
+    return {status::ok, json::dump(model_card(model_id_, created_, scheduler_.context_length()))};
+  }
+
+  Reply health() const {
+    json::Value out = json::Object{};
+    out.set("status", draining_ ? "shutting_down" : "ok");
+    out.set("queued", static_cast<std::int64_t>(scheduler_.queued()));
+    out.set("busy", scheduler_.busy());
+    return {status::ok, json::dump(out)};
+  }
+
+  // {"content" | "text": "...", "parse_special": true} -> {"tokens": [...]}
+  Reply tokenize(std::string_view text) const {
+    const json::Value body = detail::parse_body(text);
+    const json::Value* content = detail::field(body, "content");
+    const char* param = "content";
+    if (content == nullptr) content = detail::field(body, "text"), param = "text";
+    if (content == nullptr || !content->is_string()) throw invalid(param, "'content' (or 'text') must be a string");
+    EncodeOptions options;
+    options.parse_special = detail::bool_field(body, "parse_special").value_or(true);
+    json::Value tokens = json::Array{};
+    try {
+      for (int id : engine_.tokenizer().encode(content->as_string(), options)) tokens.push_back(id);
+    } catch (const Error& e) {
+      throw invalid(param, e.what());
+    }
+    json::Value out = json::Object{};
+    out.set("tokens", std::move(tokens));
+    return {status::ok, json::dump(out)};
+  }
+
+  // {"tokens": [...]} -> {"content": "..."}
+  Reply detokenize(std::string_view text) const {
+    const json::Value body = detail::parse_body(text);
+    const json::Value* tokens = detail::field(body, "tokens");
+    if (tokens == nullptr || !tokens->is_array()) throw invalid("tokens", "'tokens' must be an array of token ids");
+    std::vector<int> ids;
+    const std::int64_t vocab = engine_.tokenizer().vocab_size();
+    for (const auto& t : tokens->as_array()) {
+      if (!t.is_int() || t.as_int() < 0 || t.as_int() >= vocab)
+        throw invalid("tokens", "token ids must be integers in [0, " + std::to_string(vocab) + ")");
+      ids.push_back(static_cast<int>(t.as_int()));
+    }
+    json::Value out = json::Object{};
+    out.set("content", engine_.tokenizer().decode(ids));
+    return {status::ok, json::dump(out)};
+  }
+
+  Started chat(std::string_view text);
+  Started complete(std::string_view text);
+
+  // Shutdown: refuse new generations; in_flight() counts those still being answered.
+  void drain() { draining_ = true; }
+  int in_flight() const { return in_flight_.load(); }
+
+ private:
+  struct Prepared {
+    std::shared_ptr<Job> job;
+    ResponseHead head;
+  };
+
+  void check_model(const GenerationRequest& r) const {
+    if (!r.model.empty() && r.model != model_id_)
+      throw ApiError(status::not_found, "model '" + r.model + "' not found (this server serves '" + model_id_ + "')",
+                     "model", "model_not_found");
+  }
+
+  Prepared prepare(const GenerationRequest& r, std::vector<int> prompt, Channel start, const char* prompt_param) const {
+    const std::int64_t ctx = scheduler_.context_length();
+    const auto n = static_cast<std::int64_t>(prompt.size());
+    if (n == 0) throw invalid(prompt_param, "the prompt is empty");
+    if (n >= ctx)
+      throw ApiError(status::bad_request,
+                     "this model's context is " + std::to_string(ctx) + " tokens; the prompt has " + std::to_string(n),
+                     prompt_param, "context_length_exceeded");
+    auto job = std::make_shared<Job>();
+    job->prompt = std::move(prompt);
+    job->start = start;
+    job->options.sampling = r.sampling;
+    job->options.stop = r.stop;
+    job->options.max_new_tokens = r.max_tokens.value_or(ctx - n);
+    return {std::move(job), ResponseHead{"", unix_time(), model_id_}};
+  }
+
+  // The prompt text of a chat request, as Session::render_chat makes it.
+  std::string render(const ChatRequest& r) const {
+    json::Value kwargs = r.chat.extra_kwargs.is_object() ? r.chat.extra_kwargs : json::Value(json::Object{});
+    kwargs.set("enable_thinking", r.chat.enable_thinking);
+    RenderOptions options;
+    options.add_generation_prompt = true;
+    options.tools = r.chat.tools;
+    options.kwargs = std::move(kwargs);
+    return engine_.chat_template().render(r.messages, options);
+  }
+
+  void submit(const std::shared_ptr<Job>& job) {
+    if (draining_) throw ApiError(status::unavailable, "the server is shutting down", {}, "server_shutting_down");
+    if (!scheduler_.submit(job))
+      throw ApiError(status::unavailable, "the request queue is full; retry later", {}, "server_overloaded");
+  }
+
+  // A non-streamed request is answered here, on the calling thread, once its job is done.
+  Reply submit_and_wait(const std::shared_ptr<Job>& job, std::future<Reply> reply) {
+    ++in_flight_;
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { --n; }
+    } done{in_flight_};
+    submit(job);
+    return reply.get();
+  }
+
+  // A streamed request counts as in flight until its last event was written (or dropped).
+  std::shared_ptr<EventStream> open_stream(const std::shared_ptr<Job>& job) {
+    ++in_flight_;
+    return std::make_shared<EventStream>(job, [this] { --in_flight_; });
+  }
+
+  static Reply failure(std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const ApiError& e) {
+      return {e.status(), error_body(e)};
+    } catch (const Error& e) {
+      const int s = e.category() == ErrorCategory::request ? status::bad_request : status::internal_error;
+      return {s, error_body(s, e.what())};
+    } catch (const std::exception& e) {
+      return {status::internal_error, error_body(status::internal_error, e.what())};
+    }
+  }
+
+  Engine& engine_;
+  Scheduler& scheduler_;
+  std::string model_id_;
+  std::int64_t created_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> in_flight_{0};
+};
+
+inline Started Service::chat(std::string_view text) {
+  ChatRequest r = parse_chat_request(text, engine_.default_sampling());
+  check_model(r);
+  if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template; use /v1/completions");
+  std::string prompt;
+  try {
+    prompt = render(r);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ApiError(status::bad_request, e.what(), "messages");
+  }
+  Prepared p = prepare(r, engine_.tokenizer().encode(prompt), Session::opens_reasoning(prompt) ? Channel::reasoning : Channel::answer,
+                       "messages");
+  p.head.id = new_id("chatcmpl");
+  const bool tools = !r.chat.tools.is_null();
+  if (!r.stream) {
+    auto promise = std::make_shared<std::promise<Reply>>();
+    auto future = promise->get_future();
+    p.job->on_done = [promise, head = p.head, tools](Generation&& g, std::exception_ptr error) {
+      promise->set_value(error ? failure(error) : Reply{status::ok, json::dump(chat_completion(head, g, tools))});
+    };
+    return {submit_and_wait(p.job, std::move(future)), nullptr};
+  }
+  auto stream = open_stream(p.job);
+  std::weak_ptr<EventStream> weak = stream;
+  auto hold = std::make_shared<ToolCallHold>();
+  p.job->on_piece = [weak, head = p.head, tools, hold](const Piece& piece) {
+    auto s = weak.lock();
+    if (!s) return false;
+    if (piece.channel == Channel::reasoning) {
+      s->push(sse(chat_chunk(head, delta("reasoning_content", piece.text))));
+    } else {
+      std::string out = tools ? hold->push(piece.text) : std::string(piece.text);
+      if (!out.empty()) s->push(sse(chat_chunk(head, delta("content", out))));
+    }
+    return true;
+  };
+  p.job->on_done = [weak, head = p.head, tools, hold, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
+    auto s = weak.lock();
+    if (!s) return;
+    if (error) {
+      s->push(sse(json::parse(failure(error).body)));
+    } else {
+      bool calls = false;
+      if (tools && hold->holding()) {
+        const ParsedToolCalls parsed = parse_tool_calls(std::string_view(hold->text()).substr(hold->released()));
+        calls = !parsed.calls.empty();
+        if (!parsed.content.empty()) s->push(sse(chat_chunk(head, delta("content", parsed.content))));
+        for (std::size_t i = 0; i < parsed.calls.size(); ++i)
+          s->push(sse(chat_chunk(head, delta("tool_calls", json::Array{tool_call_json(parsed.calls[i], i)}))));
+      }
+      s->push(sse(chat_chunk(head, json::Object{}, finish_reason(g.stop_reason, calls))));
+      if (usage) s->push(sse(usage_chunk(head, "chat.completion.chunk", g.stats)));
+    }
+    s->push(std::string(sse_done));
+    s->close();
+  };
+  json::Value role = json::Object{};
+  role.set("role", "assistant");
+  role.set("content", "");
+  stream->push(sse(chat_chunk(p.head, std::move(role))));
+  submit(p.job);
+  return {{}, stream};
+}
+
+inline Started Service::complete(std::string_view text) {
+  CompletionRequest r = parse_completion_request(text, engine_.default_sampling(), engine_.tokenizer().vocab_size());
+  check_model(r);
+  std::vector<int> tokens = r.prompt_tokens;
+  if (tokens.empty()) {
+    try {
+      tokens = engine_.tokenizer().encode(r.prompt);
+    } catch (const Error& e) {
+      throw invalid("prompt", e.what());
+    }
+  }
+  Prepared p = prepare(r, std::move(tokens), Channel::answer, "prompt");
+  p.head.id = new_id("cmpl");
+  if (!r.stream) {
+    // Raw completions return all generated text, reasoning included, in the order it came.
+    auto text_so_far = std::make_shared<std::string>();
+    p.job->on_piece = [text_so_far](const Piece& piece) {
+      *text_so_far += piece.text;
+      return true;
+    };
+    auto promise = std::make_shared<std::promise<Reply>>();
+    auto future = promise->get_future();
+    p.job->on_done = [promise, text_so_far, head = p.head](Generation&& g, std::exception_ptr error) {
+      promise->set_value(error ? failure(error) : Reply{status::ok, json::dump(text_completion(head, *text_so_far, g))});
+    };
+    return {submit_and_wait(p.job, std::move(future)), nullptr};
+  }
+  auto stream = open_stream(p.job);
+  std::weak_ptr<EventStream> weak = stream;
+  p.job->on_piece = [weak, head = p.head](const Piece& piece) {
+    auto s = weak.lock();
+    if (!s) return false;
+    s->push(sse(text_chunk(head, std::string(piece.text))));
+    return true;
+  };
+  p.job->on_done = [weak, head = p.head, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
+    auto s = weak.lock();
+    if (!s) return;
+    if (error) s->push(sse(json::parse(failure(error).body)));
+    else {
+      s->push(sse(text_chunk(head, "", finish_reason(g.stop_reason, false))));
+      if (usage) s->push(sse(usage_chunk(head, "text_completion", g.stats)));
+    }
+    s->push(std::string(sse_done));
+    s->close();
+  };
+  submit(p.job);
+  return {{}, stream};
+}
+
+}  // namespace kylin::server

@@ -1,0 +1,118 @@
+// Qwen3/Hermes tool calls: `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks in
+// the answer become OpenAI tool_calls; a block whose JSON is not a {name, arguments} object stays
+// in the content as text. ToolCallHold keeps a streamed answer from leaking a call as content.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kylin/core/json.hpp"
+
+namespace kylin::server {
+
+inline constexpr std::string_view tool_call_open = "<tool_call>";
+inline constexpr std::string_view tool_call_close = "</tool_call>";
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // a JSON text, as OpenAI's function.arguments
+};
+
+struct ParsedToolCalls {
+  std::string content;          // the answer without the parsed blocks, whitespace at its edges trimmed
+  std::vector<ToolCall> calls;  // in order of appearance
+};
+
+namespace detail {
+
+inline std::string_view trim_space(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// One block's JSON body; false when it is not {"name": string, "arguments": object|string}.
+inline bool parse_tool_call_body(std::string_view body, ToolCall& out) {
+  json::Value v;
+  try {
+    v = json::parse(trim_space(body), "tool call", ErrorCategory::request);
+  } catch (const Error&) {
+    return false;
+  }
+  const json::Value* name = v.find("name");
+  if (name == nullptr || !name->is_string() || name->as_string().empty()) return false;
+  const json::Value* args = v.find("arguments");
+  if (args == nullptr) args = v.find("parameters");  // some fine-tunes write "parameters"
+  out.name = name->as_string();
+  if (args == nullptr || args->is_null()) out.arguments = "{}";
+  else if (args->is_string()) out.arguments = args->as_string();
+  else if (args->is_object()) out.arguments = json::dump(*args);
+  else return false;
+  return true;
+}
+
+}  // namespace detail
+
+// Parses every <tool_call> block of `text`. A block lacking its closing tag runs to the end of
+// the text (generation may stop right after the JSON); it is still parsed.
+inline ParsedToolCalls parse_tool_calls(std::string_view text) {
+  ParsedToolCalls out;
+  std::string content;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t open = text.find(tool_call_open, pos);
+    if (open == std::string_view::npos) break;
+    const std::size_t body_begin = open + tool_call_open.size();
+    const std::size_t close = text.find(tool_call_close, body_begin);
+    const std::size_t body_end = close == std::string_view::npos ? text.size() : close;
+    const std::size_t block_end = close == std::string_view::npos ? text.size() : close + tool_call_close.size();
+    ToolCall call;
+    content += text.substr(pos, open - pos);
+    if (detail::parse_tool_call_body(text.substr(body_begin, body_end - body_begin), call))
+      out.calls.push_back(std::move(call));
+    else
+      content += text.substr(open, block_end - open);  // malformed: the model's text stays visible
+    pos = block_end;
+  }
+  if (pos < text.size()) content += text.substr(pos);
+  out.content = std::string(detail::trim_space(content));
+  if (out.calls.empty()) out.content = std::string(text);  // nothing parsed: the text untouched
+  return out;
+}
+
+// Streaming side: passes answer text through until "<tool_call>" starts, holding back a suffix
+// that may be the start of the tag; from the tag on everything is held for parse_tool_calls.
+class ToolCallHold {
+ public:
+  // Returns the text that may be streamed as content now.
+  std::string push(std::string_view piece) {
+    all_ += piece;
+    if (holding_) return {};
+    const std::size_t open = all_.find(tool_call_open, released_);
+    std::size_t until = open;
+    if (open != std::string::npos) holding_ = true;
+    else until = all_.size() - partial_tag_suffix();
+    std::string out = all_.substr(released_, until - released_);
+    released_ = until;
+    return out;
+  }
+
+  bool holding() const { return holding_; }
+  const std::string& text() const { return all_; }  // everything pushed
+  std::size_t released() const { return released_; }
+
+ private:
+  std::size_t partial_tag_suffix() const {
+    for (std::size_t k = std::min(tool_call_open.size() - 1, all_.size() - released_); k > 0; --k)
+      if (std::string_view(all_).substr(all_.size() - k) == tool_call_open.substr(0, k)) return k;
+    return 0;
+  }
+
+  std::string all_;
+  std::size_t released_ = 0;
+  bool holding_ = false;
+};
+
+}  // namespace kylin::server

@@ -1,0 +1,14 @@
+# test_server talks HTTP through cpp-httplib (the same pkg-config flags as kylin-server) and runs
+# the built kylin-server; server_openai_client runs the official openai npm client against it.
+find_package(PkgConfig REQUIRED)
+if(NOT TARGET PkgConfig::CPP_HTTPLIB)
+  pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
+endif()
+target_link_libraries(test_${area} PRIVATE PkgConfig::CPP_HTTPLIB)
+if(TARGET kylin_server)
+  add_dependencies(test_${area} kylin_server)
+  add_test(NAME server_openai_client
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/openai_client.sh $<TARGET_FILE:kylin_server>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/data)
+  set_tests_properties(server_openai_client PROPERTIES TIMEOUT 300)
+endif()

@@ -1,0 +1,72 @@
+// The official openai npm client against a running kylin-server (KYLIN_SERVER_URL, e.g.
+// http://127.0.0.1:8080/v1): a non-streaming and a streaming chat completion, greedy, must agree;
+// models.list must name the served model. Exits non-zero on any mismatch.
+import OpenAI from "openai";
+
+const baseURL = process.env.KYLIN_SERVER_URL;
+if (!baseURL) {
+  console.error("set KYLIN_SERVER_URL");
+  process.exit(2);
+}
+const client = new OpenAI({ baseURL, apiKey: process.env.KYLIN_API_KEY ?? "unused", maxRetries: 0, timeout: 60_000 });
+
+function check(cond, what) {
+  if (!cond) {
+    console.error(`FAIL: ${what}`);
+    process.exit(1);
+  }
+}
+
+const models = await client.models.list();
+check(models.data.length === 1 && typeof models.data[0].id === "string", "models.list returns the served model");
+const model = models.data[0].id;
+
+const request = {
+  model,
+  messages: [
+    { role: "system", content: "You are terse." },
+    { role: "user", content: [{ type: "text", text: "Say hello" }] },
+  ],
+  max_tokens: 12,
+  temperature: 0,
+  seed: 7,
+};
+
+const full = await client.chat.completions.create(request);
+check(full.object === "chat.completion", "object is chat.completion");
+check(full.model === model, "model echoes the served id");
+check(full.choices.length === 1 && full.choices[0].message.role === "assistant", "one assistant choice");
+const text = full.choices[0].message.content;
+check(typeof text === "string" && text.length > 0, "non-empty content");
+check(["stop", "length"].includes(full.choices[0].finish_reason), "finish_reason stop or length");
+check(full.usage.prompt_tokens > 0 && full.usage.completion_tokens > 0, "usage counts tokens");
+check(full.usage.total_tokens === full.usage.prompt_tokens + full.usage.completion_tokens, "total = prompt + completion");
+
+const stream = await client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+let streamed = "";
+let finish = null;
+let usage = null;
+let chunks = 0;
+for await (const chunk of stream) {
+  check(chunk.object === "chat.completion.chunk", "chunk object is chat.completion.chunk");
+  chunks++;
+  if (chunk.usage) usage = chunk.usage;
+  for (const choice of chunk.choices) {
+    if (choice.delta?.content) streamed += choice.delta.content;
+    if (choice.finish_reason) finish = choice.finish_reason;
+  }
+}
+check(chunks >= 3, "role, content and finish chunks arrive");
+check(streamed === text, `streamed text ${JSON.stringify(streamed)} equals non-streamed ${JSON.stringify(text)}`);
+check(finish === full.choices[0].finish_reason, "same finish_reason streamed");
+check(usage && usage.completion_tokens === full.usage.completion_tokens, "usage chunk matches");
+
+let rejected = false;
+try {
+  await client.chat.completions.create({ ...request, messages: [{ role: "wizard", content: "x" }] });
+} catch (e) {
+  rejected = e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "messages[0].role";
+}
+check(rejected, "a bad role is a BadRequestError naming messages[0].role");
+
+console.log(`ok: ${JSON.stringify(text)} (${chunks} chunks)`);

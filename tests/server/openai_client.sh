@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ctest server_openai_client: starts kylin-server on a free loopback port with the e2e test
+# checkpoint, installs the pinned openai npm client (npm ci) and runs check.mjs against it.
+# Usage: openai_client.sh <kylin-server binary> <tests/data dir>
+set -euo pipefail
+bin="$1"
+data="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+[[ -x "$bin" ]] || { echo "kylin-server not built: $bin" >&2; exit 1; }
+
+work="$(mktemp -d)"
+pid=""
+cleanup() {
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+model="$work/e2e-qwen3"
+mkdir "$model"
+ln -s "$data"/models/e2e-qwen3-fullvocab/* "$model"/
+ln -s "$data"/qwen3-tokenizer/tokenizer.json "$data"/qwen3-tokenizer/tokenizer_config.json "$model"/
+
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$bin" --model "$model" --port "$port" --ctx 1024 --threads 2 >"$work/server.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
+  kill -0 "$pid" 2>/dev/null || { cat "$work/server.log" >&2; echo "kylin-server exited early" >&2; exit 1; }
+  sleep 0.1
+done
+
+cd "$here/openai-client"
+npm ci --no-audit --no-fund --loglevel=error
+KYLIN_SERVER_URL="http://127.0.0.1:$port/v1" node check.mjs
+
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+pid=""
+[[ $status -eq 0 ]] || { echo "kylin-server exited with $status after SIGTERM" >&2; exit 1; }
+echo "openai client check passed"
