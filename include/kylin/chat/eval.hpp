@@ -34,6 +34,42 @@ inline Value Interpreter::eval_compare(const Expr& e) {
   return true;
 }
 
+// [a, b], (a, b) and {'k': v} displays.
+inline Value Interpreter::eval_display(const Expr& e) {
+  if (e.kind != Expr::Kind::dict) {
+    std::vector<Value> items;
+    for (const auto& a : e.args) items.push_back(eval(*a));
+    return Value(std::move(items), e.kind == Expr::Kind::tuple);
+  }
+  DictData d;
+  for (std::size_t i = 0; i + 1 < e.args.size(); i += 2) {
+    const Value key = eval(*e.args[i]);
+    if (!key.is_string()) fail("unsupported construct: dict literal with a non-string key");
+    d.set(key.as_string(), eval(*e.args[i + 1]));
+  }
+  return Value(std::move(d));
+}
+
+inline Value Interpreter::eval_slice(const Expr& e) {
+  const Value obj = eval(*e.args[0]);
+  Value part[3] = {None{}, None{}, None{}};
+  for (std::size_t i = 0; i < 3; ++i)
+    if (e.args[i + 1]) part[i] = eval(*e.args[i + 1]);
+  line_ = e.line;
+  return slice(obj, part[0], part[1], part[2]);
+}
+
+inline Value Interpreter::eval_sign(const Expr& e) {
+  const bool neg = e.kind == Expr::Kind::neg;
+  const Value v = eval(*e.args[0]);
+  line_ = e.line;
+  require_defined(v);
+  if (!v.is_number())
+    fail("bad operand type for unary " + std::string(neg ? "-" : "+") + ": '" + std::string(v.type_name()) + "'");
+  if (!neg) return v.is_bool() ? Value(v.as_int()) : v;
+  return v.is_float() ? Value(-v.as_double()) : binary("-", std::int64_t{0}, v);
+}
+
 inline Value Interpreter::eval(const Expr& e) {
   using K = Expr::Kind;
   line_ = e.line;
@@ -41,20 +77,8 @@ inline Value Interpreter::eval(const Expr& e) {
     case K::literal: return e.value;
     case K::name: return lookup(e.name);
     case K::list:
-    case K::tuple: {
-      std::vector<Value> items;
-      for (const auto& a : e.args) items.push_back(eval(*a));
-      return Value(std::move(items), e.kind == K::tuple);
-    }
-    case K::dict: {
-      DictData d;
-      for (std::size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        const Value key = eval(*e.args[i]);
-        if (!key.is_string()) fail("unsupported construct: dict literal with a non-string key");
-        d.set(key.as_string(), eval(*e.args[i + 1]));
-      }
-      return Value(std::move(d));
-    }
+    case K::tuple:
+    case K::dict: return eval_display(e);
     case K::attr: {
       const Value obj = eval(*e.args[0]);
       line_ = e.line;
@@ -65,14 +89,7 @@ inline Value Interpreter::eval(const Expr& e) {
       line_ = e.line;
       return get_item(obj, key);
     }
-    case K::slice: {
-      const Value obj = eval(*e.args[0]);
-      Value part[3] = {None{}, None{}, None{}};
-      for (int i = 0; i < 3; ++i)
-        if (e.args[static_cast<std::size_t>(i) + 1]) part[i] = eval(*e.args[static_cast<std::size_t>(i) + 1]);
-      line_ = e.line;
-      return slice(obj, part[0], part[1], part[2]);
-    }
+    case K::slice: return eval_slice(e);
     case K::call: return eval_call(e, 1);
     case K::filter: {
       const Value subject = eval(*e.args[0]);
@@ -88,15 +105,7 @@ inline Value Interpreter::eval(const Expr& e) {
     }
     case K::not_: return !truthy(eval(*e.args[0]));
     case K::neg:
-    case K::pos: {
-      const Value v = eval(*e.args[0]);
-      line_ = e.line;
-      require_defined(v);
-      if (!v.is_number()) fail("bad operand type for unary " + std::string(e.kind == K::neg ? "-" : "+") + ": '" +
-                               std::string(v.type_name()) + "'");
-      if (e.kind == K::pos) return v.is_bool() ? Value(v.as_int()) : v;
-      return v.is_float() ? Value(-v.as_double()) : binary("-", std::int64_t{0}, v);
-    }
+    case K::pos: return eval_sign(e);
     case K::binary: {
       const Value a = eval(*e.args[0]), b = eval(*e.args[1]);
       line_ = e.line;

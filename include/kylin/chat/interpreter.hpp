@@ -136,6 +136,9 @@ class Interpreter {
   Value eval_call(const Expr& e, std::size_t first_arg);
   CallArgs eval_args(const Expr& e, std::size_t first_arg);
   Value eval_compare(const Expr& e);
+  Value eval_display(const Expr& e);
+  Value eval_slice(const Expr& e);
+  Value eval_sign(const Expr& e);
 
   const Limits& limits_;
   std::vector<Frame> frames_;
