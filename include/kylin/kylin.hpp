@@ -1,5 +1,5 @@
 // kylin: the umbrella header. One include gives the whole library; each area adds its public
-// headers here (core, io and model descriptors so far).
+// headers here.
 #pragma once
 
 #include "kylin/core/dtype.hpp"
@@ -11,3 +11,9 @@
 #include "kylin/io/mapped_file.hpp"
 #include "kylin/io/safetensors.hpp"
 #include "kylin/model/descriptors.hpp"
+#include "kylin/model/model.hpp"
+#include "kylin/tokenizer/tokenizer.hpp"
+#include "kylin/tokenizer/stream_decoder.hpp"
+#include "kylin/chat/chat_template.hpp"
+#include "kylin/generate/sampler.hpp"
+#include "kylin/generate/session.hpp"
