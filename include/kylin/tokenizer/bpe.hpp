@@ -48,64 +48,107 @@ inline std::string bytes_to_token_text(std::string_view bytes) {
   return out;
 }
 
-// Open-addressing map (a, b) -> {rank, merged id}; the hot lookup of the merge loop.
+// Open-addressing map (a, b) -> rank, one 8-byte slot per merge ([a:22][b:22][rank:20]) so the
+// table stays small enough for the cache (this lookup is the hot one); merged ids by rank aside.
 class MergeTable {
  public:
-  struct Entry {
-    std::uint64_t key = empty;
-    std::int32_t rank = 0;
-    std::int32_t id = 0;
-  };
+  static constexpr int max_id = (1 << 22) - 2;  // all-ones keys mark empty slots
+  static constexpr int max_rank = (1 << 20) - 1;
+  static constexpr int none = -1;
 
   void reserve(std::size_t n) {
     std::size_t cap = 16;
-    while (cap < n * 2) cap *= 2;
-    slots_.assign(cap, Entry{});
+    while (cap * 4 < n * 7) cap *= 2;  // load factor <= 0.57
+    slots_.assign(cap, empty);
     mask_ = cap - 1;
+    merged_.reserve(n);
   }
-  // Keeps the first rank given for a pair, as HF does for duplicated merges.
-  void insert(int a, int b, int rank, int id) {
-    if (slots_.empty() || (size_ + 1) * 2 > slots_.size()) grow();
+  // Ranks are given in order 0, 1, 2...; a duplicated pair keeps its first rank, as in HF.
+  // Ids and ranks must be within max_id / max_rank (the loader checks).
+  void insert(int a, int b, int id) {
+    const auto rank = static_cast<std::uint64_t>(merged_.size());
+    merged_.push_back(id);
+    if ((size_ + 1) * 7 > slots_.size() * 4) grow();
     const std::uint64_t key = pack(a, b);
     for (std::size_t i = hash(key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return;
-      if (slots_[i].key == empty) {
-        slots_[i] = {key, rank, id};
+      if ((slots_[i] >> 20) == key) return;
+      if (slots_[i] == empty) {
+        slots_[i] = (key << 20) | rank;
         ++size_;
         return;
       }
     }
   }
-  const Entry* find(int a, int b) const {
-    if (slots_.empty()) return nullptr;
+  // The rank of merging (a, b), or `none`.
+  int rank(int a, int b) const {
     const std::uint64_t key = pack(a, b);
     for (std::size_t i = hash(key);; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return &slots_[i];
-      if (slots_[i].key == empty) return nullptr;
+      if ((slots_[i] >> 20) == key) return static_cast<int>(slots_[i] & max_rank);
+      if (slots_[i] == empty) return none;
     }
   }
-  std::size_t size() const { return size_; }
+  int merged_id(int rank) const { return merged_[static_cast<std::size_t>(rank)]; }
+  std::size_t size() const { return merged_.size(); }
 
  private:
   static constexpr std::uint64_t empty = ~std::uint64_t{0};
   static std::uint64_t pack(int a, int b) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+    return (static_cast<std::uint64_t>(a) << 22) | static_cast<std::uint64_t>(b);
   }
   std::size_t hash(std::uint64_t key) const {
-    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & mask_;
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 24) & mask_;
   }
   void grow() {
-    std::vector<Entry> old = std::move(slots_);
-    reserve(old.empty() ? 8 : old.size());
-    size_ = 0;
-    for (const Entry& e : old)
-      if (e.key != empty) insert(static_cast<int>(e.key >> 32), static_cast<int>(e.key & 0xFFFFFFFFu), e.rank, e.id);
+    std::vector<std::uint64_t> old = std::move(slots_);
+    std::size_t cap = old.empty() ? 16 : old.size() * 2;
+    slots_.assign(cap, empty);
+    mask_ = cap - 1;
+    for (std::uint64_t slot : old)
+      if (slot != empty)
+        for (std::size_t i = hash(slot >> 20);; i = (i + 1) & mask_)
+          if (slots_[i] == empty) {
+            slots_[i] = slot;
+            break;
+          }
   }
 
-  std::vector<Entry> slots_;
-  std::size_t mask_ = 0;
+  std::vector<std::uint64_t> slots_ = std::vector<std::uint64_t>(16, empty);
+  std::size_t mask_ = 15;
   std::size_t size_ = 0;
+  std::vector<int> merged_;  // [merges] id of the merged token, by rank
 };
+
+inline constexpr std::size_t bpe_small_word = 64;
+
+// The same merges for words of at most bpe_small_word bytes, without allocating: scan for the
+// lowest (rank, position) pair each round. This equals the heap loop below: a queued pair
+// whose span is unchanged is the same pair, so HF's order is "lowest rank, then leftmost".
+inline void bpe_merge_small_word(std::string_view bytes, const std::array<int, 256>& byte_ids,
+                                 const MergeTable& merges, std::vector<int>& out) {
+  constexpr int none = INT32_MAX;
+  std::array<int, bpe_small_word> ids;    // [n] current symbols
+  std::array<int, bpe_small_word> rank;  // [n - 1] rank of the pair (i, i + 1), `none` if no merge
+  std::size_t n = bytes.size();
+  for (std::size_t i = 0; i < n; ++i) ids[i] = byte_ids[static_cast<unsigned char>(bytes[i])];
+  auto score = [&](std::size_t i) {
+    const int r = merges.rank(ids[i], ids[i + 1]);
+    rank[i] = r == MergeTable::none ? none : r;
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) score(i);
+  while (n > 1) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i + 1 < n; ++i)
+      if (rank[i] < rank[best]) best = i;
+    if (rank[best] == none) break;
+    ids[best] = merges.merged_id(rank[best]);
+    for (std::size_t i = best + 1; i + 1 < n; ++i) ids[i] = ids[i + 1];  // drop symbol best + 1
+    for (std::size_t i = best + 1; i + 2 < n; ++i) rank[i] = rank[i + 1];
+    --n;
+    if (best > 0) score(best - 1);
+    if (best + 1 < n) score(best);
+  }
+  out.insert(out.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+}
 
 // Runs the BPE merges over one pre-token given as raw bytes; appends the ids to `out`.
 // `byte_ids[b]` is the vocabulary id of the single-byte token of b.
@@ -129,7 +172,8 @@ inline void bpe_merge_word(std::string_view bytes, const std::array<int, 256>& b
   auto push = [&](int pos) {
     const int next = sym[pos].next;
     if (next < 0) return;
-    if (const auto* m = merges.find(sym[pos].id, sym[next].id)) heap.push({m->rank, pos, m->id});
+    if (const int rank = merges.rank(sym[pos].id, sym[next].id); rank != MergeTable::none)
+      heap.push({rank, pos, merges.merged_id(rank)});
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
@@ -137,8 +181,8 @@ inline void bpe_merge_word(std::string_view bytes, const std::array<int, 256>& b
     heap.pop();
     Symbol& left = sym[top.pos];
     if (left.id < 0 || left.next < 0) continue;  // merged away, or nothing to its right any more
-    const auto* m = merges.find(left.id, sym[left.next].id);
-    if (m == nullptr || m->id != top.id) continue;  // stale: the pair changed since it was queued
+    const int rank = merges.rank(left.id, sym[left.next].id);
+    if (rank == MergeTable::none || merges.merged_id(rank) != top.id) continue;  // stale: the pair changed
     Symbol& right = sym[left.next];
     left.id = top.id;
     right.id = -1;

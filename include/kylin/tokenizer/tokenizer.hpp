@@ -178,14 +178,17 @@ class Tokenizer {
   }
 
   void build_merges(const TokenizerSpec& spec) {
+    if (vocab_size() > detail::MergeTable::max_id || spec.merges.size() > detail::MergeTable::max_rank)
+      throw Error(ErrorCategory::tokenizer, source_, "vocabulary or merge list too large (at most " +
+                                                         std::to_string(detail::MergeTable::max_id) + " ids, " +
+                                                         std::to_string(detail::MergeTable::max_rank) + " merges)");
     merges_.reserve(spec.merges.size());
-    int rank = 0;
     for (const auto& [a, b] : spec.merges) {
       auto ia = vocab_.find(a), ib = vocab_.find(b), iab = vocab_.find(a + b);
       if (ia == vocab_.end() || ib == vocab_.end() || iab == vocab_.end())
-        throw Error(ErrorCategory::tokenizer, source_, "merge #" + std::to_string(rank) + " '" + a + " " + b +
+        throw Error(ErrorCategory::tokenizer, source_, "merge #" + std::to_string(merges_.size()) + " '" + a + " " + b +
                                                            "' uses a token missing from the vocabulary");
-      merges_.insert(ia->second, ib->second, rank++, iab->second);
+      merges_.insert(ia->second, ib->second, iab->second);
     }
   }
 
@@ -225,6 +228,7 @@ class Tokenizer {
     const std::size_t first = ids.size();
     auto whole = ignore_merges_ ? vocab_.find(detail::bytes_to_token_text(word)) : vocab_.end();
     if (whole != vocab_.end()) ids.push_back(whole->second);
+    else if (word.size() <= detail::bpe_small_word) detail::bpe_merge_small_word(word, byte_ids_, merges_, ids);
     else detail::bpe_merge_word(word, byte_ids_, merges_, ids);
     if (cacheable) cache_.store(word, ids.data() + first, ids.size() - first);
   }
