@@ -63,7 +63,8 @@ class Engine {
     if (std::filesystem::exists(dir / "chat_template.jinja")) return true;
     const auto path = dir / "tokenizer_config.json";
     if (!std::filesystem::exists(path)) return false;
-    const json::Value* t = json::parse(io::read_text_file(path), path.string()).find("chat_template");
+    const json::Value config = json::parse(io::read_text_file(path), path.string());  // named: t points into it
+    const json::Value* t = config.find("chat_template");
     return t && !t->is_null();
   }
 
