@@ -122,3 +122,15 @@ TEST_CASE("kylin generate --prompt continues raw text without the chat template"
   CHECK(v.find("tokens")->size() == 8);
   CHECK(v.find("stop_reason")->as_string() == "max_tokens");
 }
+
+TEST_CASE("Ctrl-C (SIGINT) in kylin chat stops the current answer, and the program goes on to the next line") {
+  REQUIRE(std::filesystem::exists(kylin_bin));
+  const std::string work = (std::filesystem::temp_directory_path() / "kylin_chat_sigint").string();
+  run("bash " + std::string(KYLIN_SOURCE_DIR) + "/tests/generate/chat_sigint.sh " + kylin_bin + " " + model_dir + " " + work);
+  CHECK(read_file(work + "/rc") == "0\n");
+  const std::string err = read_file(work + "/err");
+  std::size_t cancelled = 0;
+  for (std::size_t pos = 0; (pos = err.find("stop: cancelled", pos)) != std::string::npos; ++pos) ++cancelled;
+  CHECK(cancelled == 2);  // both answers were interrupted, and the program kept reading lines
+  std::filesystem::remove_all(work);
+}
