@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
   app.add_option("--parallel", o.parallel, "KV-cache slots (conversations kept warm; the model runs one at a time)")
       ->check(CLI::Range(1, 64));
-  app.add_option("--queue", o.queue, "Most requests waiting; more get 503")->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
+  app.add_option("--queue", o.queue, "Most requests waiting; more get 503")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -81,8 +81,10 @@ TEST_CASE("each invalid field is a 400 naming it") {
            {"max_tokens", "0"}, {"max_tokens", "\"5\""}, {"stop", "3"}, {"stream", "1"}, {"seed", "\"s\""},
            {"n", "2"}, {"tools", "{}"}, {"reasoning_effort", "\"extreme\""}, {"chat_template_kwargs", "[]"},
            {"repetition_penalty", "0"}, {"model", "7"}}) {
-    CAPTURE(field);
-    CAPTURE(value);
+    const std::string& f = field;  // CAPTURE cannot take a structured binding in clang 14
+    const std::string& v = value;
+    CAPTURE(f);
+    CAPTURE(v);
     CHECK(status_of("{" + ok + ", \"" + field + "\": " + value + "}", &param) == 400);
     CHECK(param.rfind(field, 0) == 0);
   }

@@ -79,7 +79,8 @@ class ServerProcess {
  public:
   // Starts kylin-server with `args` added to --model/--port/--threads; throws if it does not
   // answer /health within the timeout (it is killed then).
-  explicit ServerProcess(std::vector<std::string> args = {}) : port_(free_port()) {
+  // `asan_options` are appended to ASAN_OPTIONS in the server's environment (sanitizer builds).
+  explicit ServerProcess(std::vector<std::string> args = {}, std::string asan_options = {}) : port_(free_port()) {
     if (!fs::exists(server_binary)) throw std::runtime_error("kylin-server is not built: " + server_binary.string());
     log_ = model_.root() / "server.log";
     std::vector<std::string> argv_s = {server_binary.string(), "--model", model_.path().string(), "--port",
@@ -95,6 +96,11 @@ class ServerProcess {
       const int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int null_fd = ::open("/dev/null", O_WRONLY);
       if (log_fd < 0 || null_fd < 0 || ::dup2(log_fd, STDERR_FILENO) < 0 || ::dup2(null_fd, STDOUT_FILENO) < 0) ::_exit(126);
+      if (!asan_options.empty()) {
+        const char* current = std::getenv("ASAN_OPTIONS");
+        const std::string options = (current && *current ? std::string(current) + ":" : std::string()) + asan_options;
+        ::setenv("ASAN_OPTIONS", options.c_str(), 1);
+      }
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
