@@ -54,3 +54,29 @@ TEST_CASE("matmul with a zero-padded token panel leaves rows beyond T untouched"
   kernels::matmul(x.data(), w.ref(), nullptr, y.data(), T, pool, scratch);
   for (std::size_t i = static_cast<std::size_t>(T * rows); i < y.size(); ++i) CHECK(y[i] == 7.f);
 }
+
+TEST_CASE("matmul_fused (q/k/v-style products of one input) equals each product alone, mixed dtypes, bias, 1-2 threads") {
+  const std::int64_t cols = 72;
+  const auto wq = test::random_weights(DType::bf16, 70, cols, 1);
+  const auto wk = test::random_weights(DType::f16, 19, cols, 2);
+  const auto wv = test::random_weights(DType::f32, 33, cols, 3);
+  const auto bias = test::random_floats(70, 4);
+  for (int threads : {1, 2})
+    for (std::int64_t T : {1, 14}) {
+      CAPTURE(threads);
+      CAPTURE(T);
+      const auto x = test::random_floats(T * cols, 5);
+      std::vector<float> yq(static_cast<std::size_t>(T * 70)), yk(static_cast<std::size_t>(T * 19)), yv(static_cast<std::size_t>(T * 33));
+      ThreadPool pool(threads);
+      kernels::MatmulScratch scratch(pool.size(), cols, T);
+      const kernels::MatmulOut outs[] = {{wq.ref(), bias.data(), yq.data()}, {wk.ref(), nullptr, yk.data()}, {wv.ref(), nullptr, yv.data()}};
+      kernels::matmul_fused(x.data(), outs, T, pool, scratch);
+      std::vector<float> rq(yq.size()), rk(yk.size()), rv(yv.size());
+      kernels::matmul_ref(x.data(), wq.ref(), bias.data(), rq.data(), T);
+      kernels::matmul_ref(x.data(), wk.ref(), nullptr, rk.data(), T);
+      kernels::matmul_ref(x.data(), wv.ref(), nullptr, rv.data(), T);
+      CHECK(test::max_rel_error(yq, rq) < 1e-5);
+      CHECK(test::max_rel_error(yk, rk) < 1e-5);
+      CHECK(test::max_rel_error(yv, rv) < 1e-5);
+    }
+}

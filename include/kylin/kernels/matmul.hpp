@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
+#include <type_traits>
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
@@ -21,6 +23,13 @@ struct MatRef {
   const void* data = nullptr;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+};
+
+// One product of a fused call: y[T, w.rows] = x · W^T + bias, x shared by every product.
+struct MatmulOut {
+  MatRef w;
+  const float* bias = nullptr;  // [w.rows] or null
+  float* y = nullptr;           // [T, w.rows]
 };
 
 // Scalar reference (the test oracle): double accumulation, no blocking, no threads.
@@ -43,9 +52,6 @@ inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float
 
 namespace detail {
 
-// Rows processed together so each load of x is reused across several weight rows.
-inline constexpr std::int64_t matvec_rows = 4;
-
 template <class T>
 inline float dot_tail(const float* x, const T* w, std::int64_t from, std::int64_t n) {
   float acc = 0.f;
@@ -53,34 +59,26 @@ inline float dot_tail(const float* x, const T* w, std::int64_t from, std::int64_
   return acc;
 }
 
+// y[r] = x · w[r, :] + bias[r] for rows [r0, r1). One row at a time, so the weights stream
+// through memory strictly in order (measured ~1.6x faster than interleaving 4 rows, which splits
+// the stream the hardware prefetcher follows); 4 accumulators hide the FMA latency.
 template <class T>
 void matvec_rows_simd(const float* x, const T* w, const float* bias, float* y, std::int64_t r0, std::int64_t r1,
                       std::int64_t cols) {
-  const std::int64_t vec_end = cols / static_cast<std::int64_t>(lanes) * static_cast<std::int64_t>(lanes);
-  std::int64_t r = r0;
-  for (; r + matvec_rows <= r1; r += matvec_rows) {
-    const T* w0 = w + r * cols;
-    const T* w1 = w0 + cols;
-    const T* w2 = w1 + cols;
-    const T* w3 = w2 + cols;
-    fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-    for (std::int64_t c = 0; c < vec_end; c += lanes) {
-      const fbatch xv = fbatch::load_unaligned(x + c);
-      a0 = xsimd::fma(xv, load_as_float(w0 + c), a0);
-      a1 = xsimd::fma(xv, load_as_float(w1 + c), a1);
-      a2 = xsimd::fma(xv, load_as_float(w2 + c), a2);
-      a3 = xsimd::fma(xv, load_as_float(w3 + c), a3);
-    }
-    y[r + 0] = xsimd::hadd(a0) + dot_tail(x, w0, vec_end, cols) + (bias ? bias[r + 0] : 0.f);
-    y[r + 1] = xsimd::hadd(a1) + dot_tail(x, w1, vec_end, cols) + (bias ? bias[r + 1] : 0.f);
-    y[r + 2] = xsimd::hadd(a2) + dot_tail(x, w2, vec_end, cols) + (bias ? bias[r + 2] : 0.f);
-    y[r + 3] = xsimd::hadd(a3) + dot_tail(x, w3, vec_end, cols) + (bias ? bias[r + 3] : 0.f);
-  }
-  for (; r < r1; ++r) {
+  const auto L = static_cast<std::int64_t>(lanes);
+  const std::int64_t end4 = cols / (4 * L) * (4 * L), end1 = cols / L * L;
+  for (std::int64_t r = r0; r < r1; ++r) {
     const T* wr = w + r * cols;
-    fbatch a(0.f);
-    for (std::int64_t c = 0; c < vec_end; c += lanes) a = xsimd::fma(fbatch::load_unaligned(x + c), load_as_float(wr + c), a);
-    y[r] = xsimd::hadd(a) + dot_tail(x, wr, vec_end, cols) + (bias ? bias[r] : 0.f);
+    fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+    std::int64_t c = 0;
+    for (; c < end4; c += 4 * L) {
+      a0 = xsimd::fma(fbatch::load_unaligned(x + c), load_as_float(wr + c), a0);
+      a1 = xsimd::fma(fbatch::load_unaligned(x + c + L), load_as_float(wr + c + L), a1);
+      a2 = xsimd::fma(fbatch::load_unaligned(x + c + 2 * L), load_as_float(wr + c + 2 * L), a2);
+      a3 = xsimd::fma(fbatch::load_unaligned(x + c + 3 * L), load_as_float(wr + c + 3 * L), a3);
+    }
+    for (; c < end1; c += L) a0 = xsimd::fma(fbatch::load_unaligned(x + c), load_as_float(wr + c), a0);
+    y[r] = xsimd::hadd((a0 + a1) + (a2 + a3)) + dot_tail(x, wr, end1, cols) + (bias ? bias[r] : 0.f);
   }
 }
 
@@ -155,25 +153,61 @@ void gemm_panels(const float* packed_x, const T* w, const float* bias, float* y,
   }
 }
 
-template <class T>
-void matmul_typed(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T_, ThreadPool& pool,
-                  float* packed_x, std::vector<float*>& packed_w) {
-  const T* wd = static_cast<const T*>(w.data);
-  if constexpr (!simd_enabled) {
-    matmul_ref(x, w, bias, y, T_);
-    return;
+// Calls fn(product index, begin, end) for the part of [u0, u1) that falls in each product,
+// where product i owns `units(i)` consecutive units (rows for the matvec, panels for the GEMM).
+template <class Units, class Fn>
+void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1, Units units, Fn fn) {
+  std::int64_t base = 0;
+  for (std::size_t i = 0; i < outs.size() && base < u1; ++i) {
+    const std::int64_t n = units(outs[i]);
+    const std::int64_t b = std::max(u0, base), e = std::min(u1, base + n);
+    if (b < e) fn(outs[i], b - base, e - base);
+    base += n;
   }
-  if (T_ == 1) {
-    pool.parallel_for(w.rows, 16, [&](std::int64_t r0, std::int64_t r1) { matvec_rows_simd(x, wd, bias, y, r0, r1, w.cols); });
-    return;
+}
+
+template <class Fn>
+void with_dtype(DType dtype, Fn fn) {
+  switch (dtype) {
+    case DType::bf16: fn(static_cast<const bf16_t*>(nullptr)); break;
+    case DType::f16: fn(static_cast<const f16_t*>(nullptr)); break;
+    default: fn(static_cast<const float*>(nullptr)); break;
   }
-  pool.parallel_for(gemm_token_panels(T_), 1, [&](std::int64_t p0, std::int64_t p1) {
-    for (std::int64_t p = p0; p < p1; ++p) gemm_pack_x(x, T_, w.cols, p, packed_x + p * w.cols * gemm_mr);
+}
+
+// Decode: the rows of all products form one range, split evenly (in multiples of 16) between
+// threads, so one fork-join streams every weight of e.g. q/k/v once.
+inline void matvec_fused(const float* x, std::span<const MatmulOut> outs, ThreadPool& pool) {
+  std::int64_t rows = 0;
+  for (const auto& o : outs) rows += o.w.rows;
+  pool.parallel_for(rows, 16, [&](std::int64_t r0, std::int64_t r1) {
+    for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+      with_dtype(o.w.dtype, [&](auto tag) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
+        matvec_rows_simd(x, static_cast<const T*>(o.w.data), o.bias, o.y, b, e, o.w.cols);
+      });
+    });
   });
-  const std::int64_t panels = (w.rows + gemm_nr - 1) / gemm_nr;
+}
+
+// Prefill: x is packed once, then the weight panels of all products are split between threads.
+inline void gemm_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T_, ThreadPool& pool, float* packed_x,
+                       std::vector<float*>& packed_w) {
+  const std::int64_t K = outs[0].w.cols;
+  pool.parallel_for(gemm_token_panels(T_), 1, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p) gemm_pack_x(x, T_, K, p, packed_x + p * K * gemm_mr);
+  });
+  auto panels = [](const MatmulOut& o) { return (o.w.rows + gemm_nr - 1) / gemm_nr; };
+  std::int64_t total = 0;
+  for (const auto& o : outs) total += panels(o);
   pool.run([&](int t, int nt) {
-    const std::int64_t p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
-    gemm_panels(packed_x, wd, bias, y, T_, w.rows, w.cols, p0, p1, packed_w[static_cast<std::size_t>(t)]);
+    for_units(outs, total * t / nt, total * (t + 1) / nt, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+      with_dtype(o.w.dtype, [&](auto tag) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
+        gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e,
+                    packed_w[static_cast<std::size_t>(t)]);
+      });
+    });
   });
 }
 
@@ -208,16 +242,26 @@ struct MatmulScratch {
   }
 };
 
+// Several products of the same input x[T, cols] (e.g. q/k/v, gate/up) in one parallel pass;
+// every w.cols must be equal.
+inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T, ThreadPool& pool,
+                         MatmulScratch& scratch) {
+  for ([[maybe_unused]] const auto& o : outs)
+    assert(o.w.cols == outs[0].w.cols && T <= scratch.max_tokens && o.w.cols <= scratch.max_cols && "matmul shapes");
+  if constexpr (!simd_enabled) {
+    for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, T);
+  } else if (T == 1) {
+    detail::matvec_fused(x, outs, pool);
+  } else {
+    detail::gemm_fused(x, outs, T, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
+  }
+}
+
 // y[T, w.rows] = x[T, w.cols] · W^T + bias (bias may be null, [w.rows] f32).
 inline void matmul(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T, ThreadPool& pool,
                    MatmulScratch& scratch) {
-  assert(T <= scratch.max_tokens && w.cols <= scratch.max_cols && "matmul scratch sized at load is too small");
-  float* px = scratch.packed_x.get();
-  switch (w.dtype) {
-    case DType::bf16: detail::matmul_typed<bf16_t>(x, w, bias, y, T, pool, px, scratch.packed_w_ptrs); break;
-    case DType::f16: detail::matmul_typed<f16_t>(x, w, bias, y, T, pool, px, scratch.packed_w_ptrs); break;
-    default: detail::matmul_typed<float>(x, w, bias, y, T, pool, px, scratch.packed_w_ptrs); break;
-  }
+  const MatmulOut one{w, bias, y};
+  matmul_fused(x, std::span<const MatmulOut>(&one, 1), T, pool, scratch);
 }
 
 }  // namespace kylin::kernels

@@ -5,6 +5,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <span>
 
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/attention.hpp"
@@ -15,8 +16,10 @@ namespace kylin {
 
 template <class B>
 concept Backend = requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::int64_t n,
-                           double eps, const kernels::AttentionShape& shape, kernels::KVRef kv) {
+                           double eps, const kernels::AttentionShape& shape, kernels::KVRef kv,
+                           std::span<const kernels::MatmulOut> outs) {
   b.matmul(in, w, in, out, n);                // out[n, w.rows] = in[n, w.cols] · w^T + bias
+  b.matmul_fused(in, outs, n);                // several such products of one input in one pass
   b.rms_norm(in, w, out, n, n, eps);          // rows x dim, in place allowed
   b.rope(out, in, in, n, n, n);               // x, cos, sin, tokens, heads, head_dim
   b.store_kv(kv, in, n, n, n, n, n);          // cache, new rows, tokens, pos0, kv heads, head_dim, head stride
@@ -40,6 +43,10 @@ class CpuBackend {
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, std::int64_t n_tokens) {
     kernels::matmul(x, w, bias, y, n_tokens, pool_, matmul_scratch_);
+  }
+  // Products sharing the input x (q/k/v, gate/up): one fork-join streams all their weights.
+  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, std::int64_t n_tokens) {
+    kernels::matmul_fused(x, outs, n_tokens, pool_, matmul_scratch_);
   }
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, std::int64_t dim, double eps) {
     pool_.parallel_for(rows, 8, [&](std::int64_t r0, std::int64_t r1) {

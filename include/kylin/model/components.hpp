@@ -71,10 +71,11 @@ struct GroupedQueryAttention {
   void operator()(B& b, Workspace& ws, const float* xn, float* out, std::int64_t T, KVCache& cache,
                   std::int64_t layer) const {
     const std::int64_t pos0 = cache.size();
-    // q/k/v projections (+ biases for Qwen2)
-    b.matmul(xn, w->q_proj, bias_ptr(w->q_bias), ws.q.data(), T);
-    b.matmul(xn, w->k_proj, bias_ptr(w->k_bias), ws.k.data(), T);
-    b.matmul(xn, w->v_proj, bias_ptr(w->v_bias), ws.v.data(), T);
+    // q/k/v projections (+ biases for Qwen2), in one pass over the three weights
+    const kernels::MatmulOut qkv[] = {{w->q_proj, bias_ptr(w->q_bias), ws.q.data()},
+                                      {w->k_proj, bias_ptr(w->k_bias), ws.k.data()},
+                                      {w->v_proj, bias_ptr(w->v_bias), ws.v.data()}};
+    b.matmul_fused(xn, qkv, T);
     // Qwen3: RMSNorm over each head's head_dim slice, before RoPE
     if constexpr (qk_norm == QKNorm::per_head) {
       b.rms_norm(ws.q.data(), w->q_norm, ws.q.data(), T * n_heads, head_dim, eps);
@@ -109,8 +110,8 @@ struct SwiGLU {
   // out[T, hidden] = down(silu(gate(xn)) * up(xn))
   template <Backend B>
   void operator()(B& b, Workspace& ws, const float* xn, float* out, std::int64_t T) const {
-    b.matmul(xn, w->gate_proj, nullptr, ws.gate.data(), T);
-    b.matmul(xn, w->up_proj, nullptr, ws.up.data(), T);
+    const kernels::MatmulOut gate_up[] = {{w->gate_proj, nullptr, ws.gate.data()}, {w->up_proj, nullptr, ws.up.data()}};
+    b.matmul_fused(xn, gate_up, T);
     b.silu_mul(ws.gate.data(), ws.up.data(), T * intermediate_size);
     b.matmul(ws.gate.data(), w->down_proj, nullptr, out, T);
   }

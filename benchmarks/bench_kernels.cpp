@@ -1,0 +1,136 @@
+// Micro-benchmarks of the forward pass's hot kernels at Qwen3-0.6B shapes (hidden 1024, 16/8
+// heads x 128, intermediate 3072, vocab 151936). Matvecs report weight bytes/s (decode is
+// bandwidth-bound), the GEMM FLOP/s, attention KV bytes/s. Arg(1)/Arg(2): threads.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kylin/kernels/attention.hpp"
+#include "kylin/kernels/matmul.hpp"
+#include "kylin/kernels/ops.hpp"
+
+namespace {
+
+using namespace kylin;
+
+std::vector<float> randn(std::int64_t n, unsigned seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<std::uint16_t> randn_bf16(std::int64_t n, unsigned seed) {
+  std::vector<std::uint16_t> v;
+  for (float x : randn(n, seed, 0.02f)) v.push_back(f32_to_bf16(x));
+  return v;
+}
+
+// y[T, rows] = x[T, cols] · W^T with BF16 W; T = 1 is the decode matvec.
+void run_matmul(benchmark::State& state, std::int64_t rows, std::int64_t cols, std::int64_t T) {
+  const int threads = static_cast<int>(state.range(0));
+  const auto w = randn_bf16(rows * cols, 1);
+  const auto x = randn(T * cols, 2);
+  std::vector<float> y(static_cast<std::size_t>(T * rows));
+  ThreadPool pool(threads);
+  kernels::MatmulScratch scratch(pool.size(), cols, T);
+  const kernels::MatRef m{DType::bf16, w.data(), rows, cols};
+  for (auto _ : state) {
+    kernels::matmul(x.data(), m, nullptr, y.data(), T, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_bytes/s"] = benchmark::Counter(static_cast<double>(rows * cols * 2), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * T), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_matvec_bf16_1024_to_2048(benchmark::State& s) { run_matmul(s, 2048, 1024, 1); }      // q_proj
+void BM_matvec_bf16_1024_to_3072(benchmark::State& s) { run_matmul(s, 3072, 1024, 1); }      // gate/up
+void BM_matvec_bf16_3072_to_1024(benchmark::State& s) { run_matmul(s, 1024, 3072, 1); }      // down_proj
+void BM_matvec_bf16_1024_to_151936(benchmark::State& s) { run_matmul(s, 151936, 1024, 1); }  // LM head
+void BM_gemm_bf16_512x1024_to_3072(benchmark::State& s) { run_matmul(s, 3072, 1024, 512); }  // prefill gate/up
+void BM_gemm_bf16_512x3072_to_1024(benchmark::State& s) { run_matmul(s, 1024, 3072, 512); }  // prefill down_proj
+BENCHMARK(BM_matvec_bf16_1024_to_2048)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_bf16_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_bf16_3072_to_1024)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_bf16_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm_bf16_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm_bf16_512x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Decode attention of one token against `ctx` cached positions: 16 query heads, 8 KV heads, 128 dims.
+void run_attention(benchmark::State& state, DType kv_dtype) {
+  const std::int64_t ctx = state.range(0), H = 16, KV = 8, D = 128, T = 1;
+  const std::int64_t stride = ctx * D;
+  const auto rows = randn(ctx * KV * D, 3);
+  const auto q = randn(T * H * D, 4);
+  const std::size_t elem = kv_dtype == DType::f16 ? 2 : 4;
+  std::vector<std::byte> kb(static_cast<std::size_t>(KV * stride) * elem), vb(kb.size());
+  const kernels::KVRef k{kv_dtype, kb.data()}, v{kv_dtype, vb.data()};
+  kernels::store_kv(k, rows.data(), ctx, 0, KV, D, stride);
+  kernels::store_kv(v, rows.data(), ctx, 0, KV, D, stride);
+  const kernels::AttentionShape shape{T, ctx - 1, H, KV, D, stride, 1.f / std::sqrt(float(D))};
+  ThreadPool pool(1);
+  kernels::AttentionScratch scratch(1, H / KV, D);
+  std::vector<float> out(q.size());
+  for (auto _ : state) {
+    kernels::attention(q.data(), k, v, out.data(), shape, pool, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["kv_bytes/s"] = benchmark::Counter(static_cast<double>(2 * kb.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_attention_decode_f32(benchmark::State& s) { run_attention(s, DType::f32); }
+void BM_attention_decode_f16(benchmark::State& s) { run_attention(s, DType::f16); }
+BENCHMARK(BM_attention_decode_f32)->Arg(128)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_attention_decode_f16)->Arg(128)->Arg(1024)->Arg(4096);
+
+void BM_rms_norm_1024(benchmark::State& state) {
+  const auto x = randn(1024, 5);
+  const auto w = randn_bf16(1024, 6);
+  std::vector<float> out(1024);
+  for (auto _ : state) {
+    kernels::rms_norm(x.data(), {DType::bf16, w.data(), 1, 1024}, out.data(), 1, 1024, 1e-6);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(1024 * 8, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_rms_norm_1024);
+
+void BM_rope_16_heads(benchmark::State& state) {
+  auto x = randn(16 * 128, 7);
+  const auto c = randn(64, 8), s = randn(64, 9);
+  for (auto _ : state) {
+    kernels::rope(x.data(), c.data(), s.data(), 1, 16, 128);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(16 * 128 * 8, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_rope_16_heads);
+
+void BM_softmax_exp_4096(benchmark::State& state) {
+  const auto src = randn(4096, 10);
+  std::vector<float> x(src);
+  std::int64_t n = 4096;
+  benchmark::DoNotOptimize(n);  // a constant n trips GCC 12's -Waggressive-loop-optimizations on the tail loop
+  for (auto _ : state) {
+    x = src;
+    benchmark::DoNotOptimize(kernels::detail::exp_shift_sum(x.data(), n, 3.f));
+  }
+  state.counters["elements/s"] = benchmark::Counter(4096, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_softmax_exp_4096);
+
+void BM_silu_mul_3072(benchmark::State& state) {
+  const auto g0 = randn(3072, 11), up = randn(3072, 12);
+  std::vector<float> g(g0);
+  for (auto _ : state) {
+    g = g0;
+    kernels::silu_mul(g.data(), up.data(), 3072);
+    benchmark::DoNotOptimize(g.data());
+  }
+  state.counters["elements/s"] = benchmark::Counter(3072, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_silu_mul_3072);
+
+}  // namespace
