@@ -11,7 +11,11 @@ namespace {
 namespace srv = kylin::server;
 
 constexpr const char* json_type = "application/json";
-constexpr auto poll_interval = std::chrono::milliseconds(100);  // how often an idle stream checks its client
+constexpr auto poll_interval = std::chrono::milliseconds(100);  // how often an idle stream wakes up
+// While a streamed request waits (queue, long prefill) an SSE comment is written this often: a
+// write is the only way to notice a client that left, whose job is then skipped or stopped.
+constexpr auto heartbeat_interval = std::chrono::seconds(1);
+constexpr std::string_view heartbeat = ": waiting\n\n";
 
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
                 const std::string& code = {}) {
@@ -47,13 +51,17 @@ void send_stream(httplib::Response& res, std::shared_ptr<srv::EventStream> strea
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [stream](std::size_t, httplib::DataSink& sink) {
+      [stream, last_write = std::chrono::steady_clock::now()](std::size_t, httplib::DataSink& sink) mutable {
         std::string data;
         if (!stream->pop(data, poll_interval)) {
           sink.done();
           return true;
         }
-        const bool ok = data.empty() ? sink.is_writable() : sink.write(data.data(), data.size());
+        const auto now = std::chrono::steady_clock::now();
+        if (data.empty() && now - last_write >= heartbeat_interval) data = heartbeat;
+        if (data.empty()) return true;
+        last_write = now;
+        const bool ok = sink.write(data.data(), data.size());
         if (!ok) stream->cancel();
         return ok;
       },
