@@ -98,7 +98,9 @@ inline Value join(const Value& v, Args& a) {
 
 inline Value length(const Value& v, Args&) {
   if (v.is_string()) return static_cast<std::int64_t>(codepoint_count(v.as_string()));
-  if (v.is_list() || v.is_dict() || v.is_undefined()) return static_cast<std::int64_t>(iterate(v).size());
+  if (v.is_list()) return static_cast<std::int64_t>(v.as_list().items.size());
+  if (v.is_dict()) return static_cast<std::int64_t>(v.as_dict().items.size());
+  if (v.is_undefined()) return std::int64_t{0};
   if (v.is_namespace()) return static_cast<std::int64_t>(v.as_namespace().attrs.items.size());
   fail("object of type '" + std::string(v.type_name()) + "' has no len()");
 }

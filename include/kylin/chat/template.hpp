@@ -3,6 +3,22 @@
 // Every failure is a kylin::Error (category chat_template) naming the template line.
 #pragma once
 
+// Supported subset (checked against Python Jinja2 by tests/data/reference/chat-jinja-unit.jsonl):
+//   tags      if/elif/else, for (tuple targets, `if` filter, else, loop.*), set (names, tuples,
+//             ns.attr, block set), macro (positional/keyword args, defaults), break, continue,
+//             raw, generation (rendered as its body); comments; -/+ whitespace control.
+//   exprs     literals, lists, tuples, dicts, and/or/not, chained comparisons, in/not in, is [not],
+//             + - * / // % ** ~, unary -/+, x.attr, x[i], slices x[a:b:c], calls, inline if/else.
+//   filters   see filters() in filters.hpp; tests see tests() in builtins.hpp;
+//   methods   str: startswith endswith strip lstrip rstrip split replace upper lower title
+//             capitalize find count join; dict: items keys values get.
+//   globals   raise_exception, namespace, range, dict, strftime_now.
+// Known differences from Python Jinja2: case mapping is ASCII-only; select/reject/map give lists
+// (Python prints a generator object if they are output unconverted); integers are 64-bit
+// (overflow is an error); dict literal keys must be strings. Unsupported and rejected by name:
+// include/extends/import/block/call/filter/with tags, recursive loops, *args/**kwargs,
+// printf-style '%' formatting, str.format, and mutation methods (transformers' sandbox forbids them).
+
 #include <ctime>
 #include <string>
 #include <utility>
