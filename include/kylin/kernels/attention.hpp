@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
+#include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin::kernels {
@@ -205,10 +206,11 @@ template <class T>
 void attention_typed(const float* q, const T* k, const T* v, float* out, const AttentionShape& s, ThreadPool& pool,
                      AttentionScratch& scratch) {
   const std::int64_t items = s.n_tokens * s.n_kv_heads, D = s.head_dim, G = s.groups();
-  pool.run([&](int t, int nt) {
+  // later tokens cost more under the causal mask: hand out items from the last token down
+  parallel_chunks(pool, items, 1, [&](int t, std::int64_t i0, std::int64_t i1) {
     float* buf = scratch.per_thread[static_cast<std::size_t>(t)].data();
-    for (std::int64_t it = t; it < items; it += nt) {
-      const std::int64_t tok = it / s.n_kv_heads, kvh = it % s.n_kv_heads;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::int64_t it = items - 1 - i, tok = it / s.n_kv_heads, kvh = it % s.n_kv_heads;
       const std::int64_t head0 = kvh * G;
       attend_group(q + (tok * s.n_heads + head0) * D, k + kvh * s.kv_stride, v + kvh * s.kv_stride,
                    out + (tok * s.n_heads + head0) * D, s.pos0 + tok + 1, s, buf);
@@ -218,8 +220,8 @@ void attention_typed(const float* q, const T* k, const T* v, float* out, const A
 
 }  // namespace detail
 
-// Same contract as attention_ref; work items are (query token, kv head) pairs dealt round-robin
-// to threads, because under the causal mask later tokens cost more than earlier ones.
+// Same contract as attention_ref; work items are (query token, kv head) pairs claimed one at a
+// time by the threads (kernels::parallel_chunks), costliest first.
 inline void attention(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s, ThreadPool& pool,
                       AttentionScratch& scratch) {
   if (!simd_enabled || s.head_dim % static_cast<std::int64_t>(lanes) != 0) {

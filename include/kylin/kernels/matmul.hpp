@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstdint>
 #include <memory>
@@ -153,6 +154,22 @@ void gemm_panels(const float* packed_x, const T* w, const float* bias, float* y,
   }
 }
 
+// Calls fn(thread, begin, end) for chunks of `grain` units of [0, n), claimed through an atomic
+// counter: a thread that starts late (descheduled on a busy machine) finds less work left
+// instead of holding the others up, as a fixed split would.
+template <class Fn>
+void parallel_chunks(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  if (pool.size() == 1 || n <= grain) {
+    fn(0, std::int64_t{0}, n);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  pool.run([&](int t, int) {
+    for (std::int64_t b; (b = next.fetch_add(grain, std::memory_order_relaxed)) < n;) fn(t, b, std::min(n, b + grain));
+  });
+}
+
 // Calls fn(product index, begin, end) for the part of [u0, u1) that falls in each product,
 // where product i owns `units(i)` consecutive units (rows for the matvec, panels for the GEMM).
 template <class Units, class Fn>
@@ -180,7 +197,8 @@ void with_dtype(DType dtype, Fn fn) {
 inline void matvec_fused(const float* x, std::span<const MatmulOut> outs, ThreadPool& pool) {
   std::int64_t rows = 0;
   for (const auto& o : outs) rows += o.w.rows;
-  pool.parallel_for(rows, 16, [&](std::int64_t r0, std::int64_t r1) {
+  const std::int64_t grain = std::max<std::int64_t>(16, rows / (16 * pool.size()) / 16 * 16);
+  parallel_chunks(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
     for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       with_dtype(o.w.dtype, [&](auto tag) {
         using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
@@ -194,14 +212,14 @@ inline void matvec_fused(const float* x, std::span<const MatmulOut> outs, Thread
 inline void gemm_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T_, ThreadPool& pool, float* packed_x,
                        std::vector<float*>& packed_w) {
   const std::int64_t K = outs[0].w.cols;
-  pool.parallel_for(gemm_token_panels(T_), 1, [&](std::int64_t p0, std::int64_t p1) {
+  parallel_chunks(pool, gemm_token_panels(T_), 1, [&](int, std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) gemm_pack_x(x, T_, K, p, packed_x + p * K * gemm_mr);
   });
   auto panels = [](const MatmulOut& o) { return (o.w.rows + gemm_nr - 1) / gemm_nr; };
   std::int64_t total = 0;
   for (const auto& o : outs) total += panels(o);
-  pool.run([&](int t, int nt) {
-    for_units(outs, total * t / nt, total * (t + 1) / nt, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+  parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
+    for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       with_dtype(o.w.dtype, [&](auto tag) {
         using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
         gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e,
