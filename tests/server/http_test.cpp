@@ -359,3 +359,38 @@ TEST_CASE("SIGTERM lets the streamed request in flight finish, then the server e
   REQUIRE_FALSE(payloads.empty());
   CHECK(payloads.back() == "[DONE]");
 }
+
+TEST_CASE("a streamed request whose client leaves while it is queued is skipped, not generated") {
+  ServerProcess server({"--ctx", "4096", "--queue", "4"});
+  using clock = std::chrono::steady_clock;
+  // A: a long non-streamed request that keeps the model busy (~5 s in Release).
+  auto a = std::async(std::launch::async, [&server] {
+    auto c = server.client();
+    auto r = post_json(c, "/v1/chat/completions", chat_body(R"("max_tokens": 1500, "temperature": 0)"));
+    return std::pair{r ? r->status : -1, clock::now()};
+  });
+  auto c = server.client();
+  for (int i = 0; i < 400; ++i) {  // wait until A runs
+    auto h = c.Get("/health");
+    if (h && at(parse_json(h->body), "busy").as_bool()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // B: a long streamed request queued behind A; its client leaves after the first chunk.
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = chat_body(R"("max_tokens": 3000, "temperature": 0, "stream": true)");
+  req.content_receiver = [](const char*, std::size_t, std::uint64_t, std::uint64_t) { return false; };
+  auto b_client = server.client();
+  (void)b_client.send(req);
+  // C: one token, queued behind B. If B ran, C would wait for its 3000 tokens.
+  auto c_result = post_json(c, "/v1/chat/completions", chat_body(R"("max_tokens": 1)"));
+  const auto c_done = clock::now();
+  const auto [a_status, a_done] = a.get();
+  CHECK(a_status == 200);
+  REQUIRE(c_result);
+  CHECK(c_result->status == 200);
+  const double gap = std::chrono::duration<double>(c_done - a_done).count();
+  CHECK(gap < 3.0);
+}

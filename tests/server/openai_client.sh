@@ -21,14 +21,18 @@ mkdir "$model"
 ln -s "$data"/models/e2e-qwen3-fullvocab/* "$model"/
 ln -s "$data"/qwen3-tokenizer/tokenizer.json "$data"/qwen3-tokenizer/tokenizer_config.json "$model"/
 
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# node is needed for the check anyway; it also picks the free port and polls /health.
+port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
 "$bin" --model "$model" --port "$port" --ctx 1024 --threads 2 >"$work/server.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
+ready=0
+for _ in $(seq 1 300); do
+  if node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
+       "http://127.0.0.1:$port/health"; then ready=1; break; fi
   kill -0 "$pid" 2>/dev/null || { cat "$work/server.log" >&2; echo "kylin-server exited early" >&2; exit 1; }
-  sleep 0.1
+  sleep 0.2
 done
+[[ $ready -eq 1 ]] || { cat "$work/server.log" >&2; echo "kylin-server never became healthy" >&2; exit 1; }
 
 cd "$here/openai-client"
 npm ci --no-audit --no-fund --loglevel=error
