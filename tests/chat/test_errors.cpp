@@ -41,6 +41,14 @@ TEST_CASE("syntax errors name the line where they are found") {
   CHECK(error_of("{{ x ").find("unclosed '{{' tag") != std::string::npos);
 }
 
+TEST_CASE("out-of-range numeric literals are errors (ints) or inf (floats), never an uncaught exception") {
+  CHECK(error_of("{{ x.99999999999999999999 }}").find("integer literal out of range") != std::string::npos);
+  CHECK(error_of("{{ 99999999999999999999 }}").find("integer literal out of range") != std::string::npos);
+  CHECK(kylin::jinja::Template("{{ 1e999 }} {{ -1e999 }}").render({}) == "inf -inf");
+  // Python Jinja2 prints a list holding an Undefined as "[Undefined]".
+  CHECK(kylin::jinja::Template("{{ [[1]]|map(attribute='99999999999999999999')|list }}").render({}) == "[Undefined]");
+}
+
 TEST_CASE("runtime errors name the line of the failing expression") {
   CHECK(error_of("line1\n{% set y = 1 %}\n{{ undefined_fn(1) }}") ==
         "[kylin.template] chat template line 3: 'undefined_fn' is undefined");

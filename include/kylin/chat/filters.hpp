@@ -113,7 +113,9 @@ inline Value attribute_of(const Value& item, const std::string& path) {
     const std::size_t dot = path.find('.', pos);
     const std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
     const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    cur = digits ? get_item(cur, Value(static_cast<std::int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    std::int64_t index = 0;
+    const bool is_index = digits && std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc();
+    cur = is_index ? get_item(cur, Value(index)) : get_item(cur, Value(part));
     if (dot == std::string::npos) return cur;
     pos = dot + 1;
   }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <string>
 
 #include "kylin/chat/parser.hpp"
@@ -85,7 +87,7 @@ inline ExprPtr Parser::parse_primary() {
     if (r.ec != std::errc()) throw SyntaxError(t.line, "integer literal out of range: " + t.text);
     return make_literal(v, t.line);
   }
-  if (t.type == Type::floating) return make_literal(std::stod(t.text), t.line);
+  if (t.type == Type::floating) return make_literal(std::strtod(t.text.c_str(), nullptr), t.line);  // 1e999: inf
   if (t.type == Type::op && (t.text == "(" || t.text == "[" || t.text == "{")) {
     const std::string close = t.text == "(" ? ")" : t.text == "[" ? "]" : "}";
     auto e = make(t.text == "(" ? Expr::Kind::tuple : t.text == "[" ? Expr::Kind::list : Expr::Kind::dict, t.line);
@@ -114,7 +116,11 @@ inline ExprPtr Parser::parse_postfix(ExprPtr e) {
     if (is_op(".")) {
       const int line = next().line;
       if (cur().type == Type::integer) {  // x.0 is x[0]
-        auto index = make_literal(static_cast<std::int64_t>(std::stoll(next().text)), line);
+        const Token digits = next();
+        std::int64_t i = 0;
+        if (std::from_chars(digits.text.data(), digits.text.data() + digits.text.size(), i).ec != std::errc())
+          throw SyntaxError(line, "integer literal out of range: " + digits.text);
+        auto index = make_literal(i, line);
         e = make(Expr::Kind::item, line, std::move(e), std::move(index));
       } else {
         e = make(Expr::Kind::attr, line, std::move(e));

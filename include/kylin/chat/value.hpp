@@ -164,7 +164,7 @@ inline std::string to_str(const Value& v) {
 inline std::string repr(const Value& v) {
   using K = Value::Kind;
   switch (v.kind()) {
-    case K::undefined: return "";
+    case K::undefined: return "Undefined";
     case K::none: return "None";
     case K::boolean: return v.as_bool() ? "True" : "False";
     case K::integer: return std::to_string(v.as_int());
