@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kylin/core/json.hpp"
 #include "kylin/generate/session.hpp"
@@ -128,6 +129,21 @@ inline json::Value usage_chunk(const ResponseHead& h, std::string_view object, c
   json::Value out = head_object(h, object);
   out.set("choices", json::Array{});
   out.set("usage", usage(s));
+  return out;
+}
+
+// The end of a streamed answer with tools: the held text from the first <tool_call> on becomes
+// a content chunk (text outside valid blocks, if any) and one tool_calls chunk per call.
+// Returns the chunks; `calls` tells whether any call was parsed (finish_reason "tool_calls").
+inline std::vector<json::Value> tool_call_chunks(const ResponseHead& h, const ToolCallHold& hold, bool& calls) {
+  std::vector<json::Value> out;
+  calls = false;
+  if (!hold.holding()) return out;
+  const ParsedToolCalls parsed = parse_tool_calls(std::string_view(hold.text()).substr(hold.released()));
+  calls = !parsed.calls.empty();
+  if (!parsed.content.empty()) out.push_back(chat_chunk(h, delta("content", parsed.content)));
+  for (std::size_t i = 0; i < parsed.calls.size(); ++i)
+    out.push_back(chat_chunk(h, delta("tool_calls", json::Array{tool_call_json(parsed.calls[i], i)})));
   return out;
 }
 

@@ -227,13 +227,8 @@ inline Started Service::chat(std::string_view text) {
       s->push(sse(json::parse(failure(error).body)));
     } else {
       bool calls = false;
-      if (tools && hold->holding()) {
-        const ParsedToolCalls parsed = parse_tool_calls(std::string_view(hold->text()).substr(hold->released()));
-        calls = !parsed.calls.empty();
-        if (!parsed.content.empty()) s->push(sse(chat_chunk(head, delta("content", parsed.content))));
-        for (std::size_t i = 0; i < parsed.calls.size(); ++i)
-          s->push(sse(chat_chunk(head, delta("tool_calls", json::Array{tool_call_json(parsed.calls[i], i)}))));
-      }
+      if (tools)
+        for (const auto& chunk : tool_call_chunks(head, *hold, calls)) s->push(sse(chunk));
       s->push(sse(chat_chunk(head, json::Object{}, finish_reason(g.stop_reason, calls))));
       if (usage) s->push(sse(usage_chunk(head, "chat.completion.chunk", g.stats)));
     }
