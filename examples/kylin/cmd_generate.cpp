@@ -36,7 +36,11 @@ int generate_tokens(const Options& o) {
   const kylin::json::Value& gen = model.generation_config();
   const auto params = kylin::apply_overrides(
       kylin::from_generation_config(gen.is_null() ? kylin::json::Value(kylin::json::Object{}) : gen), o.sampling.overrides());
-  auto cache = model.new_cache(static_cast<std::int64_t>(prompt.size()) + std::max<std::int64_t>(o.n, 1));
+  auto cache = model.new_cache();  // the default context length
+  if (static_cast<std::int64_t>(prompt.size()) + o.n > cache.capacity())
+    throw kylin::Error(kylin::ErrorCategory::request, "context",
+                       std::to_string(prompt.size()) + " prompt tokens + " + std::to_string(o.n) +
+                           " new tokens exceed the context length of " + std::to_string(cache.capacity()));
   kylin::Sampler sampler(static_cast<std::size_t>(model.vocab_size()), params);
   std::vector<float> logits = model.logits_last(prompt, cache);
   std::vector<int> out;

@@ -19,7 +19,8 @@ struct Options {
 int run(const Options& o) {
   const std::vector<int> ids = kylin::cli::parse_id_list(o.tokens);
   kylin::Model model = kylin::Model::load(o.model, {.threads = o.threads});
-  auto cache = model.new_cache(static_cast<std::int64_t>(ids.size()));
+  auto cache = model.new_cache();  // the default context length: longer inputs are an error
+  cache.check_room(static_cast<std::int64_t>(ids.size()));
   const bool all = o.positions == "all";
   const auto V = static_cast<std::size_t>(model.vocab_size());
   std::vector<float> logits((all ? ids.size() : 1) * V);

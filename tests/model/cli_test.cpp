@@ -1,0 +1,109 @@
+// `kylin logits` and `kylin generate --tokens` as processes, against the reference data.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "kylin/core/json.hpp"
+#include "kylin/io/checkpoint.hpp"
+
+namespace {
+
+const std::string data = KYLIN_TEST_DATA;
+const std::string kylin_bin = std::string(KYLIN_BIN_DIR) + "/kylin";
+
+struct Run {
+  int status;
+  std::string out;
+};
+
+Run run(const std::string& command) {
+  REQUIRE_MESSAGE(std::filesystem::exists(kylin_bin), "the kylin CLI was not built: " << kylin_bin);
+  Run r{-1, {}};
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string join(const kylin::json::Array& ids) {
+  std::string s;
+  for (const auto& id : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(id.as_int());
+  }
+  return s;
+}
+
+const kylin::json::Value& reference_case(const std::string& model, std::size_t i) {
+  static std::map<std::string, kylin::json::Value> cache;
+  auto& v = cache[model];
+  if (v.is_null()) v = kylin::json::parse(kylin::io::read_text_file(data + "/reference/" + model + ".json"));
+  return v.find("cases")->as_array()[i];
+}
+
+}  // namespace
+
+TEST_CASE("kylin logits --positions all prints every position's logits within the exactness bar") {
+  for (const char* model : {"tiny-qwen3-untied", "small-qwen2-f32"}) {
+    CAPTURE(model);
+    const auto& c = reference_case(model, 1);
+    const Run r = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens " +
+                      join(c.find("tokens")->as_array()) + " --positions all --format json");
+    REQUIRE(r.status == 0);
+    const auto out = kylin::json::parse(r.out);
+    const auto& rows = out.find("logits")->as_array();
+    const auto& ref = c.find("logits")->as_array();
+    REQUIRE(rows.size() == ref.size());
+    for (std::size_t p = 0; p < rows.size(); ++p) {
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < ref[p].size(); ++i) {
+        const double d = rows[p].as_array()[i].as_double() - ref[p].as_array()[i].as_double();
+        num += d * d;
+        den += std::pow(ref[p].as_array()[i].as_double(), 2);
+      }
+      CHECK(std::sqrt(num / den) <= 1e-3);
+    }
+    const Run last = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens 1,2,3 --positions last");
+    CHECK(kylin::json::parse(last.out).find("logits")->size() == 1);
+  }
+}
+
+TEST_CASE("kylin generate --tokens --greedy --format json prints the reference greedy continuation") {
+  for (const char* model : {"small-qwen3", "odd-qwen3-f16-sharded", "tiny-qwen3-yarn"}) {
+    CAPTURE(model);
+    const auto& c = reference_case(model, 2);
+    const Run r = run(kylin_bin + " generate --model " + data + "/models/" + model + " --tokens " +
+                      join(c.find("tokens")->as_array()) + " -n 12 --greedy --format json");
+    REQUIRE(r.status == 0);
+    CHECK(kylin::json::parse(r.out).find("tokens")->as_array() == c.find("greedy")->as_array());
+  }
+}
+
+TEST_CASE("bad CLI input exits non-zero with one error line: id >= vocab, empty list, context overflow, bad dir") {
+  const std::string tiny = data + "/models/tiny-qwen3-untied";  // vocab 256, max_position_embeddings 2048
+  auto one_line_error = [](const Run& r, const std::string& needle) {
+    CHECK(r.status != 0);
+    CHECK(r.out.find(needle) != std::string::npos);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  };
+  one_line_error(run(kylin_bin + " logits --model " + tiny + " --tokens 1,256"), "token id 256 is outside the vocabulary [0, 256)");
+  one_line_error(run(kylin_bin + " logits --model " + tiny + " --tokens ''"), "is not a non-negative integer id");
+  one_line_error(run(kylin_bin + " generate --model " + tiny + " --tokens 1,x -n 2"), "'x' is not a non-negative integer id");
+  one_line_error(run(kylin_bin + " generate --model " + tiny + " --tokens 1,2 -n 5000"), "exceed the context length of 2048");
+  std::string many = "1";
+  for (int i = 0; i < 2048; ++i) many += ",1";
+  one_line_error(run(kylin_bin + " logits --model " + tiny + " --tokens " + many), "at most 2048 tokens");
+  one_line_error(run(kylin_bin + " logits --model " + data + "/nonexistent --tokens 1"), "no such model directory");
+  one_line_error(run(kylin_bin + " generate --model " + data + " --tokens 1"), "config.json: missing");
+}
