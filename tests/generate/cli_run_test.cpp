@@ -2,37 +2,22 @@
 // on the full-vocabulary checkpoint with the real Qwen3 tokenizer files.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "common/process.hpp"
 #include "kylin/generate/session.hpp"
 
 namespace {
 
 const std::string model_dir = std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat";
-const std::string kylin_bin = std::string(KYLIN_BIN_DIR) + "/kylin";
+using kylin::test::kylin_bin;
 
-struct Run {
-  int status;
-  std::string out;
-};
+using Run = kylin::test::ProcessResult;
 
-// Runs a shell command line; stdout is captured, stderr goes to `stderr_file` when given.
-Run run(const std::string& command) {
-  REQUIRE_MESSAGE(std::filesystem::exists(kylin_bin), "the kylin CLI was not built: " << kylin_bin);
-  Run r{-1, {}};
-  FILE* p = ::popen(command.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+// stdout only; the command line redirects stderr where it needs it.
+Run run(const std::string& command) { return kylin::test::run_shell(command); }
 
 std::string read_file(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
@@ -50,7 +35,7 @@ std::string read_file(const std::string& path) {
 TEST_CASE("kylin run --greedy --no-think prints exactly the detokenized greedy continuation of the templated prompt") {
   const std::string prompt = "Tell me about kylins.";
   const Run r = run(kylin_bin + " run --model " + model_dir + " -p '" + prompt + "' --greedy --no-think -n 20 -t 2 2>/dev/null");
-  CHECK(r.status == 0);
+  CHECK(r.exit_code == 0);
 
   // Expected through the library: rendered template -> tokens -> argmax continuation -> text.
   auto engine = kylin::Engine::load(model_dir, {.threads = 2, .max_chunk = 512, .context_length = 256});
@@ -77,8 +62,8 @@ TEST_CASE("kylin run --greedy --no-think prints exactly the detokenized greedy c
 TEST_CASE("seeded sampling gives identical output across two processes") {
   const std::string cmd = kylin_bin + " run --model " + model_dir + " -p 'Hi' --no-think --temp 0.9 --top-k 50 --seed 42 -n 24 2>/dev/null";
   const Run a = run(cmd), b = run(cmd);
-  CHECK(a.status == 0);
-  CHECK(b.status == 0);
+  CHECK(a.exit_code == 0);
+  CHECK(b.exit_code == 0);
   CHECK(a.out.size() > 1);
   CHECK(a.out == b.out);
   const Run c = run(kylin_bin + " run --model " + model_dir + " -p 'Hi' --no-think --temp 0.9 --top-k 50 --seed 43 -n 24 2>/dev/null");
@@ -88,13 +73,13 @@ TEST_CASE("seeded sampling gives identical output across two processes") {
 TEST_CASE("kylin run prints a stats line on stderr and fails with one line on a bad model directory") {
   const std::string err = (std::filesystem::temp_directory_path() / "kylin_run_stats.txt").string();
   const Run r = run(kylin_bin + " run --model " + model_dir + " -p 'Hello' --greedy --no-think -n 4 2>" + err);
-  CHECK(r.status == 0);
+  CHECK(r.exit_code == 0);
   const std::string stats = read_file(err);
   CHECK(stats.find("prompt") != std::string::npos);
   CHECK(stats.find("tok/s") != std::string::npos);
   CHECK(stats.find("stop: max_tokens") != std::string::npos);
   const Run bad = run(kylin_bin + " run --model /nonexistent/dir -p 'x' 2>" + err);
-  CHECK(bad.status != 0);
+  CHECK(bad.exit_code != 0);
   CHECK(read_file(err).find("[kylin.load] /nonexistent/dir: no such model directory") != std::string::npos);
 }
 
@@ -102,7 +87,7 @@ TEST_CASE("kylin chat through a pipe: multi-turn history reuses the cache, /rese
   const std::string err = (std::filesystem::temp_directory_path() / "kylin_chat_stats.txt").string();
   const Run r = run("printf 'Hello\\nAnd more\\n/reset\\nAgain\\n/quit\\nnever read\\n' | " + kylin_bin + " chat --model " +
                     model_dir + " --greedy --no-think -n 6 2>" + err);
-  CHECK(r.status == 0);
+  CHECK(r.exit_code == 0);
   const std::string stats = read_file(err);
   std::vector<std::string> lines;
   for (std::size_t pos = 0; (pos = stats.find("[kylin] load", pos)) != std::string::npos; ++pos)
@@ -116,7 +101,7 @@ TEST_CASE("kylin chat through a pipe: multi-turn history reuses the cache, /rese
 
 TEST_CASE("kylin generate --prompt continues raw text without the chat template") {
   const Run r = run(kylin_bin + " generate --model " + model_dir + " --prompt 'abc' --greedy -n 8 --format json 2>/dev/null");
-  CHECK(r.status == 0);
+  CHECK(r.exit_code == 0);
   const auto v = kylin::json::parse(r.out);
   REQUIRE(v.find("tokens") != nullptr);
   CHECK(v.find("tokens")->size() == 8);

@@ -8,38 +8,17 @@
 #include <random>
 #include <vector>
 
+#include "common/alloc_counter.hpp"
 #include "kylin/generate/sampler.hpp"
 
-namespace {
-std::atomic<long> g_news{0};
-}  // namespace
-
-// Every unaligned form is replaced, so whatever a library allocates is freed by the same malloc.
-void* operator new(std::size_t size) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return ::operator new(size); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(size == 0 ? 1 : size);
-}
-void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept { return ::operator new(size, tag); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 TEST_CASE("Sampler: no heap allocation per token on any path (greedy, top-k, top-p, min-p, penalties)") {
   constexpr std::size_t kVocab = 20000;
   {  // the counter is live
-    const long before = g_news.load();
+    const long before = kylin::test::allocations();
     void* probe = ::operator new(64);
     ::operator delete(probe);
-    CHECK(g_news.load() == before + 1);
+    CHECK(kylin::test::allocations() == before + 1);
   }
   std::mt19937 gen(5);  // test data only
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -65,12 +44,12 @@ TEST_CASE("Sampler: no heap allocation per token on any path (greedy, top-k, top
     p.frequency_penalty = c.repetition != 1.0f ? 0.2f : 0.0f;
     p.seed = 3;
     kylin::Sampler sampler(kVocab, p);
-    const long before = g_news.load();
+    const long before = kylin::test::allocations();
     for (int step = 0; step < 20; ++step) {
       logits = row;  // same size: no allocation
       sampler.sample(logits, prompt, generated);
     }
-    const long after = g_news.load();  // before INFO, whose context stack may allocate
+    const long after = kylin::test::allocations();  // before INFO, whose context stack may allocate
     INFO("greedy " << c.greedy << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p);
     CHECK(after == before);
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "common/process.hpp"
 #include "helpers.hpp"
 #include "kylin/io/checkpoint.hpp"
 
@@ -15,25 +16,12 @@ using namespace kylin::test;
 
 namespace {
 
-const std::string kylin_bin = std::string(KYLIN_BIN_DIR) + "/kylin";
+using kylin::test::kylin_bin;
 const std::filesystem::path models = std::filesystem::path(KYLIN_TEST_DATA) / "models";
 
-struct Run {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
+using Run = kylin::test::ProcessResult;
 
-Run run_kylin(const std::string& args) {
-  REQUIRE_MESSAGE(std::filesystem::exists(kylin_bin), "build the kylin_cli target first: " << kylin_bin);
-  const std::string command = std::string("'") + kylin_bin + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buffer;
-  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Run run_kylin(const std::string& args) { return kylin::test::run_shell("'" + kylin_bin + "' " + args + " 2>&1"); }
 
 std::string inspect(const std::filesystem::path& dir) { return std::string("inspect --model '") + dir.string() + "'"; }
 

@@ -1,8 +1,6 @@
 // `kylin logits` and `kylin generate --tokens` as processes, against the reference data.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
@@ -10,31 +8,19 @@
 #include <map>
 #include <string>
 
+#include "common/process.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
 
 namespace {
 
 const std::string data = KYLIN_TEST_DATA;
-const std::string kylin_bin = std::string(KYLIN_BIN_DIR) + "/kylin";
+using kylin::test::kylin_bin;
 
-struct Run {
-  int status;
-  std::string out;
-};
+using Run = kylin::test::ProcessResult;
 
-Run run(const std::string& command) {
-  REQUIRE_MESSAGE(std::filesystem::exists(kylin_bin), "the kylin CLI was not built: " << kylin_bin);
-  Run r{-1, {}};
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+// stdout and stderr together.
+Run run(const std::string& command) { return kylin::test::run_shell(command + " 2>&1"); }
 
 std::string join(const kylin::json::Array& ids) {
   std::string s;
@@ -60,7 +46,7 @@ TEST_CASE("kylin logits --positions all prints every position's logits within th
     const auto& c = reference_case(model, 1);
     const Run r = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens " +
                       join(c.find("tokens")->as_array()) + " --positions all --format json");
-    REQUIRE(r.status == 0);
+    REQUIRE(r.exit_code == 0);
     const auto out = kylin::json::parse(r.out);
     const auto& rows = out.find("logits")->as_array();
     const auto& ref = c.find("logits")->as_array();
@@ -85,7 +71,7 @@ TEST_CASE("kylin generate --tokens --greedy --format json prints the reference g
     const auto& c = reference_case(model, 2);
     const Run r = run(kylin_bin + " generate --model " + data + "/models/" + model + " --tokens " +
                       join(c.find("tokens")->as_array()) + " -n 12 --greedy --format json");
-    REQUIRE(r.status == 0);
+    REQUIRE(r.exit_code == 0);
     CHECK(kylin::json::parse(r.out).find("tokens")->as_array() == c.find("greedy")->as_array());
   }
 }
@@ -93,7 +79,7 @@ TEST_CASE("kylin generate --tokens --greedy --format json prints the reference g
 TEST_CASE("bad CLI input exits non-zero with one error line: id >= vocab, empty list, context overflow, bad dir") {
   const std::string tiny = data + "/models/tiny-qwen3-untied";  // vocab 256, max_position_embeddings 2048
   auto one_line_error = [](const Run& r, const std::string& needle) {
-    CHECK(r.status != 0);
+    CHECK(r.exit_code != 0);
     CHECK(r.out.find(needle) != std::string::npos);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   };

@@ -7,11 +7,12 @@
 #include <filesystem>
 #include <string>
 
+#include "common/process.hpp"
 #include "tokenizer_test_util.hpp"
 
 namespace {
 
-const std::string kylin_bin = std::string(KYLIN_BIN_DIR) + "/kylin";
+using kylin::test::kylin_bin;
 
 struct Run {
   int status;
@@ -20,13 +21,9 @@ struct Run {
 
 // Runs `kylin <args>` through the shell; stdout only.
 Run run_kylin(const std::string& args, const std::string& stdin_file = "") {
-  std::string command = "'" + kylin_bin + "' " + args + (stdin_file.empty() ? "" : " < '" + stdin_file + "'") + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buffer;
-  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  return {pclose(pipe), out};
+  const auto r = kylin::test::run_shell("'" + kylin_bin + "' " + args +
+                                        (stdin_file.empty() ? "" : " < '" + stdin_file + "'") + " 2>/dev/null");
+  return {r.exit_code, r.out};
 }
 
 std::string model_arg() { return "--model '" + kylin::test::qwen3_dir + "'"; }
