@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build clang libclang-rt-14-dev curl ca-certificates
+packages=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev curl ca-certificates
           libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev doctest-dev libbenchmark-dev
           libcpp-httplib-dev libcli11-dev libpcre2-dev)
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # for the OpenAI-client compatibility test
