@@ -19,7 +19,9 @@
 
 namespace kylin::io {
 
-enum class AccessHint { normal, sequential, random, will_need };
+// populate: map every page now (MADV_POPULATE_READ, Linux 5.14+; read-ahead advice elsewhere),
+// so the first forward pass does not pay ~300k page faults for a 1.2 GB checkpoint.
+enum class AccessHint { normal, sequential, random, will_need, populate };
 
 class MappedFile {
  public:
@@ -67,11 +69,15 @@ class MappedFile {
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     const std::size_t begin = offset / page * page;
     const std::size_t end = length > size_ - offset ? size_ : offset + length;
+    void* addr = const_cast<std::byte*>(data_ + begin);
+#ifdef MADV_POPULATE_READ
+    if (hint == AccessHint::populate && ::madvise(addr, end - begin, MADV_POPULATE_READ) == 0) return;
+#endif
     const int advice = hint == AccessHint::sequential ? MADV_SEQUENTIAL
                        : hint == AccessHint::random   ? MADV_RANDOM
-                       : hint == AccessHint::will_need ? MADV_WILLNEED
-                                                       : MADV_NORMAL;
-    ::madvise(const_cast<std::byte*>(data_ + begin), end - begin, advice);
+                       : hint == AccessHint::will_need || hint == AccessHint::populate ? MADV_WILLNEED
+                                                                                        : MADV_NORMAL;
+    ::madvise(addr, end - begin, advice);
   }
 
  private:

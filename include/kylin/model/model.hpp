@@ -106,7 +106,7 @@ class Model {
   Model(const std::filesystem::path& dir, const ModelOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     impl_ = std::make_unique<Impl>(dir, o);
-    impl_->checkpoint->advise(io::AccessHint::will_need);
+    impl_->checkpoint->advise(io::AccessHint::populate);
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
