@@ -60,30 +60,39 @@ BENCHMARK(BM_gemm_bf16_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(be
 BENCHMARK(BM_gemm_bf16_512x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Decode attention of one token against `ctx` cached positions: 16 query heads, 8 KV heads, 128 dims.
+// Args: {ctx, threads}. Successive iterations walk through enough layers' caches (>= 512 MB in
+// all) that the KV rows come from DRAM, as they do in a real decode step, not from the L3.
 void run_attention(benchmark::State& state, DType kv_dtype) {
   const std::int64_t ctx = state.range(0), H = 16, KV = 8, D = 128, T = 1;
+  const int threads = static_cast<int>(state.range(1));
   const std::int64_t stride = ctx * D;
   const auto rows = randn(ctx * KV * D, 3);
   const auto q = randn(T * H * D, 4);
   const std::size_t elem = kv_dtype == DType::f16 ? 2 : 4;
-  std::vector<std::byte> kb(static_cast<std::size_t>(KV * stride) * elem), vb(kb.size());
-  const kernels::KVRef k{kv_dtype, kb.data()}, v{kv_dtype, vb.data()};
-  kernels::store_kv(k, rows.data(), ctx, 0, KV, D, stride);
-  kernels::store_kv(v, rows.data(), ctx, 0, KV, D, stride);
+  const std::size_t layer_bytes = static_cast<std::size_t>(KV * stride) * elem;
+  const std::size_t layers = std::max<std::size_t>(1, (std::size_t{512} << 20) / (2 * layer_bytes));
+  std::vector<std::byte> kb(layers * layer_bytes), vb(kb.size());
+  for (std::size_t l = 0; l < layers; ++l) {
+    kernels::store_kv({kv_dtype, kb.data() + l * layer_bytes}, rows.data(), ctx, 0, KV, D, stride);
+    kernels::store_kv({kv_dtype, vb.data() + l * layer_bytes}, rows.data(), ctx, 0, KV, D, stride);
+  }
   const kernels::AttentionShape shape{T, ctx - 1, H, KV, D, stride, 1.f / std::sqrt(float(D))};
-  ThreadPool pool(1);
-  kernels::AttentionScratch scratch(1, H / KV, D);
+  ThreadPool pool(threads);
+  kernels::AttentionScratch scratch(threads, H / KV, D);
   std::vector<float> out(q.size());
+  std::size_t l = 0;
   for (auto _ : state) {
+    const kernels::KVRef k{kv_dtype, kb.data() + l * layer_bytes}, v{kv_dtype, vb.data() + l * layer_bytes};
     kernels::attention(q.data(), k, v, out.data(), shape, pool, scratch);
     benchmark::DoNotOptimize(out.data());
+    l = (l + 1) % layers;
   }
-  state.counters["kv_bytes/s"] = benchmark::Counter(static_cast<double>(2 * kb.size()), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["kv_bytes/s"] = benchmark::Counter(static_cast<double>(2 * layer_bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 void BM_attention_decode_f32(benchmark::State& s) { run_attention(s, DType::f32); }
 void BM_attention_decode_f16(benchmark::State& s) { run_attention(s, DType::f16); }
-BENCHMARK(BM_attention_decode_f32)->Arg(128)->Arg(1024)->Arg(4096);
-BENCHMARK(BM_attention_decode_f16)->Arg(128)->Arg(1024)->Arg(4096);
+BENCHMARK(BM_attention_decode_f32)->ArgsProduct({{128, 1024, 4096}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_attention_decode_f16)->ArgsProduct({{128, 1024, 4096}, {1, 2}})->UseRealTime();
 
 void BM_rms_norm_1024(benchmark::State& state) {
   const auto x = randn(1024, 5);

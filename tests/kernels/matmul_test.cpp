@@ -5,6 +5,10 @@
 #include "helpers.hpp"
 #include "kylin/kernels/matmul.hpp"
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 using namespace kylin;
 
 namespace {
@@ -79,4 +83,45 @@ TEST_CASE("matmul_fused (q/k/v-style products of one input) equals each product 
       CHECK(test::max_rel_error(yk, rk) < 1e-5);
       CHECK(test::max_rel_error(yv, rv) < 1e-5);
     }
+}
+
+TEST_CASE("parallel_shares hands out every index of [0, n) exactly once, in chunks of at most grain, for many n / grain / threads") {
+  for (int threads : {1, 2, 3, 4})
+    for (std::int64_t n : {0, 1, 15, 16, 17, 100, 1000, 4099})
+      for (std::int64_t grain : {1, 16, 64, 5000}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(grain);
+        ThreadPool pool(threads);
+        std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+        std::atomic<bool> oversized{false};
+        kernels::detail::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
+          if (e - b > std::max(grain, n / threads + grain)) oversized = true;
+          for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+        });
+        CHECK_FALSE(oversized.load());
+        for (std::int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<std::size_t>(i)].load() == 1);
+      }
+}
+
+TEST_CASE("parallel_shares: while the calling thread stalls on its first chunk, the other thread takes the rest of its share") {
+  ThreadPool pool(2);
+  const std::int64_t n = 64, grain = 4;
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> caller_chunks{0}, worker_chunks{0};
+  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+  kernels::detail::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
+    if (std::this_thread::get_id() == caller) {
+      caller_chunks.fetch_add(1);
+      while (worker_chunks.load() == 0) std::this_thread::yield();  // the worker is running
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));   // ... and this thread is "descheduled"
+    } else {
+      worker_chunks.fetch_add(1);
+    }
+    for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+  });
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<std::size_t>(i)].load() == 1);
+  // one chunk, or none if the worker emptied both shares before the caller claimed anything
+  CHECK(caller_chunks.load() <= 1);
+  CHECK(worker_chunks.load() == n / grain - caller_chunks.load());
 }

@@ -131,10 +131,18 @@ inline float exp_shift_sum(float* x, std::int64_t n, float m) {
 // Query heads handled together per key row: each K/V row is widened once for NG heads.
 inline constexpr std::int64_t attention_head_block = 4;
 
-// sc[g][j] = scale * q_g · k_j for NG heads and nk keys (D a multiple of lanes).
+// sc[g][j] = scale * q_g · k_j for NG heads and nk keys (D a multiple of lanes). While it walks
+// the keys it prefetches the same rows of V (block_values reads them column-chunk by column-chunk,
+// a pattern the hardware prefetcher follows poorly from DRAM) and the K rows one tile ahead.
 template <int NG, class T>
-void block_scores(const float* q, const T* k, float* sc, std::int64_t nk, std::int64_t D, float scale) {
+void block_scores(const float* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
+  constexpr std::int64_t line = 64;
+  const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(T));
   for (std::int64_t j = 0; j < nk; ++j) {
+    for (std::int64_t c = 0; c < row_bytes; c += line) {
+      prefetch(v + j * D, c);
+      prefetch(k + j * D, attention_tile * row_bytes + c);
+    }
     fbatch acc[NG];
     for (int g = 0; g < NG; ++g) acc[g] = fbatch(0.f);
     const T* kj = k + j * D;
@@ -172,7 +180,7 @@ void attend_heads(const float* q, const T* k, const T* v, float* out, std::int64
   std::fill(sum, sum + NG, 0.f);
   for (std::int64_t j0 = 0; j0 < n_keys; j0 += attention_tile) {
     const std::int64_t nk = std::min(attention_tile, n_keys - j0);
-    block_scores<NG>(q, k + j0 * D, scores, nk, D, scale);
+    block_scores<NG>(q, k + j0 * D, v + j0 * D, scores, nk, D, scale);
     for (int g = 0; g < NG; ++g) {
       float* sc = scores + g * attention_tile;
       const float m_new = std::max(mx[g], *std::max_element(sc, sc + nk));

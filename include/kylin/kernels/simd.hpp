@@ -30,6 +30,13 @@ inline const char* simd_arch_name() {
   return xsimd::default_arch::name();
 }
 
+// Asks for the cache line `bytes_ahead` bytes past p ahead of its use. A prefetch never faults, so
+// an address past the end of a buffer is harmless; it is formed as an integer, not as a pointer
+// past the end.
+inline void prefetch(const void* p, std::int64_t bytes_ahead = 0) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes_ahead)), 0, 3);
+}
+
 // Loads `lanes` consecutive weights of element type T as floats.
 template <class T>
 inline fbatch load_as_float(const T* p);

@@ -48,8 +48,12 @@ class CpuBackend {
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, std::int64_t n_tokens) {
     kernels::matmul_fused(x, outs, n_tokens, pool_, matmul_scratch_);
   }
+  // Norms of fewer than `min_parallel_norm` elements (every norm of a decode step) run on the
+  // calling thread: a fork-join would cost more than the work.
+  static constexpr std::int64_t min_parallel_norm = std::int64_t{1} << 15;
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, std::int64_t dim, double eps) {
-    pool_.parallel_for(rows, 8, [&](std::int64_t r0, std::int64_t r1) {
+    const std::int64_t grain = rows * dim < min_parallel_norm ? rows : 8;
+    pool_.parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
       kernels::rms_norm(x + r0 * dim, w, out + r0 * dim, r1 - r0, dim, eps);
     });
   }
