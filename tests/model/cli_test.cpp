@@ -93,3 +93,24 @@ TEST_CASE("bad CLI input exits non-zero with one error line: id >= vocab, empty 
   one_line_error(run(kylin_bin + " logits --model " + data + "/nonexistent --tokens 1"), "no such model directory");
   one_line_error(run(kylin_bin + " generate --model " + data + " --tokens 1"), "config.json: missing");
 }
+
+TEST_CASE("kylin bench --format json reports every documented key with consistent values") {
+  const Run r = run(kylin_bin + " bench --model " + data + "/models/tiny-qwen3-untied -p 8 -n 4 -r 1 -t 2 --format json");
+  REQUIRE(r.exit_code == 0);
+  const auto out = kylin::json::parse(r.out);
+  auto num = [&](const char* key) {
+    const auto* v = out.find(key);
+    REQUIRE_MESSAGE(v != nullptr, key);
+    return v->as_double();
+  };
+  CHECK(num("pp_tok_s") > 0);
+  CHECK(num("tg_tok_s") > 0);
+  CHECK(num("bandwidth_gb_s") > 0);
+  CHECK(num("bytes_per_token") > 0);
+  CHECK(num("peak_rss_mb") > 0);
+  CHECK(num("load_ms") >= 0);
+  // the roofline fraction is decode speed over bandwidth / bytes per token, not an independent number
+  CHECK(num("tg_roofline_fraction") == doctest::Approx(num("tg_tok_s") * num("bytes_per_token") / (num("bandwidth_gb_s") * 1e9)));
+  // peak RSS is read before the second 512 MB bandwidth sample, so it stays far below it for a tiny model
+  CHECK(num("peak_rss_mb") < 400);
+}
