@@ -116,6 +116,50 @@ double weight_bytes_per_token(const kylin::Model& m) {
   return total;
 }
 
+// Bandwidth samples allocate 512 MB each: the peak RSS reported is the highest VmHWM seen just
+// before a sample and at the end, with a fresh VmHWM window after every sample.
+struct BandwidthSampler {
+  int threads;
+  double peak_rss = 0;
+  double sample() {
+    peak_rss = std::max(peak_rss, peak_rss_mb());
+    const double gb_s = measure_read_bandwidth(threads);
+    reset_peak_rss();
+    return gb_s;
+  }
+  double final_peak_rss() { return std::max(peak_rss, peak_rss_mb()); }
+};
+
+// Decode repetitions, each paired with a bandwidth sample taken just before it: the bandwidth of
+// a shared VM drifts by tens of percent within a minute, so a decode run is judged against the
+// bandwidth of its own moment. fraction[r] = tg[r] * bytes_per_token / bandwidth[r].
+struct DecodeRuns {
+  std::vector<double> tg, bandwidth, fraction;
+  double cpu = 0;
+};
+
+DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, std::span<float> logits, int reps, int gen,
+                       std::int64_t depth, double bytes_per_token, BandwidthSampler& sampler, std::mt19937& rng) {
+  std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
+  DecodeRuns runs;
+  for (int r = 0; r < reps && gen > 0; ++r) {
+    const double gb_s = sampler.sample();
+    cache.truncate(depth);
+    int tok = id(rng);
+    const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
+    for (int i = 0; i < gen; ++i) {
+      model.forward(std::span<const int>(&tok, 1), cache, logits);
+      tok = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    runs.tg.push_back(gen / seconds_since(t0));
+    runs.cpu += cpu_seconds() - c0;
+    runs.bandwidth.push_back(gb_s);
+    runs.fraction.push_back(runs.tg.back() * bytes_per_token / (gb_s * 1e9));
+  }
+  return runs;
+}
+
 struct Options {
   std::string model;
   int prompt = 512;
@@ -130,8 +174,8 @@ struct Options {
 
 int run(const Options& o) {
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const double bandwidth_before = measure_read_bandwidth(threads);
-  reset_peak_rss();
+  BandwidthSampler sampler{threads};
+  const double bandwidth_idle = sampler.sample();  // used when there is no decode test
   const auto t_load = Clock::now();
   kylin::ModelOptions options;
   options.threads = threads;
@@ -146,8 +190,8 @@ int run(const Options& o) {
   model.forward(std::span<const int>(&first, 1), cache, logits);
   const double first_token_ms = seconds_since(t_load) * 1e3;
 
-  std::vector<double> pp, tg;
-  double pp_cpu = 0, tg_cpu = 0;
+  std::vector<double> pp;
+  double pp_cpu = 0;
   std::vector<int> prompt(static_cast<std::size_t>(o.prompt));
   for (int r = 0; r < o.reps && o.prompt > 0; ++r) {
     for (int& t : prompt) t = id(rng);
@@ -163,27 +207,14 @@ int run(const Options& o) {
   std::vector<int> fill(static_cast<std::size_t>(o.depth));
   for (int& t : fill) t = id(rng);
   if (!fill.empty()) model.forward(fill, cache, logits);
-  for (int r = 0; r < o.reps && o.gen > 0; ++r) {
-    cache.truncate(o.depth);
-    int tok = id(rng);
-    const auto t0 = Clock::now();
-    const double c0 = cpu_seconds();
-    for (int i = 0; i < o.gen; ++i) {
-      model.forward(std::span<const int>(&tok, 1), cache, logits);
-      tok = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    }
-    tg.push_back(o.gen / seconds_since(t0));
-    tg_cpu += cpu_seconds() - c0;
-  }
-
-  // The bandwidth of a shared VM drifts by tens of percent within minutes: sample it again after
-  // the tests and keep the higher figure (peak RSS is read first: the sample allocates 512 MB).
-  const double peak_rss = peak_rss_mb();
-  const double bandwidth = std::max(bandwidth_before, measure_read_bandwidth(threads));
   const double kv_bytes = static_cast<double>(cache.bytes_per_token()) * (static_cast<double>(o.depth) + o.gen / 2.0);
   const double bytes_per_token = weight_bytes_per_token(model) + kv_bytes;
-  const double tg_tok_s = median(tg), pp_tok_s = median(pp);
+  const DecodeRuns dec = decode_runs(model, cache, logits, o.reps, o.gen, o.depth, bytes_per_token, sampler, rng);
+  const double peak_rss = sampler.final_peak_rss();
+  const double bandwidth = dec.bandwidth.empty() ? bandwidth_idle : median(dec.bandwidth);
+  const double tg_tok_s = median(dec.tg), pp_tok_s = median(pp);
   const double roofline = bandwidth * 1e9 / bytes_per_token;
+  const double fraction = median(dec.fraction);
   kylin::json::Object out{{"model", kylin::json::Value(o.model)},
                           {"arch", kylin::json::Value(kylin::kernels::simd_arch_name())},
                           {"threads", kylin::json::Value(threads)},
@@ -194,13 +225,13 @@ int run(const Options& o) {
                           {"pp_tok_s", kylin::json::Value(pp_tok_s)},
                           {"tg_tok_s", kylin::json::Value(tg_tok_s)},
                           {"pp_tok_per_cpu_s", kylin::json::Value(pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0)},
-                          {"tg_tok_per_cpu_s", kylin::json::Value(tg_cpu > 0 ? o.gen * static_cast<double>(tg.size()) / tg_cpu : 0.0)},
+                          {"tg_tok_per_cpu_s", kylin::json::Value(dec.cpu > 0 ? o.gen * static_cast<double>(dec.tg.size()) / dec.cpu : 0.0)},
                           {"load_average_1m", kylin::json::Value(load_average())},
                           {"bandwidth_gb_s", kylin::json::Value(bandwidth)},
                           {"bytes_per_token", kylin::json::Value(bytes_per_token)},
                           {"kv_bytes_per_token", kylin::json::Value(kv_bytes)},
                           {"tg_roofline_tok_s", kylin::json::Value(roofline)},
-                          {"tg_roofline_fraction", kylin::json::Value(tg_tok_s / roofline)},
+                          {"tg_roofline_fraction", kylin::json::Value(fraction)},
                           {"peak_rss_mb", kylin::json::Value(peak_rss)},
                           {"checkpoint_mb", kylin::json::Value(static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0)},
                           {"kv_cache_mb", kylin::json::Value(static_cast<double>(cache.bytes()) / 1048576.0)},
@@ -214,7 +245,7 @@ int run(const Options& o) {
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
   std::printf("tg%-5d %8.2f tok/s at depth %lld  (roofline %.2f tok/s = %.1f GB/s / %.1f MB per token: %.1f%%)\n", o.gen,
-              tg_tok_s, static_cast<long long>(o.depth), roofline, bandwidth, bytes_per_token / 1e6, 100.0 * tg_tok_s / roofline);
+              tg_tok_s, static_cast<long long>(o.depth), roofline, bandwidth, bytes_per_token / 1e6, 100.0 * fraction);
   std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
               model.load_seconds() * 1e3, first_token_ms, peak_rss,
               static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);
