@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -128,44 +129,110 @@ inline float exp_shift_sum(float* x, std::int64_t n, float m) {
   return sum;
 }
 
+// max(x[0..n)), vectorised: a scalar max chain costs ~3 cycles per key and head.
+inline float max_of(const float* x, std::int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  std::int64_t i = 0;
+  if constexpr (simd_enabled) {
+    fbatch mv(m);
+    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) mv = xsimd::max(mv, fbatch::load_unaligned(x + i));
+    alignas(64) float tmp[lanes];
+    mv.store_aligned(tmp);
+    m = *std::max_element(tmp, tmp + lanes);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
 // Query heads handled together per key row: each K/V row is widened once for NG heads.
 inline constexpr std::int64_t attention_head_block = 4;
 
-// sc[g][j] = scale * q_g · k_j for NG heads and nk keys (D a multiple of lanes). While it walks
-// the keys it prefetches the same rows of V (block_values reads them column-chunk by column-chunk,
-// a pattern the hardware prefetcher follows poorly from DRAM) and the K rows one tile ahead.
-template <int NG, class T>
-void block_scores(const float* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
-  constexpr std::int64_t line = 64;
-  const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(T));
-  for (std::int64_t j = 0; j < nk; ++j) {
-    for (std::int64_t c = 0; c < row_bytes; c += line) {
-      prefetch(v + j * D, c);
-      prefetch(k + j * D, attention_tile * row_bytes + c);
+// How far ahead of its reads attention prefetches K and V rows: the matvec's distance.
+inline constexpr std::int64_t attention_prefetch_bytes = 4096;
+
+// sc[g][j0 + i] = scale * q_g · k_{j0+i} for KG consecutive keys and NG heads: KG * NG
+// independent FMA chains, reduced together (hadd4) when KG is 4.
+template <int NG, int KG, class T>
+void key_group_scores(const float* q, const T* k, float* sc, std::int64_t j0, std::int64_t D, float scale) {
+  fbatch acc[NG][KG];
+  for (int g = 0; g < NG; ++g)
+    for (int i = 0; i < KG; ++i) acc[g][i] = fbatch(0.f);
+  for (std::int64_t c = 0; c < D; c += lanes) {
+    fbatch kv[KG];
+    for (int i = 0; i < KG; ++i) kv[i] = load_as_float(k + (j0 + i) * D + c);
+    for (int g = 0; g < NG; ++g) {
+      const fbatch qg = fbatch::load_unaligned(q + g * D + c);
+      for (int i = 0; i < KG; ++i) acc[g][i] = xsimd::fma(qg, kv[i], acc[g][i]);
     }
-    fbatch acc[NG];
-    for (int g = 0; g < NG; ++g) acc[g] = fbatch(0.f);
-    const T* kj = k + j * D;
-    for (std::int64_t c = 0; c < D; c += lanes) {
-      const fbatch kv = load_as_float(kj + c);
-      for (int g = 0; g < NG; ++g) acc[g] = xsimd::fma(fbatch::load_unaligned(q + g * D + c), kv, acc[g]);
+  }
+  for (int g = 0; g < NG; ++g) {
+    float* s = sc + g * attention_tile + j0;
+    if constexpr (KG == 4) {
+      hadd4(acc[g][0], acc[g][1], acc[g][2], acc[g][3], s);
+      for (int i = 0; i < KG; ++i) s[i] *= scale;
+    } else {
+      for (int i = 0; i < KG; ++i) s[i] = xsimd::hadd(acc[g][i]) * scale;
     }
-    for (int g = 0; g < NG; ++g) sc[g * attention_tile + j] = xsimd::hadd(acc[g]) * scale;
   }
 }
 
-// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG heads; registers hold one lane-chunk.
+// Keys scored together: 4 while NG * 4 accumulators, the keys and a query chunk fit the
+// register file (32 vector registers with AVX-512, 16 with AVX2), else one at a time.
+template <int NG>
+inline constexpr int score_keys = NG * 4 + 4 + 1 <= (lanes >= 16 ? 32 : 16) ? 4 : 1;
+
+// sc[g][j] = scale * q_g · k_j for NG heads and nk keys (D a multiple of lanes). Prefetches the K
+// and V rows a fixed distance ahead, so both streams stay in flight as the matvec's does.
+template <int NG, class T>
+void block_scores(const float* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
+  constexpr int KG = score_keys<NG>;
+  constexpr std::int64_t line = 64;
+  const std::int64_t group_bytes = KG * D * static_cast<std::int64_t>(sizeof(T));
+  std::int64_t j = 0;
+  for (; j + KG <= nk; j += KG) {
+    for (std::int64_t c = 0; c < group_bytes; c += line) {
+      prefetch(k + j * D, attention_prefetch_bytes + c);
+      prefetch(v + j * D, attention_prefetch_bytes + c);
+    }
+    key_group_scores<NG, KG>(q, k, sc, j, D, scale);
+  }
+  for (; j < nk; ++j) key_group_scores<NG, 1>(q, k, sc, j, D, scale);
+}
+
+// Lane-chunks of a V row accumulated together per head: NG * CB independent FMA chains (8 keep
+// two FMA pipes busy through a 4-cycle latency; one chain per head made the value pass
+// latency-bound at ~1/4 of the FMA throughput).
+template <int NG>
+inline constexpr int value_chunks = NG >= 8 ? 1 : static_cast<int>(std::bit_floor(static_cast<unsigned>(8 / NG)));
+
+// acc[g][c0, c0 + CB*lanes) = acc * corr[g] + sum_j p[g][j] * v_j over that column block.
+template <int NG, int CB, class T>
+void block_values_cols(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D,
+                       std::int64_t c0) {
+  constexpr auto L = static_cast<std::int64_t>(lanes);
+  fbatch a[NG][CB];
+  for (int g = 0; g < NG; ++g)
+    for (int b = 0; b < CB; ++b) a[g][b] = fbatch::load_unaligned(acc + g * D + c0 + b * L) * fbatch(corr[g]);
+  for (std::int64_t j = 0; j < nk; ++j) {
+    const T* vj = v + j * D + c0;
+    for (int b = 0; b < CB; ++b) {
+      const fbatch vv = load_as_float(vj + b * L);
+      for (int g = 0; g < NG; ++g) a[g][b] = xsimd::fma(fbatch(p[g * attention_tile + j]), vv, a[g][b]);
+    }
+  }
+  for (int g = 0; g < NG; ++g)
+    for (int b = 0; b < CB; ++b) a[g][b].store_unaligned(acc + g * D + c0 + b * L);
+}
+
+// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG heads, in column blocks of
+// value_chunks<NG> lane-chunks (a narrower block for what is left of D).
 template <int NG, class T>
 void block_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D) {
-  for (std::int64_t c = 0; c < D; c += lanes) {
-    fbatch a[NG];
-    for (int g = 0; g < NG; ++g) a[g] = fbatch::load_unaligned(acc + g * D + c) * fbatch(corr[g]);
-    for (std::int64_t j = 0; j < nk; ++j) {
-      const fbatch vv = load_as_float(v + j * D + c);
-      for (int g = 0; g < NG; ++g) a[g] = xsimd::fma(fbatch(p[g * attention_tile + j]), vv, a[g]);
-    }
-    for (int g = 0; g < NG; ++g) a[g].store_unaligned(acc + g * D + c);
-  }
+  constexpr int CB = value_chunks<NG>;
+  constexpr auto L = static_cast<std::int64_t>(lanes);
+  std::int64_t c = 0;
+  for (; c + CB * L <= D; c += CB * L) block_values_cols<NG, CB>(acc, corr, p, v, nk, D, c);
+  for (; c < D; c += L) block_values_cols<NG, 1>(acc, corr, p, v, nk, D, c);
 }
 
 // NG query heads sharing one KV head, one query token, online softmax over tiles of keys.
@@ -183,7 +250,7 @@ void attend_heads(const float* q, const T* k, const T* v, float* out, std::int64
     block_scores<NG>(q, k + j0 * D, v + j0 * D, scores, nk, D, scale);
     for (int g = 0; g < NG; ++g) {
       float* sc = scores + g * attention_tile;
-      const float m_new = std::max(mx[g], *std::max_element(sc, sc + nk));
+      const float m_new = std::max(mx[g], max_of(sc, nk));
       corr[g] = std::exp(mx[g] - m_new);  // exp(-inf) = 0 on the first tile
       sum[g] = sum[g] * corr[g] + exp_shift_sum(sc, nk, m_new);
       mx[g] = m_new;

@@ -89,6 +89,33 @@ inline fbatch load_as_float<f16_t>(const f16_t* p) {
 #endif
 }
 
+// out[i] = horizontal sum of x[i] for four batches at once: the shuffles are shared, so four dot
+// products cost about what two separate reductions would, and their latencies overlap.
+inline void hadd4(const fbatch& x0, const fbatch& x1, const fbatch& x2, const fbatch& x3, float* out) {
+#if defined(__AVX512F__)
+  // halves split by a vector shuffle: the extract intrinsics trip GCC 12's -Wuninitialized on
+  // their undefined pass-through operand (GCC bug 105593), and the 32x8 one needs AVX512DQ
+  auto fold = [](__m512 v) {
+    const __m256 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm256_add_ps(lo, hi);
+  };
+  const __m256 y0 = fold(x0), y1 = fold(x1), y2 = fold(x2), y3 = fold(x3);
+#elif defined(__AVX2__)
+  const __m256 y0 = x0, y1 = x1, y2 = x2, y3 = x3;
+#endif
+#if defined(__AVX512F__) || defined(__AVX2__)
+  // [s0 s1 s2 s3] per 128-bit half after two pairwise adds, then the halves are summed
+  const __m256 z = _mm256_hadd_ps(_mm256_hadd_ps(y0, y1), _mm256_hadd_ps(y2, y3));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(z), _mm256_extractf128_ps(z, 1)));
+#else
+  out[0] = xsimd::hadd(x0);
+  out[1] = xsimd::hadd(x1);
+  out[2] = xsimd::hadd(x2);
+  out[3] = xsimd::hadd(x3);
+#endif
+}
+
 // Stores `lanes` floats as F16, rounded to nearest-even (what f32_to_f16 does one at a time).
 inline void store_as(f16_t* p, fbatch x) {
 #if defined(__AVX512F__)
