@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -130,32 +131,47 @@ struct BandwidthSampler {
   double final_peak_rss() { return std::max(peak_rss, peak_rss_mb()); }
 };
 
+// One decode test: `gen` greedy tokens from `cache` truncated to `depth`, in tok/s; adds the CPU
+// seconds it used to `cpu`.
+double decode_once(kylin::Model& model, kylin::KVCache& cache, std::span<float> logits, int gen, std::int64_t depth,
+                   std::mt19937& rng, double& cpu) {
+  std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
+  cache.truncate(depth);
+  int tok = id(rng);
+  const auto t0 = Clock::now();
+  const double c0 = cpu_seconds();
+  for (int i = 0; i < gen; ++i) {
+    model.forward(std::span<const int>(&tok, 1), cache, logits);
+    tok = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  const double tok_s = gen / seconds_since(t0);
+  cpu += cpu_seconds() - c0;
+  return tok_s;
+}
+
 // Decode repetitions, each paired with a bandwidth sample taken just before it: the bandwidth of
 // a shared VM drifts by tens of percent within a minute, so a decode run is judged against the
-// bandwidth of its own moment. fraction[r] = tg[r] * bytes_per_token / bandwidth[r].
+// bandwidth of its own moment. fraction[r] = tg[r] * bytes_per_token / bandwidth[r]. With a
+// short-context cache, each repetition also decodes from depth 0 right after, so the long-context
+// slowdown is tg[r] / tg_short[r] of the same moment rather than a ratio of two separate runs.
 struct DecodeRuns {
-  std::vector<double> tg, bandwidth, fraction;
+  std::vector<double> tg, bandwidth, fraction, tg_short, depth_ratio;
   double cpu = 0;
 };
 
-DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, std::span<float> logits, int reps, int gen,
-                       std::int64_t depth, double bytes_per_token, BandwidthSampler& sampler, std::mt19937& rng) {
-  std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
+DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, kylin::KVCache* short_cache, std::span<float> logits,
+                       int reps, int gen, std::int64_t depth, double bytes_per_token, BandwidthSampler& sampler,
+                       std::mt19937& rng) {
   DecodeRuns runs;
   for (int r = 0; r < reps && gen > 0; ++r) {
     const double gb_s = sampler.sample();
-    cache.truncate(depth);
-    int tok = id(rng);
-    const auto t0 = Clock::now();
-    const double c0 = cpu_seconds();
-    for (int i = 0; i < gen; ++i) {
-      model.forward(std::span<const int>(&tok, 1), cache, logits);
-      tok = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    }
-    runs.tg.push_back(gen / seconds_since(t0));
-    runs.cpu += cpu_seconds() - c0;
+    runs.tg.push_back(decode_once(model, cache, logits, gen, depth, rng, runs.cpu));
     runs.bandwidth.push_back(gb_s);
     runs.fraction.push_back(runs.tg.back() * bytes_per_token / (gb_s * 1e9));
+    if (short_cache == nullptr) continue;
+    double short_cpu = 0;
+    runs.tg_short.push_back(decode_once(model, *short_cache, logits, gen, 0, rng, short_cpu));
+    runs.depth_ratio.push_back(runs.tg.back() / runs.tg_short.back());
   }
   return runs;
 }
@@ -209,7 +225,11 @@ int run(const Options& o) {
   if (!fill.empty()) model.forward(fill, cache, logits);
   const double kv_bytes = static_cast<double>(cache.bytes_per_token()) * (static_cast<double>(o.depth) + o.gen / 2.0);
   const double bytes_per_token = weight_bytes_per_token(model) + kv_bytes;
-  const DecodeRuns dec = decode_runs(model, cache, logits, o.reps, o.gen, o.depth, bytes_per_token, sampler, rng);
+  // the short-context reference of a --depth run: its own small cache, so the filled one stays
+  std::optional<kylin::KVCache> short_cache;
+  if (o.depth > 0 && o.gen > 0) short_cache.emplace(model.new_cache(o.gen + 16));
+  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, logits, o.reps, o.gen,
+                                     o.depth, bytes_per_token, sampler, rng);
   const double peak_rss = sampler.final_peak_rss();
   const double bandwidth = dec.bandwidth.empty() ? bandwidth_idle : median(dec.bandwidth);
   const double tg_tok_s = median(dec.tg), pp_tok_s = median(pp);
@@ -237,6 +257,10 @@ int run(const Options& o) {
                           {"kv_cache_mb", kylin::json::Value(static_cast<double>(cache.bytes()) / 1048576.0)},
                           {"load_ms", kylin::json::Value(model.load_seconds() * 1e3)},
                           {"first_token_ms", kylin::json::Value(first_token_ms)}};
+  if (!dec.depth_ratio.empty()) {
+    out.emplace_back("tg_short_tok_s", kylin::json::Value(median(dec.tg_short)));
+    out.emplace_back("tg_depth_ratio", kylin::json::Value(median(dec.depth_ratio)));
+  }
   if (o.format == "json") {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
@@ -246,6 +270,9 @@ int run(const Options& o) {
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
   std::printf("tg%-5d %8.2f tok/s at depth %lld  (roofline %.2f tok/s = %.1f GB/s / %.1f MB per token: %.1f%%)\n", o.gen,
               tg_tok_s, static_cast<long long>(o.depth), roofline, bandwidth, bytes_per_token / 1e6, 100.0 * fraction);
+  if (!dec.depth_ratio.empty())
+    std::printf("tg%-5d %8.2f tok/s at depth 0 in the same repetitions: depth %lld runs at %.2f of it\n", o.gen,
+                median(dec.tg_short), static_cast<long long>(o.depth), median(dec.depth_ratio));
   std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
               model.load_seconds() * 1e3, first_token_ms, peak_rss,
               static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);

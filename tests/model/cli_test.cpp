@@ -115,3 +115,20 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   // peak RSS leaves out the 512 MB bandwidth buffers, so it stays far below them for a tiny model
   CHECK(num("peak_rss_mb") < 400);
 }
+
+TEST_CASE("kylin bench --depth also decodes from depth 0 in the same repetitions and reports the ratio") {
+  const Run r = run(kylin_bin + " bench --model " + data + "/models/tiny-qwen3-untied -p 0 -n 4 -r 3 -t 1 --depth 24 --format json");
+  REQUIRE(r.exit_code == 0);
+  const auto out = kylin::json::parse(r.out);
+  const auto* ratio = out.find("tg_depth_ratio");
+  const auto* short_tg = out.find("tg_short_tok_s");
+  REQUIRE(ratio != nullptr);
+  REQUIRE(short_tg != nullptr);
+  CHECK(short_tg->as_double() > 0);
+  CHECK(ratio->as_double() > 0);
+  CHECK(std::isfinite(ratio->as_double()));
+  // without --depth there is no short-context reference to report
+  const Run plain = run(kylin_bin + " bench --model " + data + "/models/tiny-qwen3-untied -p 0 -n 2 -r 1 -t 1 --format json");
+  REQUIRE(plain.exit_code == 0);
+  CHECK(kylin::json::parse(plain.out).find("tg_depth_ratio") == nullptr);
+}
