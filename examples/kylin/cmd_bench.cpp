@@ -33,13 +33,13 @@ double median(std::vector<double> v) {
 
 // Sums [begin, end) of a buffer read as f32 (64-byte loads) or as BF16 widened to f32 (32-byte
 // loads, the decode kernel's access), with 4 independent accumulators; with prefetch_bytes > 0
-// it also prefetches that far ahead, as the decode matvec does.
+// it also prefetches every cache line that far ahead, as the decode matvec does.
 template <class T>
 float stream_sum(const T* p, std::size_t begin, std::size_t end, std::int64_t prefetch_bytes) {
   using kylin::kernels::fbatch, kylin::kernels::lanes, kylin::kernels::load_as_float;
   fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
   for (std::size_t i = begin; i + 4 * lanes <= end; i += 4 * lanes) {
-    if (prefetch_bytes > 0) kylin::kernels::prefetch(p + i, prefetch_bytes);
+    if (prefetch_bytes > 0) kylin::kernels::prefetch_lines(p + i, prefetch_bytes, static_cast<std::int64_t>(4 * lanes * sizeof(T)));
     a0 += load_as_float(p + i);
     a1 += load_as_float(p + i + lanes);
     a2 += load_as_float(p + i + 2 * lanes);

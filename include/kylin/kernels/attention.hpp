@@ -186,14 +186,11 @@ inline constexpr int score_keys = NG * 4 + 4 + 1 <= (lanes >= 16 ? 32 : 16) ? 4 
 template <int NG, class T>
 void block_scores(const float* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
   constexpr int KG = score_keys<NG>;
-  constexpr std::int64_t line = 64;
   const std::int64_t group_bytes = KG * D * static_cast<std::int64_t>(sizeof(T));
   std::int64_t j = 0;
   for (; j + KG <= nk; j += KG) {
-    for (std::int64_t c = 0; c < group_bytes; c += line) {
-      prefetch(k + j * D, attention_prefetch_bytes + c);
-      prefetch(v + j * D, attention_prefetch_bytes + c);
-    }
+    prefetch_lines(k + j * D, attention_prefetch_bytes, group_bytes);
+    prefetch_lines(v + j * D, attention_prefetch_bytes, group_bytes);
     key_group_scores<NG, KG>(q, k, sc, j, D, scale);
   }
   for (; j < nk; ++j) key_group_scores<NG, 1>(q, k, sc, j, D, scale);

@@ -77,7 +77,7 @@ void matvec_rows_simd(const float* x, const T* w, const float* bias, float* y, s
     fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
     std::int64_t c = 0;
     for (; c < end4; c += 4 * L) {
-      prefetch(wr + c, matvec_prefetch_bytes);
+      prefetch_lines(wr + c, matvec_prefetch_bytes, 4 * L * static_cast<std::int64_t>(sizeof(T)));
       a0 = xsimd::fma(fbatch::load_unaligned(x + c), load_as_float(wr + c), a0);
       a1 = xsimd::fma(fbatch::load_unaligned(x + c + L), load_as_float(wr + c + L), a1);
       a2 = xsimd::fma(fbatch::load_unaligned(x + c + 2 * L), load_as_float(wr + c + 2 * L), a2);

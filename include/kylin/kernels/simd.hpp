@@ -37,6 +37,15 @@ inline void prefetch(const void* p, std::int64_t bytes_ahead = 0) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes_ahead)), 0, 3);
 }
 
+inline constexpr std::int64_t cache_line_bytes = 64;
+
+// Prefetches every cache line of [p + bytes_ahead, p + bytes_ahead + bytes). Streaming loops
+// prefetch each line they will read: one prefetch per 128-byte step, leaving every other line to
+// the hardware prefetcher, made the decode matvec 5-10 % slower on one core.
+inline void prefetch_lines(const void* p, std::int64_t bytes_ahead, std::int64_t bytes) {
+  for (std::int64_t b = 0; b < bytes; b += cache_line_bytes) prefetch(p, bytes_ahead + b);
+}
+
 // Loads `lanes` consecutive weights of element type T as floats.
 template <class T>
 inline fbatch load_as_float(const T* p);
