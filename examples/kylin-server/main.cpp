@@ -19,6 +19,7 @@ struct Options {
   int port = 8080;
   std::int64_t ctx = 0;
   int threads = 0;
+  std::string kv_dtype = "f32";
   std::string api_key;
   int parallel = 1;
   std::size_t queue = 16;
@@ -42,6 +43,7 @@ int serve(const Options& o) {
 
   kylin::EngineOptions eo;
   eo.threads = o.threads;
+  eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   kylin::server::Scheduler scheduler(*engine, {.slots = o.parallel, .max_queued = o.queue, .context_length = std::nullopt});
@@ -85,6 +87,8 @@ int main(int argc, char** argv) {
   app.add_option("--port", o.port, "TCP port")->check(CLI::Range(1, 65535));
   app.add_option("--ctx", o.ctx, "Context length per slot (default: the model's, within a 2 GiB KV budget)");
   app.add_option("-t,--threads", o.threads, "Compute threads (0: all cores)");
+  app.add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
   app.add_option("--parallel", o.parallel, "KV-cache slots (conversations kept warm; the model runs one at a time)")
       ->check(CLI::Range(1, 64));

@@ -22,6 +22,7 @@ struct Options {
   std::int64_t n = 2048;
   std::int64_t ctx = 0;
   int threads = 0;
+  std::string kv_dtype = "f32";
   bool no_think = false;
   bool hide_think = false;
   std::vector<std::string> stop;
@@ -37,6 +38,7 @@ std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   if (stderr_tty()) std::fprintf(stderr, "loading %s ...\r", o.model.c_str());
   kylin::EngineOptions eo;
   eo.threads = o.threads;
+  eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   if (stderr_tty()) std::fprintf(stderr, "\33[2K\r");
@@ -160,6 +162,8 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("-n,--n-predict", o.n, "Most tokens to generate per answer")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
   cmd->add_option("--ctx", o.ctx, "Context length in tokens (default: max_position_embeddings within a 2 GiB KV budget)");
   cmd->add_option("-t,--threads", o.threads, "Threads (0: all cores)");
+  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");
   cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");

@@ -83,6 +83,18 @@ TEST_CASE("kylin run prints a stats line on stderr and fails with one line on a 
   CHECK(read_file(err).find("[kylin.load] /nonexistent/dir: no such model directory") != std::string::npos);
 }
 
+TEST_CASE("kylin run --kv-dtype f16 answers with an f16 cache; an unknown KV dtype is refused naming the choices") {
+  const std::string err = (std::filesystem::temp_directory_path() / "kylin_run_kv.txt").string();
+  const Run r = run(kylin_bin + " run --model " + model_dir + " -p 'Hello' --greedy --no-think -n 4 --kv-dtype f16 2>" + err);
+  CHECK(r.exit_code == 0);
+  CHECK(!r.out.empty());
+  const Run bad = run(kylin_bin + " run --model " + model_dir + " -p 'Hello' --kv-dtype q8 2>" + err);
+  CHECK(bad.exit_code != 0);
+  const std::string msg = read_file(err);
+  CHECK(msg.find("--kv-dtype") != std::string::npos);
+  CHECK(msg.find("f16") != std::string::npos);
+}
+
 TEST_CASE("kylin chat through a pipe: multi-turn history reuses the cache, /reset clears it, /quit exits 0") {
   const std::string err = (std::filesystem::temp_directory_path() / "kylin_chat_stats.txt").string();
   const Run r = run("printf 'Hello\\nAnd more\\n/reset\\nAgain\\n/quit\\nnever read\\n' | " + kylin_bin + " chat --model " +

@@ -193,3 +193,27 @@ TEST_CASE("stop-string filter holds back partial matches and releases them when 
   CHECK(g.stopped());
   CHECK(g.flush() == "");
 }
+
+TEST_CASE("an engine loaded with kv_dtype f16 gives its sessions f16 caches and still answers the argmax continuation") {
+  auto e16 = kylin::Engine::load(chat_model, {.threads = 2, .max_chunk = 512, .context_length = std::nullopt,
+                                              .kv_dtype = kylin::KVDType::f16});
+  CHECK(e16->model().kv_dtype() == kylin::KVDType::f16);
+  CHECK(e16->context_length() == kylin::default_context_length(e16->model().config(), kylin::KVDType::f16));
+  kylin::Session session(*e16, 256);
+  CHECK(session.cache().dtype() == kylin::KVDType::f16);
+  const kylin::ChatOptions no_think{.enable_thinking = false, .tools = {}, .extra_kwargs = {}};
+  kylin::json::Value messages = kylin::json::Array{user("What is 2+2?")};
+  const auto ids = e16->tokenizer().encode(session.render_chat(messages, no_think));
+  const auto result = session.chat(messages, no_think, greedy(12));
+  // the reference continuation through the same f16 model, token by token
+  auto cache = e16->model().new_cache(256);
+  auto logits = e16->model().logits_last(ids, cache);
+  std::vector<int> expected;
+  for (int i = 0; i < 12; ++i) {
+    const int id = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (e16->is_eos(id)) break;
+    expected.push_back(id);
+    logits = e16->model().logits_last(std::vector<int>{id}, cache);
+  }
+  CHECK(result.tokens == expected);
+}

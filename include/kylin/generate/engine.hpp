@@ -20,7 +20,8 @@ namespace kylin {
 struct EngineOptions {
   int threads = 0;                            // 0: all hardware threads
   std::int64_t max_chunk = 512;               // prefill tokens per batched pass
-  std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config)
+  std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
+  KVDType kv_dtype = KVDType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
 };
 
 class Engine {
@@ -45,7 +46,7 @@ class Engine {
   Engine(const std::filesystem::path& dir, const EngineOptions& o)
       : dir_(dir),
         started_(std::chrono::steady_clock::now()),
-        model_(Model::load(dir, {.threads = o.threads, .max_chunk = o.max_chunk})),
+        model_(Model::load(dir, {.threads = o.threads, .max_chunk = o.max_chunk, .kv_dtype = o.kv_dtype})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     if (has_template_file(dir)) template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(dir));
@@ -53,7 +54,7 @@ class Engine {
     const json::Value& gen = model_.generation_config();
     default_sampling_ = from_generation_config(gen.is_null() ? json::Value(json::Object{}) : gen);
     collect_eos_ids();
-    context_length_ = o.context_length.value_or(default_context_length(model_.config()));
+    context_length_ = o.context_length.value_or(default_context_length(model_.config(), o.kv_dtype));
     if (context_length_ <= 0) throw Error(ErrorCategory::config, "context length", "must be positive");
     load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
   }

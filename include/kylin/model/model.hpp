@@ -24,8 +24,8 @@ struct ModelOptions {
 // `default_kv_budget_bytes` (2 GiB), rounded down to a multiple of 256 positions.
 inline constexpr std::size_t default_kv_budget_bytes = std::size_t{2} << 30;
 
-inline std::int64_t default_context_length(const ModelConfig& c) {
-  const auto per_token = static_cast<std::int64_t>(KVCache::bytes_per_token(c));
+inline std::int64_t default_context_length(const ModelConfig& c, KVDType kv_dtype = KVDType::f32) {
+  const auto per_token = static_cast<std::int64_t>(KVCache::bytes_per_token(c, kv_dtype));
   std::int64_t fit = static_cast<std::int64_t>(default_kv_budget_bytes) / per_token;
   if (fit >= 256) fit = fit / 256 * 256;
   return std::max<std::int64_t>(1, std::min(c.max_position_embeddings, fit));
@@ -45,8 +45,10 @@ class Model {
   std::int64_t vocab_size() const { return impl_->config.vocab_size; }
 
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const {
-    return KVCache(impl_->config, context_length.value_or(default_context_length(impl_->config)), impl_->kv_dtype);
+    return KVCache(impl_->config, context_length.value_or(default_context_length(impl_->config, impl_->kv_dtype)),
+                   impl_->kv_dtype);
   }
+  KVDType kv_dtype() const { return impl_->kv_dtype; }
 
   // Feeds `tokens` at positions cache.size().. and writes logits: [1, vocab] (Positions::last)
   // or [tokens.size(), vocab] (Positions::all). Long inputs run in chunks of max_chunk tokens.
