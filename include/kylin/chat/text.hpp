@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "kylin/core/utf8.hpp"
+
 namespace kylin::jinja {
 
 namespace detail {
@@ -43,23 +45,10 @@ inline std::string encode_utf8(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
   for (char32_t cp : s) {
-    if (cp >= 0xDC80 && cp <= 0xDCFF) {
-      out += static_cast<char>(cp - 0xDC00);
-    } else if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    if (cp >= 0xDC80 && cp <= 0xDCFF)
+      out += static_cast<char>(cp - 0xDC00);  // a byte that was not UTF-8 (see next_codepoint)
+    else
+      kylin::detail::append_utf8(out, cp);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kylin/core/utf8.hpp"
 #include "kylin/tokenizer/unicode_tables.hpp"
 
 namespace kylin::detail {
@@ -59,24 +60,6 @@ inline std::size_t find_invalid_utf8(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
-}
-
-inline void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 // Appends s with every maximal invalid subpart replaced by one U+FFFD.
