@@ -17,3 +17,4 @@
 #include "kylin/chat/chat_template.hpp"
 #include "kylin/generate/sampler.hpp"
 #include "kylin/generate/session.hpp"
+#include "kylin/eigen.hpp"
