@@ -152,4 +152,14 @@ std::invoke_result_t<Fn&, ConstMatrixMap<float>> visit(const io::TensorView& t, 
   }
 }
 
+// The same for a bound weight (a MatRef's dtype is always F32, F16 or BF16).
+template <class Fn>
+std::invoke_result_t<Fn&, ConstMatrixMap<float>> visit(const kernels::MatRef& w, Fn&& fn) {
+  switch (w.dtype) {
+    case DType::bf16: return fn(map<Eigen::bfloat16>(w));
+    case DType::f16: return fn(map<Eigen::half>(w));
+    default: return fn(map<float>(w));
+  }
+}
+
 }  // namespace kylin::eigen

@@ -69,23 +69,6 @@ void check_every_tensor(const io::Checkpoint& ckpt) {
   }
 }
 
-// y[T, rows] = x[T, cols] · W^T in double through Eigen, W viewed in its stored dtype.
-template <class Scalar>
-Eigen::MatrixXd eigen_projection(const kernels::MatRef& w, const std::vector<float>& x, std::int64_t T) {
-  const auto W = eigen::map<Scalar>(w);
-  CHECK(static_cast<const void*>(W.data()) == w.data);
-  const auto X = eigen::map_rows(x, T);
-  return X.cast<double>() * W.template cast<double>().transpose();
-}
-
-Eigen::MatrixXd projection_any(const kernels::MatRef& w, const std::vector<float>& x, std::int64_t T) {
-  switch (w.dtype) {
-    case DType::bf16: return eigen_projection<Eigen::bfloat16>(w, x, T);
-    case DType::f16: return eigen_projection<Eigen::half>(w, x, T);
-    default: return eigen_projection<float>(w, x, T);
-  }
-}
-
 // An in-memory safetensors file with the given tensors, zero-filled; the bytes must outlive the parse.
 std::vector<std::byte> safetensors_bytes(const std::vector<io::TensorSpec>& specs) {
   const std::string header = io::safetensors_header(specs, {});
@@ -158,7 +141,10 @@ TEST_CASE("W * x with Eigen in double on bound weights matches kernels::matmul_r
         std::vector<float> x(static_cast<std::size_t>(T * w->cols)), ref(static_cast<std::size_t>(T * w->rows));
         for (float& v : x) v = dist(rng);
         kernels::matmul_ref(x.data(), *w, nullptr, ref.data(), T);
-        const Eigen::MatrixXd y = projection_any(*w, x, T);  // [T, rows]
+        const Eigen::MatrixXd y = eigen::visit(*w, [&](auto W) {  // [T, rows]
+          CHECK(static_cast<const void*>(W.data()) == w->data);      // zero-copy
+          return Eigen::MatrixXd(eigen::map_rows(x, T).cast<double>() * W.template cast<double>().transpose());
+        });
         REQUIRE(y.rows() == T);
         REQUIRE(y.cols() == w->rows);
         const auto expected = eigen::map_rows(ref, T).cast<double>();
