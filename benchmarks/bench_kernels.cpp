@@ -39,7 +39,7 @@ void run_matmul(benchmark::State& state, std::int64_t rows, std::int64_t cols, s
   kernels::MatmulScratch scratch(pool.size(), cols, T);
   const kernels::MatRef m{DType::bf16, w.data(), rows, cols};
   for (auto _ : state) {
-    kernels::matmul(x.data(), m, nullptr, y.data(), T, pool, scratch);
+    kernels::matmul(x.data(), m, nullptr, y.data(), kernels::chunk_plan(T), pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["weight_bytes/s"] = benchmark::Counter(static_cast<double>(rows * cols * 2), benchmark::Counter::kIsIterationInvariantRate);
@@ -73,8 +73,8 @@ void run_attention(benchmark::State& state, DType kv_dtype) {
   const std::size_t layers = std::max<std::size_t>(1, (std::size_t{512} << 20) / (2 * layer_bytes));
   std::vector<std::byte> kb(layers * layer_bytes), vb(kb.size());
   for (std::size_t l = 0; l < layers; ++l) {
-    kernels::store_kv({kv_dtype, kb.data() + l * layer_bytes}, rows.data(), ctx, 0, KV, D, stride);
-    kernels::store_kv({kv_dtype, vb.data() + l * layer_bytes}, rows.data(), ctx, 0, KV, D, stride);
+    kernels::store_kv({kv_dtype, kb.data() + l * layer_bytes}, {KV, D, stride}, {rows.data(), ctx, 0});
+    kernels::store_kv({kv_dtype, vb.data() + l * layer_bytes}, {KV, D, stride}, {rows.data(), ctx, 0});
   }
   const kernels::AttentionShape shape{T, ctx - 1, H, KV, D, stride, 1.f / std::sqrt(float(D))};
   ThreadPool pool(threads);
@@ -99,7 +99,7 @@ void BM_rms_norm_1024(benchmark::State& state) {
   const auto w = randn_bf16(1024, 6);
   std::vector<float> out(1024);
   for (auto _ : state) {
-    kernels::rms_norm(x.data(), {DType::bf16, w.data(), 1, 1024}, out.data(), 1, 1024, 1e-6);
+    kernels::rms_norm(x.data(), {DType::bf16, w.data(), 1, 1024}, out.data(), 1, 1e-6);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["bytes/s"] = benchmark::Counter(1024 * 8, benchmark::Counter::kIsIterationInvariantRate);
@@ -110,7 +110,7 @@ void BM_rope_16_heads(benchmark::State& state) {
   auto x = randn(16 * 128, 7);
   const auto c = randn(64, 8), s = randn(64, 9);
   for (auto _ : state) {
-    kernels::rope(x.data(), c.data(), s.data(), 1, 16, 128);
+    kernels::rope(x.data(), {1, 16, 128}, {c.data(), s.data()});
     benchmark::DoNotOptimize(x.data());
   }
   state.counters["bytes/s"] = benchmark::Counter(16 * 128 * 8, benchmark::Counter::kIsIterationInvariantRate);

@@ -1,5 +1,6 @@
 // ThreadPool: parallel_for visits every index exactly once in contiguous, grain-aligned ranges,
-// and run() calls every thread once, across many sizes and thread counts.
+// run() calls every thread once, and parallel_shares hands out every index once, stealing from a
+// stalled thread, across many sizes and thread counts.
 #include "kylin/core/thread_pool.hpp"
 
 #include <doctest/doctest.h>
@@ -85,4 +86,44 @@ TEST_CASE("an exception from the caller's share propagates only after every work
   std::atomic<int> calls{0};
   pool.run([&](int, int) { ++calls; });
   CHECK(calls.load() == 4);
+}
+TEST_CASE("parallel_shares hands out every index of [0, n) exactly once, in chunks of at most grain, for many n / grain / threads") {
+  for (int threads : {1, 2, 3, 4})
+    for (std::int64_t n : {0, 1, 15, 16, 17, 100, 1000, 4099})
+      for (std::int64_t grain : {1, 16, 64, 5000}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(grain);
+        kylin::ThreadPool pool(threads);
+        std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+        std::atomic<bool> oversized{false};
+        kylin::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
+          if (e - b > std::max(grain, n / threads + grain)) oversized = true;
+          for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+        });
+        CHECK_FALSE(oversized.load());
+        for (std::int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<std::size_t>(i)].load() == 1);
+      }
+}
+
+TEST_CASE("parallel_shares: while the calling thread stalls on its first chunk, the other thread takes the rest of its share") {
+  kylin::ThreadPool pool(2);
+  const std::int64_t n = 64, grain = 4;
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> caller_chunks{0}, worker_chunks{0};
+  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+  kylin::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
+    if (std::this_thread::get_id() == caller) {
+      caller_chunks.fetch_add(1);
+      while (worker_chunks.load() == 0) std::this_thread::yield();  // the worker is running
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));   // ... and this thread is "descheduled"
+    } else {
+      worker_chunks.fetch_add(1);
+    }
+    for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+  });
+  for (std::int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<std::size_t>(i)].load() == 1);
+  // one chunk, or none if the worker emptied both shares before the caller claimed anything
+  CHECK(caller_chunks.load() <= 1);
+  CHECK(worker_chunks.load() == n / grain - caller_chunks.load());
 }

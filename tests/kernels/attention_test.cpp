@@ -31,8 +31,8 @@ void check_attention(const Case& c, DType kv_dtype, int threads) {
   const std::size_t elem = kv_dtype == DType::f16 ? 2 : 4;
   std::vector<std::byte> kbuf(static_cast<std::size_t>(c.n_kv * stride) * elem), vbuf(kbuf.size());
   const kernels::KVRef k{kv_dtype, kbuf.data()}, v{kv_dtype, vbuf.data()};
-  kernels::store_kv(k, keys.data(), c.pos0 + c.T, 0, c.n_kv, D, stride);
-  kernels::store_kv(v, vals.data(), c.pos0 + c.T, 0, c.n_kv, D, stride);
+  kernels::store_kv(k, {c.n_kv, D, stride}, {keys.data(), c.pos0 + c.T, 0});
+  kernels::store_kv(v, {c.n_kv, D, stride}, {vals.data(), c.pos0 + c.T, 0});
   const kernels::AttentionShape s{c.T, c.pos0, c.n_heads, c.n_kv, D, stride, static_cast<float>(1.0 / std::sqrt(double(D)))};
   std::vector<float> out(q.size(), -1.f), ref(q.size());
   ThreadPool pool(threads);
@@ -63,6 +63,50 @@ TEST_CASE("attention with a head_dim that is not a multiple of the vector width 
   check_attention({3, 20, 4, 2, 20}, DType::f16, 2);
 }
 
+TEST_CASE("batched attention: every sequence against its own cache (own capacity and depth) equals that sequence alone") {
+  // Three caches of different capacities and depths, decode and prefill rows mixed in one call;
+  // the oracle is attention_ref per sequence, and each row must also equal the one-sequence kernel bit for bit.
+  const std::int64_t H = 8, KV = 2, D = 64;
+  struct Seq {
+    std::int64_t n, pos0, capacity;
+  };
+  const Seq seqs[] = {{1, 90, 100}, {1, 3, 40}, {6, 17, 30}};
+  for (DType dt : {DType::f32, DType::f16})
+    for (int threads : {1, 2}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(threads);
+      const std::size_t elem = dt == DType::f16 ? 2 : 4;
+      std::vector<std::vector<std::byte>> kb, vb;
+      std::vector<kernels::AttentionSeq> batch;
+      std::int64_t rows = 0;
+      for (const Seq& s : seqs) {
+        const std::int64_t stride = s.capacity * D;
+        kb.emplace_back(static_cast<std::size_t>(KV * stride) * elem);
+        vb.emplace_back(kb.back().size());
+        const kernels::KVRef k{dt, kb.back().data()}, v{dt, vb.back().data()};
+        const auto keys = test::random_floats((s.pos0 + s.n) * KV * D, static_cast<unsigned>(31 + rows), 2.f);
+        const auto vals = test::random_floats((s.pos0 + s.n) * KV * D, static_cast<unsigned>(41 + rows));
+        kernels::store_kv(k, {KV, D, stride}, {keys.data(), s.pos0 + s.n, 0});
+        kernels::store_kv(v, {KV, D, stride}, {vals.data(), s.pos0 + s.n, 0});
+        batch.push_back({k, v, stride, rows, s.n, s.pos0});
+        rows += s.n;
+      }
+      const auto q = test::random_floats(rows * H * D, 51, 2.f);
+      const float scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+      std::vector<float> out(q.size(), -1.f), ref(q.size()), alone(q.size());
+      ThreadPool pool(threads);
+      kernels::AttentionScratch scratch(pool.size(), H / KV, D);
+      kernels::attention(q.data(), out.data(), batch, {H, KV, D, scale}, pool, scratch);
+      for (const auto& b : batch) {
+        const kernels::AttentionShape shape{b.n_tokens, b.pos0, H, KV, D, b.kv_stride, scale};
+        kernels::attention_ref(q.data() + b.row0 * H * D, b.k, b.v, ref.data() + b.row0 * H * D, shape);
+        kernels::attention(q.data() + b.row0 * H * D, b.k, b.v, alone.data() + b.row0 * H * D, shape, pool, scratch);
+      }
+      CHECK(test::max_rel_error(out, ref) < 2e-5);
+      CHECK(out == alone);
+    }
+}
+
 TEST_CASE("store_kv rounds to f16 exactly like f32_to_f16 (normals, subnormals, overflow) and copies f32 verbatim") {
   const std::int64_t n_kv = 2, D = 32, T = 3, pos0 = 1, stride = (pos0 + T) * D;
   auto rows = test::random_floats(T * n_kv * D, 21, 3.f);
@@ -75,8 +119,8 @@ TEST_CASE("store_kv rounds to f16 exactly like f32_to_f16 (normals, subnormals, 
     CAPTURE(dtype_name(dt));
     const std::size_t elem = dt == DType::f16 ? 2 : 4;
     std::vector<std::byte> a(static_cast<std::size_t>(n_kv * stride) * elem), b(a.size());
-    kernels::store_kv({dt, a.data()}, rows.data(), T, pos0, n_kv, D, stride);
-    kernels::store_kv_ref({dt, b.data()}, rows.data(), T, pos0, n_kv, D, stride);
+    kernels::store_kv({dt, a.data()}, {n_kv, D, stride}, {rows.data(), T, pos0});
+    kernels::store_kv_ref({dt, b.data()}, {n_kv, D, stride}, {rows.data(), T, pos0});
     // compare only the written positions [pos0, pos0 + T)
     for (std::int64_t h = 0; h < n_kv; ++h)
       CHECK(std::memcmp(a.data() + static_cast<std::size_t>(h * stride + pos0 * D) * elem,

@@ -13,7 +13,10 @@ using namespace kylin;
 
 namespace {
 
-void check_matmul(DType dtype, std::int64_t T, std::int64_t rows, std::int64_t cols, bool with_bias, int threads) {
+// plan: which rows take the dot-product kernel and which the GEMM (every split is checked).
+void check_matmul(DType dtype, const kernels::RowPlan& plan, std::int64_t rows, std::int64_t cols, bool with_bias, int threads) {
+  const std::int64_t T = plan.rows;
+  CAPTURE(plan.dot_rows);
   CAPTURE(dtype_name(dtype));
   CAPTURE(T);
   CAPTURE(rows);
@@ -26,7 +29,7 @@ void check_matmul(DType dtype, std::int64_t T, std::int64_t rows, std::int64_t c
   std::vector<float> y(static_cast<std::size_t>(T * rows), -1.f), ref(y.size());
   ThreadPool pool(threads);
   kernels::MatmulScratch scratch(pool.size(), cols, T);
-  kernels::matmul(x.data(), w.ref(), with_bias ? bias.data() : nullptr, y.data(), T, pool, scratch);
+  kernels::matmul(x.data(), w.ref(), with_bias ? bias.data() : nullptr, y.data(), plan, pool, scratch);
   kernels::matmul_ref(x.data(), w.ref(), with_bias ? bias.data() : nullptr, ref.data(), T);
   // f32 accumulation over `cols` terms of size ~1 against a double oracle
   CHECK(test::max_rel_error(y, ref) < 1e-5);
@@ -34,18 +37,42 @@ void check_matmul(DType dtype, std::int64_t T, std::int64_t rows, std::int64_t c
 
 }  // namespace
 
-TEST_CASE("matmul matches matmul_ref for BF16/F16/F32 weights, T = 1 (matvec) and T > 1 (GEMM), odd sizes") {
+TEST_CASE("matmul matches matmul_ref for BF16/F16/F32 weights: dot-product rows, GEMM rows and both in one call, odd sizes") {
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
     for (std::int64_t T : {1, 2, 5, 13, 29})
-      for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {37, 64}, {70, 131}, {129, 256}})
-        check_matmul(dtype, T, rows, cols, T % 2 == 1, 1);
+      for (std::int64_t dot : {std::int64_t{0}, std::int64_t{1}, T / 2, T})
+        for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 33}, {37, 64}, {70, 131}, {129, 256}})
+          check_matmul(dtype, {T, dot}, rows, cols, T % 2 == 1, 1);
+}
+
+TEST_CASE("a dot-product row gives bit-identical results whatever the other rows of the call (batch invariance)") {
+  // Each row alone (one-row dot product, what a single decoding sequence runs) against the same
+  // row inside calls of 2..9 dot rows followed by GEMM rows: the sums must not move by one ulp.
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(cols);
+      const auto w = test::random_weights(dtype, rows, cols, 11);
+      const std::int64_t T = 13;
+      const auto x = test::random_floats(T * cols, 12);
+      ThreadPool pool(2);
+      kernels::MatmulScratch scratch(pool.size(), cols, T);
+      std::vector<float> alone(static_cast<std::size_t>(T * rows));
+      for (std::int64_t t = 0; t < T; ++t)
+        kernels::matmul(x.data() + t * cols, w.ref(), nullptr, alone.data() + t * rows, {1, 1}, pool, scratch);
+      for (std::int64_t dot = 2; dot <= 9; ++dot) {
+        std::vector<float> y(alone.size());
+        kernels::matmul(x.data(), w.ref(), nullptr, y.data(), {T, dot}, pool, scratch);
+        for (std::int64_t i = 0; i < dot * rows; ++i) REQUIRE(y[static_cast<std::size_t>(i)] == alone[static_cast<std::size_t>(i)]);
+      }
+    }
 }
 
 TEST_CASE("matmul gives the same answer on 2 threads as the reference (work split across output panels)") {
   for (DType dtype : {DType::bf16, DType::f32})
     for (std::int64_t T : {1, 4, 25})
       for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{3, 17}, {67, 96}, {200, 75}})
-        check_matmul(dtype, T, rows, cols, true, 2);
+        check_matmul(dtype, kylin::kernels::chunk_plan(T), rows, cols, true, 2);
 }
 
 TEST_CASE("matmul with a zero-padded token panel leaves rows beyond T untouched") {
@@ -55,7 +82,7 @@ TEST_CASE("matmul with a zero-padded token panel leaves rows beyond T untouched"
   std::vector<float> y(static_cast<std::size_t>((T + 2) * rows), 7.f);
   ThreadPool pool(1);
   kernels::MatmulScratch scratch(1, cols, T);
-  kernels::matmul(x.data(), w.ref(), nullptr, y.data(), T, pool, scratch);
+  kernels::matmul(x.data(), w.ref(), nullptr, y.data(), kernels::chunk_plan(T), pool, scratch);
   for (std::size_t i = static_cast<std::size_t>(T * rows); i < y.size(); ++i) CHECK(y[i] == 7.f);
 }
 
@@ -74,7 +101,7 @@ TEST_CASE("matmul_fused (q/k/v-style products of one input) equals each product 
       ThreadPool pool(threads);
       kernels::MatmulScratch scratch(pool.size(), cols, T);
       const kernels::MatmulOut outs[] = {{wq.ref(), bias.data(), yq.data()}, {wk.ref(), nullptr, yk.data()}, {wv.ref(), nullptr, yv.data()}};
-      kernels::matmul_fused(x.data(), outs, T, pool, scratch);
+      kernels::matmul_fused(x.data(), outs, kernels::chunk_plan(T), pool, scratch);
       std::vector<float> rq(yq.size()), rk(yk.size()), rv(yv.size());
       kernels::matmul_ref(x.data(), wq.ref(), bias.data(), rq.data(), T);
       kernels::matmul_ref(x.data(), wk.ref(), nullptr, rk.data(), T);
@@ -83,45 +110,4 @@ TEST_CASE("matmul_fused (q/k/v-style products of one input) equals each product 
       CHECK(test::max_rel_error(yk, rk) < 1e-5);
       CHECK(test::max_rel_error(yv, rv) < 1e-5);
     }
-}
-
-TEST_CASE("parallel_shares hands out every index of [0, n) exactly once, in chunks of at most grain, for many n / grain / threads") {
-  for (int threads : {1, 2, 3, 4})
-    for (std::int64_t n : {0, 1, 15, 16, 17, 100, 1000, 4099})
-      for (std::int64_t grain : {1, 16, 64, 5000}) {
-        CAPTURE(threads);
-        CAPTURE(n);
-        CAPTURE(grain);
-        ThreadPool pool(threads);
-        std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
-        std::atomic<bool> oversized{false};
-        kernels::detail::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
-          if (e - b > std::max(grain, n / threads + grain)) oversized = true;
-          for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
-        });
-        CHECK_FALSE(oversized.load());
-        for (std::int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<std::size_t>(i)].load() == 1);
-      }
-}
-
-TEST_CASE("parallel_shares: while the calling thread stalls on its first chunk, the other thread takes the rest of its share") {
-  ThreadPool pool(2);
-  const std::int64_t n = 64, grain = 4;
-  const auto caller = std::this_thread::get_id();
-  std::atomic<int> caller_chunks{0}, worker_chunks{0};
-  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
-  kernels::detail::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
-    if (std::this_thread::get_id() == caller) {
-      caller_chunks.fetch_add(1);
-      while (worker_chunks.load() == 0) std::this_thread::yield();  // the worker is running
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));   // ... and this thread is "descheduled"
-    } else {
-      worker_chunks.fetch_add(1);
-    }
-    for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
-  });
-  for (std::int64_t i = 0; i < n; ++i) REQUIRE(hits[static_cast<std::size_t>(i)].load() == 1);
-  // one chunk, or none if the worker emptied both shares before the caller claimed anything
-  CHECK(caller_chunks.load() <= 1);
-  CHECK(worker_chunks.load() == n / grain - caller_chunks.load());
 }

@@ -46,7 +46,7 @@ TEST_CASE("rms_norm matches the double-precision formula for BF16 and F32 weight
     const auto w = test::random_weights(dt, 1, dim, 3, 1.f);
     const auto x = test::random_floats(rows * dim, 4, 5.f);
     std::vector<float> out(x.size());
-    kernels::rms_norm(x.data(), w.ref(), out.data(), rows, dim, 1e-6);
+    kernels::rms_norm(x.data(), w.ref(), out.data(), rows, 1e-6);
     for (std::int64_t r = 0; r < rows; ++r) {
       double ss = 0;
       for (std::int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
@@ -66,7 +66,7 @@ TEST_CASE("rope rotates each (i, i + d/2) pair by its angle, for every head and 
     c[i] = static_cast<float>(std::cos(0.3 * (i + 1)));
     s[i] = static_cast<float>(std::sin(0.3 * (i + 1)));
   }
-  kernels::rope(x.data(), c.data(), s.data(), T, H, D);
+  kernels::rope(x.data(), {T, H, D}, {c.data(), s.data()});
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t i = 0; i < half; ++i) {

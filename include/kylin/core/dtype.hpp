@@ -1,13 +1,17 @@
-// Element types of checkpoint tensors, and exact scalar conversions of BF16/F16 to float.
-// Only BF16, F16 and F32 are runnable; the others are parsed so a file can be inspected and an
-// unsupported tensor reported by name.
+// Element types of checkpoint tensors, exact scalar conversions of BF16/F16 to float, and the one
+// dtype dispatch (visit_dtype). Only BF16, F16 and F32 are runnable; the others are parsed so a
+// file can be inspected and an unsupported tensor reported by name.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <type_traits>
+
+#include "kylin/core/error.hpp"
 
 namespace kylin {
 
@@ -88,6 +92,33 @@ inline std::uint16_t f32_to_f16(float f) {
   }
   std::uint32_t r = abs + 0xFFFu + ((abs >> 13) & 1u);
   return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+// Storage tags: BF16 and F16 are both 16 bits, so the kernels tell them apart by type.
+struct bf16_t {
+  std::uint16_t bits;
+};
+struct f16_t {
+  std::uint16_t bits;
+};
+static_assert(sizeof(bf16_t) == 2 && sizeof(f16_t) == 2, "16-bit storage types must be exactly 2 bytes");
+
+inline float to_float(float x) { return x; }
+inline float to_float(bf16_t x) { return bf16_to_f32(x.bits); }
+inline float to_float(f16_t x) { return f16_to_f32(x.bits); }
+
+// The one dispatch from a runtime DType to its storage type: calls fn(std::type_identity<T>{})
+// with T = bf16_t, f16_t or float. Any other dtype is an error naming it (binding and cache
+// creation refuse such dtypes first, so the kernels never see one).
+template <class Fn>
+decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::bf16: return fn(std::type_identity<bf16_t>{});
+    case DType::f16: return fn(std::type_identity<f16_t>{});
+    case DType::f32: return fn(std::type_identity<float>{});
+    default: break;
+  }
+  throw Error(ErrorCategory::model, "dtype", std::string(dtype_name(dtype)) + " has no kernels (BF16, F16, F32 have)");
 }
 
 }  // namespace kylin

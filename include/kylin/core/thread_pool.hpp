@@ -1,6 +1,6 @@
-// ThreadPool: one set of std::jthread workers and a fork-join parallel_for. The decode step
-// calls it a few hundred times per token, so workers spin briefly before sleeping on an atomic
-// wait: a condition-variable round trip per call would cost milliseconds per token.
+// ThreadPool: one set of std::jthread workers and a fork-join parallel_for, plus the two work
+// schedulers the kernels use (parallel_chunks, parallel_shares). The decode step forks a few
+// hundred times per token, so workers spin briefly before sleeping on an atomic wait.
 #pragma once
 
 #include <algorithm>
@@ -100,5 +100,53 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::vector<std::jthread> workers_;  // last member: joined before the atomics go away
 };
+
+// Calls fn(thread, begin, end) for chunks of `grain` units of [0, n), claimed through an atomic
+// counter: a thread that starts late (descheduled on a busy machine) finds less work left
+// instead of holding the others up, as a fixed split would.
+template <class Fn>
+void parallel_chunks(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  if (pool.size() == 1 || n <= grain) {
+    fn(0, std::int64_t{0}, n);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  pool.run([&](int t, int) {
+    for (std::int64_t b; (b = next.fetch_add(grain, std::memory_order_relaxed)) < n;) fn(t, b, std::min(n, b + grain));
+  });
+}
+
+// Calls fn(begin, end) over [0, n) in chunks of `grain`: thread t owns the t-th contiguous share
+// and walks it front to back, so on a quiet machine every thread streams one contiguous range
+// (measured over a decode step's matvecs: 52 GB/s, against 47 when chunks go round-robin through
+// one counter); a thread that finishes its share then takes what is left of the others', so a
+// descheduled thread on a busy machine holds nobody up.
+template <class Fn>
+void parallel_shares(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& fn) {
+  constexpr int max_shares = 64;  // cursors live on the stack: no allocation per call
+  const int nt = pool.size();
+  if (n <= 0) return;
+  if (nt == 1 || n <= grain || nt > max_shares) {
+    parallel_chunks(pool, n, grain, [&](int, std::int64_t b, std::int64_t e) { fn(b, e); });
+    return;
+  }
+  struct alignas(64) Share {
+    std::atomic<std::int64_t> next;
+    std::int64_t end;
+  };
+  Share shares[max_shares];
+  const std::int64_t blocks = (n + grain - 1) / grain;
+  for (int t = 0; t < nt; ++t) {
+    shares[t].next.store(blocks * t / nt * grain, std::memory_order_relaxed);
+    shares[t].end = std::min(n, blocks * (t + 1) / nt * grain);
+  }
+  pool.run([&](int t, int) {
+    for (int k = 0; k < nt; ++k) {
+      Share& s = shares[(t + k) % nt];
+      for (std::int64_t b; (b = s.next.fetch_add(grain, std::memory_order_relaxed)) < s.end;) fn(b, std::min(s.end, b + grain));
+    }
+  });
+}
 
 }  // namespace kylin

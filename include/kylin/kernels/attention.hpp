@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
@@ -36,41 +39,75 @@ struct AttentionShape {
   std::int64_t groups() const { return n_heads / n_kv_heads; }
 };
 
+// One sequence of a batched attention call: its queries are rows [row0, row0 + n_tokens) of q
+// and out, query t sits at position pos0 + t and sees keys [0, pos0 + t] of its own cache.
+struct AttentionSeq {
+  KVRef k;                  // [n_kv_heads][capacity][head_dim]
+  KVRef v;                  // [n_kv_heads][capacity][head_dim]
+  std::int64_t kv_stride;   // capacity * head_dim of this sequence's cache
+  std::int64_t row0;
+  std::int64_t n_tokens;
+  std::int64_t pos0;
+};
+
+// The head layout shared by every sequence of a batch.
+struct AttentionHeads {
+  std::int64_t n_heads;
+  std::int64_t n_kv_heads;
+  std::int64_t head_dim;
+  float scale;  // head_dim^-0.5
+  std::int64_t groups() const { return n_heads / n_kv_heads; }
+};
+
 // Element i of a cache slab, widened.
 inline float kv_at(const KVRef& c, std::int64_t i) {
-  return c.dtype == DType::f16 ? to_float(c.as<const f16_t>()[i]) : c.as<const float>()[i];
+  return visit_dtype(c.dtype, [&]<class T>(std::type_identity<T>) { return to_float(c.as<const T>()[i]); });
 }
 
-// Scalar reference of store_kv: rows [T, n_kv*head_dim] into the cache at positions pos0.., rounded
-// to nearest-even when the cache is f16.
-inline void store_kv_ref(KVRef cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
-                         std::int64_t head_dim, std::int64_t head_stride) {
-  for (std::int64_t t = 0; t < n_tokens; ++t)
-    for (std::int64_t h = 0; h < n_kv; ++h)
-      for (std::int64_t i = 0; i < head_dim; ++i) {
-        const float x = rows[(t * n_kv + h) * head_dim + i];
-        const std::int64_t at = h * head_stride + (pos0 + t) * head_dim + i;
-        if (cache.dtype == DType::f16)
-          cache.as<f16_t>()[at] = f16_t{f32_to_f16(x)};
-        else
-          cache.as<float>()[at] = x;
-      }
+// One layer's cache slab layout: [n_kv_heads][capacity][head_dim], head_stride = capacity * head_dim.
+struct KVLayout {
+  std::int64_t n_kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t head_stride = 0;
+};
+
+// New key or value rows [n_tokens, n_kv_heads * head_dim], written at positions pos0...
+struct KVRows {
+  const float* rows = nullptr;
+  std::int64_t n_tokens = 0;
+  std::int64_t pos0 = 0;
+};
+
+// Scalar reference of store_kv: rounded to nearest-even when the cache is f16.
+inline void store_kv_ref(KVRef cache, const KVLayout& layout, const KVRows& in) {
+  const std::int64_t n_kv = layout.n_kv_heads, head_dim = layout.head_dim;
+  visit_dtype(cache.dtype, [&]<class T>(std::type_identity<T>) {
+    for (std::int64_t t = 0; t < in.n_tokens; ++t)
+      for (std::int64_t h = 0; h < n_kv; ++h)
+        for (std::int64_t i = 0; i < head_dim; ++i) {
+          const float x = in.rows[(t * n_kv + h) * head_dim + i];
+          T& dst = cache.as<T>()[h * layout.head_stride + (in.pos0 + t) * head_dim + i];
+          if constexpr (std::is_same_v<T, f16_t>) dst = f16_t{f32_to_f16(x)};
+          else if constexpr (std::is_same_v<T, bf16_t>) dst = bf16_t{f32_to_bf16(x)};
+          else dst = x;
+        }
+  });
 }
 
-inline void store_kv(KVRef cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
-                     std::int64_t head_dim, std::int64_t head_stride) {
+inline void store_kv(KVRef cache, const KVLayout& layout, const KVRows& in) {
   if constexpr (simd_enabled) {
+    const std::int64_t n_kv = layout.n_kv_heads, head_dim = layout.head_dim;
     if (cache.dtype == DType::f16 && head_dim % static_cast<std::int64_t>(lanes) == 0) {
-      for (std::int64_t t = 0; t < n_tokens; ++t)
+      for (std::int64_t t = 0; t < in.n_tokens; ++t)
         for (std::int64_t h = 0; h < n_kv; ++h) {
-          const float* src = rows + (t * n_kv + h) * head_dim;
-          f16_t* dst = cache.as<f16_t>() + h * head_stride + (pos0 + t) * head_dim;
+          const float* src = in.rows + (t * n_kv + h) * head_dim;
+          f16_t* dst = cache.as<f16_t>() + h * layout.head_stride + (in.pos0 + t) * head_dim;
           for (std::int64_t i = 0; i < head_dim; i += lanes) store_as(dst + i, fbatch::load_unaligned(src + i));
         }
       return;
     }
   }
-  store_kv_ref(cache, rows, n_tokens, pos0, n_kv, head_dim, head_stride);
+  store_kv_ref(cache, layout, in);
 }
 
 // q, out: [T, n_heads * head_dim]; k, v: [n_kv_heads][capacity][head_dim].
@@ -260,50 +297,71 @@ void attend_heads(const float* q, const T* k, const T* v, float* out, std::int64
 
 // All query heads of one KV head for one query token, in blocks of up to attention_head_block.
 template <class T>
-void attend_group(const float* q, const T* k, const T* v, float* out, std::int64_t n_keys, const AttentionShape& s, float* buf) {
-  const std::int64_t G = s.groups(), D = s.head_dim;
+void attend_group(const float* q, const T* k, const T* v, float* out, std::int64_t n_keys, const AttentionHeads& h, float* buf) {
+  const std::int64_t G = h.groups(), D = h.head_dim;
   for (std::int64_t g = 0; g < G; g += attention_head_block) {
     const float* qg = q + g * D;
     float* og = out + g * D;
     switch (std::min(attention_head_block, G - g)) {
-      case 1: attend_heads<1>(qg, k, v, og, n_keys, D, s.scale, buf); break;
-      case 2: attend_heads<2>(qg, k, v, og, n_keys, D, s.scale, buf); break;
-      case 3: attend_heads<3>(qg, k, v, og, n_keys, D, s.scale, buf); break;
-      default: attend_heads<4>(qg, k, v, og, n_keys, D, s.scale, buf); break;
+      case 1: attend_heads<1>(qg, k, v, og, n_keys, D, h.scale, buf); break;
+      case 2: attend_heads<2>(qg, k, v, og, n_keys, D, h.scale, buf); break;
+      case 3: attend_heads<3>(qg, k, v, og, n_keys, D, h.scale, buf); break;
+      default: attend_heads<4>(qg, k, v, og, n_keys, D, h.scale, buf); break;
     }
   }
 }
 
+// Work item i (counted from the batch's last query down) as a sequence and its item within it.
+inline std::pair<const AttentionSeq*, std::int64_t> find_item(std::span<const AttentionSeq> seqs, std::int64_t n_kv,
+                                                              std::int64_t i) {
+  for (const auto& s : seqs) {
+    if (i < s.n_tokens * n_kv) return {&s, s.n_tokens * n_kv - 1 - i};
+    i -= s.n_tokens * n_kv;
+  }
+  return {nullptr, 0};
+}
+
 template <class T>
-void attention_typed(const float* q, const T* k, const T* v, float* out, const AttentionShape& s, ThreadPool& pool,
+void attention_typed(const float* q, float* out, std::span<const AttentionSeq> seqs, const AttentionHeads& h, ThreadPool& pool,
                      AttentionScratch& scratch) {
-  const std::int64_t items = s.n_tokens * s.n_kv_heads, D = s.head_dim, G = s.groups();
-  // later tokens cost more under the causal mask: hand out items from the last token down
+  const std::int64_t D = h.head_dim, G = h.groups();
+  std::int64_t items = 0;
+  for (const auto& s : seqs) items += s.n_tokens * h.n_kv_heads;
+  // later tokens cost more under the causal mask: each sequence's items go from its last token down
   parallel_chunks(pool, items, 1, [&](int t, std::int64_t i0, std::int64_t i1) {
     float* buf = scratch.per_thread[static_cast<std::size_t>(t)].data();
     for (std::int64_t i = i0; i < i1; ++i) {
-      const std::int64_t it = items - 1 - i, tok = it / s.n_kv_heads, kvh = it % s.n_kv_heads;
+      const auto [s, it] = find_item(seqs, h.n_kv_heads, i);
+      const std::int64_t tok = it / h.n_kv_heads, kvh = it % h.n_kv_heads, row = s->row0 + tok;
       const std::int64_t head0 = kvh * G;
-      attend_group(q + (tok * s.n_heads + head0) * D, k + kvh * s.kv_stride, v + kvh * s.kv_stride,
-                   out + (tok * s.n_heads + head0) * D, s.pos0 + tok + 1, s, buf);
+      attend_group(q + (row * h.n_heads + head0) * D, s->k.as<const T>() + kvh * s->kv_stride,
+                   s->v.as<const T>() + kvh * s->kv_stride, out + (row * h.n_heads + head0) * D, s->pos0 + tok + 1, h, buf);
     }
   });
 }
 
 }  // namespace detail
 
-// Same contract as attention_ref; work items are (query token, kv head) pairs claimed one at a
-// time by the threads (kernels::parallel_chunks), costliest first.
-inline void attention(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s, ThreadPool& pool,
+// Attention of every sequence of a batch against its own cache, in one parallel pass: work items
+// are (sequence, query token, kv head) triples claimed one at a time by the threads, costliest
+// first within each sequence. Every cache of one call has the same dtype.
+inline void attention(const float* q, float* out, std::span<const AttentionSeq> seqs, const AttentionHeads& h, ThreadPool& pool,
                       AttentionScratch& scratch) {
-  if (!simd_enabled || s.head_dim % static_cast<std::int64_t>(lanes) != 0) {
-    attention_ref(q, k, v, out, s);
+  if (!simd_enabled || h.head_dim % static_cast<std::int64_t>(lanes) != 0) {
+    for (const auto& s : seqs)
+      attention_ref(q + s.row0 * h.n_heads * h.head_dim, s.k, s.v, out + s.row0 * h.n_heads * h.head_dim,
+                    {s.n_tokens, s.pos0, h.n_heads, h.n_kv_heads, h.head_dim, s.kv_stride, h.scale});
     return;
   }
-  if (k.dtype == DType::f16)
-    detail::attention_typed(q, k.as<const f16_t>(), v.as<const f16_t>(), out, s, pool, scratch);
-  else
-    detail::attention_typed(q, k.as<const float>(), v.as<const float>(), out, s, pool, scratch);
+  visit_dtype(seqs.front().k.dtype,
+              [&]<class T>(std::type_identity<T>) { detail::attention_typed<T>(q, out, seqs, h, pool, scratch); });
+}
+
+// One sequence: same contract as attention_ref.
+inline void attention(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s, ThreadPool& pool,
+                      AttentionScratch& scratch) {
+  const AttentionSeq one{k, v, s.kv_stride, 0, s.n_tokens, s.pos0};
+  attention(q, out, std::span<const AttentionSeq>(&one, 1), {s.n_heads, s.n_kv_heads, s.head_dim, s.scale}, pool, scratch);
 }
 
 }  // namespace kylin::kernels

@@ -1,6 +1,6 @@
 // y[T, out] = x[T, in] · W[out, in]^T (+ bias) with W in its stored dtype (BF16/F16/F32).
-// Decode (T = 1) is a memory-bound matvec that widens weights in registers; prefill (T > 1) is a
-// register-tiled GEMM over packed f32 panels. Work is split by output rows between threads.
+// Decode rows go through a dot-product kernel that streams the weights once for all of them and
+// widens them in registers; prefill chunks through a register-tiled GEMM over packed f32 panels.
 #pragma once
 
 #include <algorithm>
@@ -33,22 +33,29 @@ struct MatmulOut {
   float* y = nullptr;           // [T, w.rows]
 };
 
+// Which kernel each row of x goes through: rows [0, dot_rows) take the dot-product kernel (one
+// token of each decoding sequence), rows [dot_rows, rows) the GEMM (prefill chunks). A row's sums
+// depend only on its kernel, never on the other rows of the call, so a sequence gets the same
+// numbers alone or in a batch as long as its rows keep their kind.
+struct RowPlan {
+  std::int64_t rows = 0;
+  std::int64_t dot_rows = 0;
+};
+
+// The plan of one sequence's chunk of T tokens: a single token decodes, longer chunks prefill.
+inline RowPlan chunk_plan(std::int64_t T) { return {T, T == 1 ? 1 : 0}; }
+
 // Scalar reference (the test oracle): double accumulation, no blocking, no threads.
 inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T) {
-  auto weight = [&](std::int64_t r, std::int64_t c) -> double {
-    const std::int64_t i = r * w.cols + c;
-    switch (w.dtype) {
-      case DType::bf16: return to_float(static_cast<const bf16_t*>(w.data)[i]);
-      case DType::f16: return to_float(static_cast<const f16_t*>(w.data)[i]);
-      default: return static_cast<const float*>(w.data)[i];
-    }
-  };
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t r = 0; r < w.rows; ++r) {
-      double acc = bias ? bias[r] : 0.0;
-      for (std::int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(x[t * w.cols + c]) * weight(r, c);
-      y[t * w.rows + r] = static_cast<float>(acc);
-    }
+  visit_dtype(w.dtype, [&]<class E>(std::type_identity<E>) {
+    const E* wd = static_cast<const E*>(w.data);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t r = 0; r < w.rows; ++r) {
+        double acc = bias ? bias[r] : 0.0;
+        for (std::int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(x[t * w.cols + c]) * to_float(wd[r * w.cols + c]);
+        y[t * w.rows + r] = static_cast<float>(acc);
+      }
+  });
 }
 
 namespace detail {
@@ -64,27 +71,65 @@ inline float dot_tail(const float* x, const T* w, std::int64_t from, std::int64_
 // over the mapped checkpoint, 4 KiB gave +5-7 % (2 threads: 56 -> 60 GB/s), 8 KiB and more lost.
 inline constexpr std::int64_t matvec_prefetch_bytes = 4096;
 
-// y[r] = x · w[r, :] + bias[r] for rows [r0, r1). One row at a time, so the weights stream
-// through memory strictly in order (measured ~1.6x faster than interleaving 4 rows, which splits
-// the stream the hardware prefetcher follows); 4 accumulators hide the FMA latency.
-template <class T>
-void matvec_rows_simd(const float* x, const T* w, const float* bias, float* y, std::int64_t r0, std::int64_t r1,
-                      std::int64_t cols) {
+// y[t, r] = x[t, :] · w[r, :] + bias[r] for NB token rows and weight rows [r0, r1), y with row
+// stride ldy. One weight row at a time, so the weights stream through memory strictly in order
+// (measured ~1.6x faster than interleaving 4 rows, which splits the stream the hardware prefetcher
+// follows); each weight vector, widened once, feeds all NB rows. Every token row is summed in the
+// order of the NB = 1 matvec (4 accumulators, lane tail, hadd): batching never changes a result.
+template <int NB, class T>
+void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int64_t ldy, std::int64_t r0, std::int64_t r1,
+              std::int64_t cols) {
   const auto L = static_cast<std::int64_t>(lanes);
   const std::int64_t end4 = cols / (4 * L) * (4 * L), end1 = cols / L * L;
   for (std::int64_t r = r0; r < r1; ++r) {
     const T* wr = w + r * cols;
-    fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+    fbatch a[NB][4];
+    for (auto& row : a) row[0] = row[1] = row[2] = row[3] = fbatch(0.f);
     std::int64_t c = 0;
     for (; c < end4; c += 4 * L) {
       prefetch_lines(wr + c, matvec_prefetch_bytes, 4 * L * static_cast<std::int64_t>(sizeof(T)));
-      a0 = xsimd::fma(fbatch::load_unaligned(x + c), load_as_float(wr + c), a0);
-      a1 = xsimd::fma(fbatch::load_unaligned(x + c + L), load_as_float(wr + c + L), a1);
-      a2 = xsimd::fma(fbatch::load_unaligned(x + c + 2 * L), load_as_float(wr + c + 2 * L), a2);
-      a3 = xsimd::fma(fbatch::load_unaligned(x + c + 3 * L), load_as_float(wr + c + 3 * L), a3);
+      const fbatch w0 = load_as_float(wr + c), w1 = load_as_float(wr + c + L), w2 = load_as_float(wr + c + 2 * L),
+                   w3 = load_as_float(wr + c + 3 * L);
+      for (int t = 0; t < NB; ++t) {
+        const float* xt = x + t * cols + c;
+        a[t][0] = xsimd::fma(fbatch::load_unaligned(xt), w0, a[t][0]);
+        a[t][1] = xsimd::fma(fbatch::load_unaligned(xt + L), w1, a[t][1]);
+        a[t][2] = xsimd::fma(fbatch::load_unaligned(xt + 2 * L), w2, a[t][2]);
+        a[t][3] = xsimd::fma(fbatch::load_unaligned(xt + 3 * L), w3, a[t][3]);
+      }
     }
-    for (; c < end1; c += L) a0 = xsimd::fma(fbatch::load_unaligned(x + c), load_as_float(wr + c), a0);
-    y[r] = xsimd::hadd((a0 + a1) + (a2 + a3)) + dot_tail(x, wr, end1, cols) + (bias ? bias[r] : 0.f);
+    for (; c < end1; c += L) {
+      const fbatch wc = load_as_float(wr + c);
+      for (int t = 0; t < NB; ++t) a[t][0] = xsimd::fma(fbatch::load_unaligned(x + t * cols + c), wc, a[t][0]);
+    }
+    for (int t = 0; t < NB; ++t)
+      y[t * ldy + r] = xsimd::hadd((a[t][0] + a[t][1]) + (a[t][2] + a[t][3])) + dot_tail(x + t * cols, wr, end1, cols) +
+                       (bias ? bias[r] : 0.f);
+  }
+}
+
+// Token rows fed together to dot_rows: NB * 4 accumulators and 4 weight vectors must fit the
+// register file (32 vector registers with AVX-512, 16 otherwise).
+inline constexpr int dot_block = lanes >= 16 ? 4 : 2;
+
+// dot_rows over n token rows, in blocks of dot_block rows (a smaller block for the rest).
+template <class T>
+void dot_rows_n(const float* x, std::int64_t n, const T* w, const float* bias, float* y, std::int64_t ldy, std::int64_t r0,
+                std::int64_t r1, std::int64_t cols) {
+  for (std::int64_t t = 0; t < n;) {
+    const std::int64_t left = n - t;
+    const float* xt = x + t * cols;
+    float* yt = y + t * ldy;
+    if (left >= 4 && dot_block >= 4) {
+      dot_rows<dot_block>(xt, w, bias, yt, ldy, r0, r1, cols);
+      t += dot_block;
+    } else if (left >= 2) {
+      dot_rows<2>(xt, w, bias, yt, ldy, r0, r1, cols);
+      t += 2;
+    } else {
+      dot_rows<1>(xt, w, bias, yt, ldy, r0, r1, cols);
+      t += 1;
+    }
   }
 }
 
@@ -159,54 +204,6 @@ void gemm_panels(const float* packed_x, const T* w, const float* bias, float* y,
   }
 }
 
-// Calls fn(thread, begin, end) for chunks of `grain` units of [0, n), claimed through an atomic
-// counter: a thread that starts late (descheduled on a busy machine) finds less work left
-// instead of holding the others up, as a fixed split would.
-template <class Fn>
-void parallel_chunks(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& fn) {
-  if (n <= 0) return;
-  if (pool.size() == 1 || n <= grain) {
-    fn(0, std::int64_t{0}, n);
-    return;
-  }
-  std::atomic<std::int64_t> next{0};
-  pool.run([&](int t, int) {
-    for (std::int64_t b; (b = next.fetch_add(grain, std::memory_order_relaxed)) < n;) fn(t, b, std::min(n, b + grain));
-  });
-}
-
-// Calls fn(begin, end) over [0, n) in chunks of `grain`: thread t owns the t-th contiguous share
-// and walks it front to back, so on a quiet machine every thread streams one contiguous range
-// (measured over a decode step's matvecs: 52 GB/s, against 47 when chunks go round-robin through
-// one counter); a thread that finishes its share then takes what is left of the others', so a
-// descheduled thread on a busy machine holds nobody up.
-template <class Fn>
-void parallel_shares(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& fn) {
-  constexpr int max_shares = 64;  // cursors live on the stack: no allocation per call
-  const int nt = pool.size();
-  if (n <= 0) return;
-  if (nt == 1 || n <= grain || nt > max_shares) {
-    parallel_chunks(pool, n, grain, [&](int, std::int64_t b, std::int64_t e) { fn(b, e); });
-    return;
-  }
-  struct alignas(64) Share {
-    std::atomic<std::int64_t> next;
-    std::int64_t end;
-  };
-  Share shares[max_shares];
-  const std::int64_t blocks = (n + grain - 1) / grain;
-  for (int t = 0; t < nt; ++t) {
-    shares[t].next.store(blocks * t / nt * grain, std::memory_order_relaxed);
-    shares[t].end = std::min(n, blocks * (t + 1) / nt * grain);
-  }
-  pool.run([&](int t, int) {
-    for (int k = 0; k < nt; ++k) {
-      Share& s = shares[(t + k) % nt];
-      for (std::int64_t b; (b = s.next.fetch_add(grain, std::memory_order_relaxed)) < s.end;) fn(b, std::min(s.end, b + grain));
-    }
-  });
-}
-
 // Calls fn(product index, begin, end) for the part of [u0, u1) that falls in each product,
 // where product i owns `units(i)` consecutive units (rows for the matvec, panels for the GEMM).
 template <class Units, class Fn>
@@ -220,27 +217,23 @@ void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1
   }
 }
 
-template <class Fn>
-void with_dtype(DType dtype, Fn fn) {
-  switch (dtype) {
-    case DType::bf16: fn(static_cast<const bf16_t*>(nullptr)); break;
-    case DType::f16: fn(static_cast<const f16_t*>(nullptr)); break;
-    default: fn(static_cast<const float*>(nullptr)); break;
-  }
-}
-
-// Decode: the rows of all products form one range, split into one contiguous share per thread
-// (stolen from in chunks of a multiple of 16 rows), so one fork-join streams every weight of e.g.
-// q/k/v once.
-inline void matvec_fused(const float* x, std::span<const MatmulOut> outs, ThreadPool& pool) {
+// Decode rows: the weight rows of all products form one range, split into one contiguous share
+// per thread (stolen from in chunks of a multiple of 16 rows), so one fork-join streams every
+// weight of e.g. q/k/v once, for all n token rows. Weight rows are walked one at a time with every
+// token block inside, so a row is read from memory once and from L1 for the other blocks.
+inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool) {
   std::int64_t rows = 0;
   for (const auto& o : outs) rows += o.w.rows;
   const std::int64_t grain = std::max<std::int64_t>(16, rows / (16 * pool.size()) / 16 * 16);
   parallel_shares(pool, rows, grain, [&](std::int64_t r0, std::int64_t r1) {
     for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
-      with_dtype(o.w.dtype, [&](auto tag) {
-        using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
-        matvec_rows_simd(x, static_cast<const T*>(o.w.data), o.bias, o.y, b, e, o.w.cols);
+      visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
+        const T* w = static_cast<const T*>(o.w.data);
+        if (n == 1) {
+          dot_rows<1>(x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
+          return;
+        }
+        for (std::int64_t r = b; r < e; ++r) dot_rows_n(x, n, w, o.bias, o.y, o.w.rows, r, r + 1, o.w.cols);
       });
     });
   });
@@ -258,8 +251,7 @@ inline void gemm_fused(const float* x, std::span<const MatmulOut> outs, std::int
   for (const auto& o : outs) total += panels(o);
   parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
     for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
-      with_dtype(o.w.dtype, [&](auto tag) {
-        using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
+      visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
         gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e,
                     packed_w[static_cast<std::size_t>(t)]);
       });
@@ -298,26 +290,34 @@ struct MatmulScratch {
   }
 };
 
-// Several products of the same input x[T, cols] (e.g. q/k/v, gate/up) in one parallel pass;
-// every w.cols must be equal.
-inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T, ThreadPool& pool,
+// The largest number of products one fused call takes (q/k/v).
+inline constexpr std::size_t max_fused_products = 4;
+
+// Several products of the same input x[rows, cols] (e.g. q/k/v, gate/up) in one parallel pass per
+// kernel kind; every w.cols must be equal. plan says which rows take which kernel (RowPlan).
+inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const RowPlan& plan, ThreadPool& pool,
                          MatmulScratch& scratch) {
+  const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.dot_rows;
   for ([[maybe_unused]] const auto& o : outs)
-    assert(o.w.cols == outs[0].w.cols && T <= scratch.max_tokens && o.w.cols <= scratch.max_cols && "matmul shapes");
+    assert(o.w.cols == K && gemm_rows <= scratch.max_tokens && K <= scratch.max_cols && "matmul shapes");
+  assert(outs.size() <= max_fused_products && plan.dot_rows >= 0 && gemm_rows >= 0 && "matmul plan");
   if constexpr (!simd_enabled) {
-    for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, T);
-  } else if (T == 1) {
-    detail::matvec_fused(x, outs, pool);
-  } else {
-    detail::gemm_fused(x, outs, T, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
+    for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
+    return;
   }
+  if (plan.dot_rows > 0) detail::dot_fused(x, outs, plan.dot_rows, pool);
+  if (gemm_rows == 0) return;
+  MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
+  for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
+  detail::gemm_fused(x + plan.dot_rows * K, std::span<const MatmulOut>(shifted, outs.size()), gemm_rows, pool,
+                     scratch.packed_x.get(), scratch.packed_w_ptrs);
 }
 
-// y[T, w.rows] = x[T, w.cols] · W^T + bias (bias may be null, [w.rows] f32).
-inline void matmul(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T, ThreadPool& pool,
+// y[rows, w.rows] = x[rows, w.cols] · W^T + bias (bias may be null, [w.rows] f32).
+inline void matmul(const float* x, const MatRef& w, const float* bias, float* y, const RowPlan& plan, ThreadPool& pool,
                    MatmulScratch& scratch) {
   const MatmulOut one{w, bias, y};
-  matmul_fused(x, std::span<const MatmulOut>(&one, 1), T, pool, scratch);
+  matmul_fused(x, std::span<const MatmulOut>(&one, 1), plan, pool, scratch);
 }
 
 }  // namespace kylin::kernels

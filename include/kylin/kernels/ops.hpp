@@ -10,34 +10,48 @@
 
 namespace kylin::kernels {
 
-// Reads element i of a 1-D weight in its stored dtype.
+// Reads element i of a weight in its stored dtype.
 inline float weight_at(const MatRef& w, std::int64_t i) {
-  switch (w.dtype) {
-    case DType::bf16: return to_float(static_cast<const bf16_t*>(w.data)[i]);
-    case DType::f16: return to_float(static_cast<const f16_t*>(w.data)[i]);
-    default: return static_cast<const float*>(w.data)[i];
-  }
+  return visit_dtype(w.dtype, [&]<class T>(std::type_identity<T>) { return to_float(static_cast<const T*>(w.data)[i]); });
 }
 
-// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, for `n_rows` rows of width `dim`.
-// The mean is accumulated in double: it is cheap here and keeps long rows exact.
-inline void rms_norm(const float* x, const MatRef& w, float* out, std::int64_t n_rows, std::int64_t dim, double eps) {
-  for (std::int64_t r = 0; r < n_rows; ++r) {
-    const float* xr = x + r * dim;
-    double ss = 0.0;
-    for (std::int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
-    float* o = out + r * dim;
-    for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight_at(w, i);
-  }
+// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w for `n_rows` rows of width w.cols
+// (the weight's length is the row width, so the two cannot be swapped). The mean is accumulated
+// in double: it is cheap here and keeps long rows exact.
+inline void rms_norm(const float* x, const MatRef& w, float* out, std::int64_t n_rows, double eps) {
+  const std::int64_t dim = w.cols;
+  visit_dtype(w.dtype, [&]<class T>(std::type_identity<T>) {
+    const T* wd = static_cast<const T*>(w.data);
+    for (std::int64_t r = 0; r < n_rows; ++r) {
+      const float* xr = x + r * dim;
+      double ss = 0.0;
+      for (std::int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+      float* o = out + r * dim;
+      for (std::int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * to_float(wd[i]);
+    }
+  });
 }
 
-// Rotary embedding, rotate_half layout: pairs (i, i + d/2) rotate by angle pos * inv_freq[i].
-// cos/sin: [n_tokens, head_dim/2] per token (already scaled by YaRN's attention factor);
-// x: [n_tokens, n_heads * head_dim], rotated in place.
-inline void rope(float* x, const float* cos, const float* sin, std::int64_t n_tokens, std::int64_t n_heads,
-                 std::int64_t head_dim) {
-  const std::int64_t half = head_dim / 2;
+// Rows of attention heads: x is [n_tokens, n_heads * head_dim].
+struct HeadRows {
+  std::int64_t n_tokens = 0;
+  std::int64_t n_heads = 0;
+  std::int64_t head_dim = 0;
+};
+
+// Rotary tables, one row per token: [n_tokens, head_dim/2] each, already scaled by YaRN's
+// attention factor.
+struct RopeTables {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+};
+
+// Rotary embedding, rotate_half layout: pairs (i, i + d/2) rotate by angle pos * inv_freq[i];
+// x rotated in place.
+inline void rope(float* x, const HeadRows& shape, const RopeTables& tables) {
+  const std::int64_t n_tokens = shape.n_tokens, n_heads = shape.n_heads, head_dim = shape.head_dim, half = head_dim / 2;
+  const float *cos = tables.cos, *sin = tables.sin;
   for (std::int64_t t = 0; t < n_tokens; ++t)
     for (std::int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * head_dim;
@@ -74,8 +88,10 @@ inline void add_inplace(float* acc, const float* x, std::int64_t n) {
 
 // out[dim] = row `id` of an embedding table [vocab, dim], widened to f32.
 inline void embed_row(const MatRef& table, std::int64_t id, float* out) {
-  const std::int64_t dim = table.cols;
-  for (std::int64_t i = 0; i < dim; ++i) out[i] = weight_at(table, id * dim + i);
+  visit_dtype(table.dtype, [&]<class T>(std::type_identity<T>) {
+    const T* row = static_cast<const T*>(table.data) + id * table.cols;
+    for (std::int64_t i = 0; i < table.cols; ++i) out[i] = to_float(row[i]);
+  });
 }
 
 }  // namespace kylin::kernels

@@ -55,18 +55,9 @@ inline fbatch load_as_float<float>(const float* p) {
   return fbatch::load_unaligned(p);
 }
 
-// Storage tags: BF16 and F16 are both 16 bits, so the kernels tell them apart by type.
-struct bf16_t {
-  std::uint16_t bits;
-};
-struct f16_t {
-  std::uint16_t bits;
-};
-static_assert(sizeof(bf16_t) == 2 && sizeof(f16_t) == 2, "16-bit storage types must be exactly 2 bytes");
-
-inline float to_float(float x) { return x; }
-inline float to_float(bf16_t x) { return bf16_to_f32(x.bits); }
-inline float to_float(f16_t x) { return f16_to_f32(x.bits); }
+using kylin::bf16_t;
+using kylin::f16_t;
+using kylin::to_float;
 
 template <>
 inline fbatch load_as_float<bf16_t>(const bf16_t* p) {

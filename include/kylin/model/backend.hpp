@@ -1,72 +1,129 @@
-// The Backend concept: the handful of operations the transformer components call. The model
-// code is written against it only, so a CUDA or Metal backend is a new type, not a new model.
-// CpuBackend is the first model of the concept: kernels/ on a std::jthread pool.
+// The Backend concept: the handful of operations the transformer components call, and the memory
+// they run on. The model code is written against it only, so a CUDA or Metal backend is a new
+// type, not a new model. CpuBackend is the first model of the concept: kernels/ on a jthread pool.
 #pragma once
 
 #include <concepts>
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <span>
+#include <utility>
 
 #include "kylin/core/thread_pool.hpp"
+#include "kylin/io/config.hpp"
 #include "kylin/kernels/attention.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/ops.hpp"
 
 namespace kylin {
 
-template <class B>
-concept Backend = requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::int64_t n,
-                           double eps, const kernels::AttentionShape& shape, kernels::KVRef kv,
-                           std::span<const kernels::MatmulOut> outs) {
-  b.matmul(in, w, in, out, n);                // out[n, w.rows] = in[n, w.cols] · w^T + bias
-  b.matmul_fused(in, outs, n);                // several such products of one input in one pass
-  b.rms_norm(in, w, out, n, n, eps);          // rows x dim, in place allowed
-  b.rope(out, in, in, n, n, n);               // x, cos, sin, tokens, heads, head_dim
-  b.store_kv(kv, in, n, n, n, n, n);          // cache, new rows, tokens, pos0, kv heads, head_dim, head stride
-  b.attention(in, kv, kv, out, shape);        // q, k cache, v cache, out
-  b.silu_mul(out, in, n);
-  b.add(out, in, n);
-  b.embed(w, n, out);
+// Bytes owned by a backend, in its address space (host memory for the CPU, device memory for a
+// GPU), freed by the function that came with them. Move-only.
+class Memory {
+ public:
+  using Release = void (*)(void*);
+  Memory() = default;
+  Memory(void* data, std::size_t bytes, Release release) : data_(data), bytes_(bytes), release_(release) {}
+  Memory(Memory&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), release_(std::exchange(o.release_, nullptr)) {}
+  Memory& operator=(Memory&& o) noexcept {
+    if (this != &o) {
+      reset();
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      release_ = std::exchange(o.release_, nullptr);
+    }
+    return *this;
+  }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  ~Memory() { reset(); }
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  template <class T>
+  T* as(std::size_t byte_offset = 0) const { return reinterpret_cast<T*>(static_cast<std::byte*>(data_) + byte_offset); }
+
+ private:
+  void reset() {
+    if (data_ && release_) release_(data_);
+    data_ = nullptr;
+  }
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  Release release_ = nullptr;
 };
+
+// What a backend is sized for; the model sizes come from the config.
+struct BackendOptions {
+  int threads = 0;                // 0: all hardware threads
+  std::int64_t max_tokens = 512;  // rows of one pass (GEMM panels, workspace)
+};
+
+template <class B>
+concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOptions&> &&
+    requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::span<const kernels::MatmulOut> outs,
+             const kernels::RowPlan& plan, std::int64_t n, double eps, const kernels::HeadRows& heads,
+             const kernels::RopeTables& tables, kernels::KVRef kv, const kernels::KVLayout& layout,
+             const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
+             std::size_t bytes, std::span<float> host) {
+      { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
+      { b.threads() } -> std::convertible_to<int>;
+      b.matmul(in, w, in, out, plan);        // out[rows, w.rows] = in[rows, w.cols] · w^T + bias
+      b.matmul_fused(in, outs, plan);        // several such products of one input in one pass
+      b.rms_norm(in, w, out, n, eps);        // n rows of width w.cols, in place allowed
+      b.rope(out, heads, tables);
+      b.store_kv(kv, layout, rows);
+      b.attention(in, out, seqs, ah);        // q, out, one entry per sequence
+      b.silu_mul(out, in, n);
+      b.add(out, in, n);
+      b.embed(w, n, out);                    // row n of the table
+      b.download(host, in);                  // host.size() floats from backend memory to the host
+    };
 
 class CpuBackend {
  public:
-  // max_cols / max_tokens: widest matrix input and largest chunk (GEMM panels);
-  // max_groups / head_dim: attention scratch. Everything is allocated here, never per call.
-  CpuBackend(int threads, std::int64_t max_cols, std::int64_t max_groups, std::int64_t head_dim, std::int64_t max_tokens)
-      : pool_(threads),
-        matmul_scratch_(pool_.size(), max_cols, max_tokens),
-        attention_scratch_(pool_.size(), max_groups, head_dim) {}
+  // Everything the kernels need is allocated here, never per call: GEMM panels for the widest
+  // matrix input, attention scratch for the largest GQA group.
+  CpuBackend(const ModelConfig& c, const BackendOptions& o)
+      : pool_(o.threads),
+        matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim()}), std::max<std::int64_t>(1, o.max_tokens)),
+        attention_scratch_(pool_.size(), c.n_groups(), c.head_dim) {}
 
   ThreadPool& pool() { return pool_; }
   int threads() const { return pool_.size(); }
 
-  void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, std::int64_t n_tokens) {
-    kernels::matmul(x, w, bias, y, n_tokens, pool_, matmul_scratch_);
+  // 64-byte aligned and not value-initialised: an 8k-context KV cache costs memory only for the
+  // positions written.
+  static Memory allocate(std::size_t bytes) {
+    void* p = ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{64});
+    return Memory(p, bytes, [](void* q) { ::operator delete[](q, std::align_val_t{64}); });
+  }
+  static void download(std::span<float> host, const float* src) { std::memcpy(host.data(), src, host.size_bytes()); }
+
+  void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
+    kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_);
   }
   // Products sharing the input x (q/k/v, gate/up): one fork-join streams all their weights.
-  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, std::int64_t n_tokens) {
-    kernels::matmul_fused(x, outs, n_tokens, pool_, matmul_scratch_);
+  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
+    kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_);
   }
   // Norms of fewer than `min_parallel_norm` elements (every norm of a decode step) run on the
   // calling thread: a fork-join would cost more than the work.
   static constexpr std::int64_t min_parallel_norm = std::int64_t{1} << 15;
-  void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, std::int64_t dim, double eps) {
-    const std::int64_t grain = rows * dim < min_parallel_norm ? rows : 8;
+  void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
+    const std::int64_t dim = w.cols, grain = rows * dim < min_parallel_norm ? rows : 8;
     pool_.parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
-      kernels::rms_norm(x + r0 * dim, w, out + r0 * dim, r1 - r0, dim, eps);
+      kernels::rms_norm(x + r0 * dim, w, out + r0 * dim, r1 - r0, eps);
     });
   }
-  void rope(float* x, const float* cos, const float* sin, std::int64_t n_tokens, std::int64_t n_heads, std::int64_t head_dim) {
-    kernels::rope(x, cos, sin, n_tokens, n_heads, head_dim);
+  void rope(float* x, const kernels::HeadRows& shape, const kernels::RopeTables& tables) { kernels::rope(x, shape, tables); }
+  void store_kv(kernels::KVRef cache, const kernels::KVLayout& layout, const kernels::KVRows& rows) {
+    kernels::store_kv(cache, layout, rows);
   }
-  // Copies new key or value rows [n_tokens, n_kv*head_dim] into the cache layout [n_kv][capacity][head_dim].
-  void store_kv(kernels::KVRef cache, const float* rows, std::int64_t n_tokens, std::int64_t pos0, std::int64_t n_kv,
-                std::int64_t head_dim, std::int64_t head_stride) {
-    kernels::store_kv(cache, rows, n_tokens, pos0, n_kv, head_dim, head_stride);
-  }
-  void attention(const float* q, kernels::KVRef k, kernels::KVRef v, float* out, const kernels::AttentionShape& s) {
-    kernels::attention(q, k, v, out, s, pool_, attention_scratch_);
+  void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
+    kernels::attention(q, out, seqs, h, pool_, attention_scratch_);
   }
   void silu_mul(float* gate, const float* up, std::int64_t n) {
     pool_.parallel_for(n, 4096, [&](std::int64_t i0, std::int64_t i1) { kernels::silu_mul(gate + i0, up + i0, i1 - i0); });

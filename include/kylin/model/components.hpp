@@ -1,9 +1,11 @@
 // The transformer's building blocks as types: RMSNorm, grouped-query attention (with Qwen3's
 // per-head q/k RMSNorm or Qwen2's q/k/v biases, chosen at compile time), and the SwiGLU MLP.
-// Each holds views of its weights and runs on any Backend over a preallocated Workspace.
+// Each holds views of its weights and runs one Pass (rows of several sequences) on any Backend.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kylin/model/backend.hpp"
@@ -12,36 +14,73 @@
 
 namespace kylin {
 
-// Activation buffers for one chunk of up to `max_tokens` tokens, allocated once at load.
-struct Workspace {
-  explicit Workspace(const ModelConfig& c, std::int64_t max_tokens)
-      : max_tokens(max_tokens),
-        x(size(max_tokens * c.hidden_size)),
-        xn(size(max_tokens * c.hidden_size)),
-        out(size(max_tokens * c.hidden_size)),
-        q(size(max_tokens * c.q_dim())),
-        k(size(max_tokens * c.kv_dim())),
-        v(size(max_tokens * c.kv_dim())),
-        attn(size(max_tokens * c.q_dim())),
-        gate(size(max_tokens * c.intermediate_size)),
-        up(size(max_tokens * c.intermediate_size)),
-        cos(size(max_tokens * c.head_dim / 2)),
-        sin(size(max_tokens * c.head_dim / 2)) {}
+// Rows of one pass that a sequence wants back: rows [first, first + count) of its chunk.
+struct OutputRows {
+  std::int64_t first = 0;
+  std::int64_t count = 0;         // 0: nothing (an early chunk of a long prompt)
+  std::span<float> logits;        // [count, vocab] on the host, or empty
+  std::span<float> hidden;        // [count, hidden] on the host, or empty
+};
 
-  static std::size_t size(std::int64_t n) { return static_cast<std::size_t>(n); }
+// One sequence's chunk in a pass: `tokens` at positions cache->size().. fill rows [row0, row0 + n).
+struct PassSequence {
+  KVCache* cache;  // never null
+  std::span<const int> tokens;
+  std::int64_t row0 = 0;
+  OutputRows out;
+  std::int64_t n() const { return static_cast<std::int64_t>(tokens.size()); }
+};
+
+// One forward pass over the rows of several sequences. Sequences with a single new token come
+// first, and their rows take the matmuls' dot-product kernel (kernels::RowPlan).
+struct Pass {
+  std::span<const PassSequence> seqs;
+  std::int64_t rows = 0;
+  std::int64_t dot_rows = 0;
+  kernels::RowPlan plan() const { return {rows, dot_rows}; }
+};
+
+// Activation buffers for a pass of up to `max_tokens` rows, in one allocation of the backend.
+class Workspace {
+ public:
+  // LM-head rows computed per call: bounds the logits buffer when every position is wanted.
+  static constexpr std::int64_t logit_rows = 16;
+
+  template <Backend B>
+  Workspace(B& b, const ModelConfig& c, std::int64_t max_tokens) : max_tokens(max_tokens) {
+    const std::int64_t T = max_tokens, H = c.hidden_size, I = c.intermediate_size, half = c.head_dim / 2;
+    const std::int64_t sizes[] = {T * H, T * H, T * H, T * c.q_dim(), T * c.kv_dim(), T * c.kv_dim(), T * c.q_dim(),
+                                  T * I, T * I, T * half, T * half, std::min(T, logit_rows) * c.vocab_size};
+    std::size_t bytes = 0;
+    for (std::int64_t n : sizes) bytes += padded(n);
+    memory_ = b.allocate(bytes);
+    float** views[] = {&x, &xn, &out, &q, &k, &v, &attn, &gate, &up, &cos, &sin, &logits};
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < std::size(views); ++i) {
+      *views[i] = memory_.as<float>(offset);
+      offset += padded(sizes[i]);
+    }
+    attention_seqs.reserve(static_cast<std::size_t>(T));
+  }
 
   std::int64_t max_tokens;
-  std::vector<float> x;     // [T, hidden]              residual stream
-  std::vector<float> xn;    // [T, hidden]              normalised input of a sub-layer
-  std::vector<float> out;   // [T, hidden]              sub-layer output
-  std::vector<float> q;     // [T, n_heads*head_dim]
-  std::vector<float> k;     // [T, n_kv_heads*head_dim]
-  std::vector<float> v;     // [T, n_kv_heads*head_dim]
-  std::vector<float> attn;  // [T, n_heads*head_dim]    attention output before o_proj
-  std::vector<float> gate;  // [T, intermediate]
-  std::vector<float> up;    // [T, intermediate]
-  std::vector<float> cos;   // [T, head_dim/2]
-  std::vector<float> sin;   // [T, head_dim/2]
+  float* x = nullptr;       // [T, hidden]              residual stream
+  float* xn = nullptr;      // [T, hidden]              normalised input of a sub-layer
+  float* out = nullptr;     // [T, hidden]              sub-layer output
+  float* q = nullptr;       // [T, n_heads*head_dim]
+  float* k = nullptr;       // [T, n_kv_heads*head_dim]
+  float* v = nullptr;       // [T, n_kv_heads*head_dim]
+  float* attn = nullptr;    // [T, n_heads*head_dim]    attention output before o_proj
+  float* gate = nullptr;    // [T, intermediate]
+  float* up = nullptr;      // [T, intermediate]
+  float* cos = nullptr;     // [T, head_dim/2]          rotary table of each row's position
+  float* sin = nullptr;     // [T, head_dim/2]
+  float* logits = nullptr;  // [logit_rows, vocab]      LM-head output before it goes to the host
+  std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
+
+ private:
+  static std::size_t padded(std::int64_t floats) { return (static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64; }
+  Memory memory_;
 };
 
 struct RMSNorm {
@@ -50,12 +89,11 @@ struct RMSNorm {
 
   template <Backend B>
   void operator()(B& b, const float* x, float* out, std::int64_t rows) const {
-    b.rms_norm(x, weight, out, rows, weight.cols, eps);
+    b.rms_norm(x, weight, out, rows, eps);
   }
 };
 
-enum class QKNorm { none, per_head };  // Qwen3 normalises each head's q and k before RoPE
-enum class QKVBias { none, qkv };      // Qwen2 adds biases to the q/k/v projections
+// QKNorm (Qwen3's per-head q/k RMSNorm) and QKVBias (Qwen2's q/k/v biases): model/arch.hpp
 
 template <QKNorm qk_norm, QKVBias bias>
 struct GroupedQueryAttention {
@@ -66,33 +104,35 @@ struct GroupedQueryAttention {
   std::int64_t n_heads, n_kv_heads, head_dim;
   double eps;
 
-  // out[T, hidden] = attention of xn[T, hidden] at positions pos0.. against (and into) the cache.
+  // out[R, hidden] = attention of xn[R, hidden]: each sequence's rows against (and into) its own cache.
   template <Backend B>
-  void operator()(B& b, Workspace& ws, const float* xn, float* out, std::int64_t T, KVCache& cache,
-                  std::int64_t layer) const {
-    const std::int64_t pos0 = cache.size();
+  void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass, std::int64_t layer) const {
+    const std::int64_t R = pass.rows, kv_dim = n_kv_heads * head_dim;
     // q/k/v projections (+ biases for Qwen2), in one pass over the three weights
-    const kernels::MatmulOut qkv[] = {{w->q_proj, bias_ptr(w->q_bias), ws.q.data()},
-                                      {w->k_proj, bias_ptr(w->k_bias), ws.k.data()},
-                                      {w->v_proj, bias_ptr(w->v_bias), ws.v.data()}};
-    b.matmul_fused(xn, qkv, T);
+    const kernels::MatmulOut qkv[] = {{w->q_proj, bias_ptr(w->q_bias), ws.q}, {w->k_proj, bias_ptr(w->k_bias), ws.k},
+                                      {w->v_proj, bias_ptr(w->v_bias), ws.v}};
+    b.matmul_fused(xn, qkv, pass.plan());
     // Qwen3: RMSNorm over each head's head_dim slice, before RoPE
     if constexpr (qk_norm == QKNorm::per_head) {
-      b.rms_norm(ws.q.data(), w->q_norm, ws.q.data(), T * n_heads, head_dim, eps);
-      b.rms_norm(ws.k.data(), w->k_norm, ws.k.data(), T * n_kv_heads, head_dim, eps);
+      b.rms_norm(ws.q, w->q_norm, ws.q, R * n_heads, eps);
+      b.rms_norm(ws.k, w->k_norm, ws.k, R * n_kv_heads, eps);
     }
-    // rotary position embedding on q and k
-    b.rope(ws.q.data(), ws.cos.data(), ws.sin.data(), T, n_heads, head_dim);
-    b.rope(ws.k.data(), ws.cos.data(), ws.sin.data(), T, n_kv_heads, head_dim);
-    // append the new keys/values to the cache
-    b.store_kv(cache.keys(layer), ws.k.data(), T, pos0, n_kv_heads, head_dim, cache.head_stride());
-    b.store_kv(cache.values(layer), ws.v.data(), T, pos0, n_kv_heads, head_dim, cache.head_stride());
-    // causal GQA softmax(q k^T * head_dim^-0.5) v over all cached positions
-    const kernels::AttentionShape shape{T, pos0, n_heads, n_kv_heads, head_dim, cache.head_stride(),
-                                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)))};
-    b.attention(ws.q.data(), cache.keys(layer), cache.values(layer), ws.attn.data(), shape);
+    // rotary position embedding on q and k, each row at its own position
+    b.rope(ws.q, {R, n_heads, head_dim}, {ws.cos, ws.sin});
+    b.rope(ws.k, {R, n_kv_heads, head_dim}, {ws.cos, ws.sin});
+    // append each sequence's new keys/values to its cache
+    ws.attention_seqs.clear();
+    for (const PassSequence& s : pass.seqs) {
+      const std::int64_t pos0 = s.cache->size();
+      b.store_kv(s.cache->keys(layer), s.cache->layout(), {ws.k + s.row0 * kv_dim, s.n(), pos0});
+      b.store_kv(s.cache->values(layer), s.cache->layout(), {ws.v + s.row0 * kv_dim, s.n(), pos0});
+      ws.attention_seqs.push_back({s.cache->keys(layer), s.cache->values(layer), s.cache->head_stride(), s.row0, s.n(), pos0});
+    }
+    // causal GQA softmax(q k^T * head_dim^-0.5) v of every sequence over its cached positions
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    b.attention(ws.q, ws.attn, ws.attention_seqs, {n_heads, n_kv_heads, head_dim, scale});
     // output projection
-    b.matmul(ws.attn.data(), w->o_proj, nullptr, out, T);
+    b.matmul(ws.attn, w->o_proj, nullptr, out, pass.plan());
   }
 
  private:
@@ -107,13 +147,13 @@ struct SwiGLU {
   const LayerWeights* w;
   std::int64_t intermediate_size;
 
-  // out[T, hidden] = down(silu(gate(xn)) * up(xn))
+  // out[R, hidden] = down(silu(gate(xn)) * up(xn))
   template <Backend B>
-  void operator()(B& b, Workspace& ws, const float* xn, float* out, std::int64_t T) const {
-    const kernels::MatmulOut gate_up[] = {{w->gate_proj, nullptr, ws.gate.data()}, {w->up_proj, nullptr, ws.up.data()}};
-    b.matmul_fused(xn, gate_up, T);
-    b.silu_mul(ws.gate.data(), ws.up.data(), T * intermediate_size);
-    b.matmul(ws.gate.data(), w->down_proj, nullptr, out, T);
+  void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass) const {
+    const kernels::MatmulOut gate_up[] = {{w->gate_proj, nullptr, ws.gate}, {w->up_proj, nullptr, ws.up}};
+    b.matmul_fused(xn, gate_up, pass.plan());
+    b.silu_mul(ws.gate, ws.up, pass.rows * intermediate_size);
+    b.matmul(ws.gate, w->down_proj, nullptr, out, pass.plan());
   }
 };
 

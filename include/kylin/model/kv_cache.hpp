@@ -1,9 +1,10 @@
-// KVCache: keys and values of every layer for up to `capacity` positions, allocated once, in
-// f32 (exact) or f16 (half the bytes decode reads at long context). It also remembers the token
-// ids it holds, so a new prompt can reuse the longest shared prefix (truncate, feed the rest).
+// KVCache: keys and values of every layer for up to `capacity` positions, allocated once by the
+// backend, in f32 (exact) or f16 (half the bytes decode reads at long context). It also remembers
+// the token ids it holds, so a new prompt can reuse the longest shared prefix.
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -15,30 +16,42 @@
 #include "kylin/core/error.hpp"
 #include "kylin/io/config.hpp"
 #include "kylin/kernels/attention.hpp"
+#include "kylin/model/backend.hpp"
 
 namespace kylin {
 
-// Element type of the cached keys and values.
-enum class KVDType { f32, f16 };
-
-inline constexpr std::size_t kv_dtype_size(KVDType d) { return d == KVDType::f32 ? 4 : 2; }
-inline constexpr DType kv_storage_dtype(KVDType d) { return d == KVDType::f32 ? DType::f32 : DType::f16; }
-inline const char* kv_dtype_name(KVDType d) { return d == KVDType::f32 ? "f32" : "f16"; }
-inline KVDType parse_kv_dtype(std::string_view name) {
-  if (name == "f32") return KVDType::f32;
-  if (name == "f16") return KVDType::f16;
+// The KV element types a cache can be created with: f32 (exact) and f16.
+inline std::string kv_dtype_name(DType d) {
+  std::string name(dtype_name(d));
+  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return name;
+}
+inline DType parse_kv_dtype(std::string_view name) {
+  if (name == "f32") return DType::f32;
+  if (name == "f16") return DType::f16;
   throw Error(ErrorCategory::config, "kv dtype", "'" + std::string(name) + "' is not one of f32, f16");
 }
+// Earlier name of the KV element type; DType is the one enum of element types.
+using KVDType = DType;
 
+// Keys and values of every layer for up to `capacity` positions, in memory allocated by the
+// model's backend (Model::new_cache), plus the token ids it holds.
 class KVCache {
  public:
-  KVCache(const ModelConfig& c, std::int64_t capacity, KVDType dtype = KVDType::f32)
-      : n_layers_(c.num_hidden_layers), n_kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity),
-        dtype_(dtype) {
+  // Bytes a cache of this shape needs; refuses a dtype the cache cannot hold or a bad capacity.
+  static std::size_t bytes_needed(const ModelConfig& c, std::int64_t capacity, DType dtype) {
     if (capacity <= 0) throw Error(ErrorCategory::config, "context length", "must be positive, got " + std::to_string(capacity));
-    // Not value-initialised: pages are committed as positions are written, so an 8k-context
-    // cache costs memory only for what is used. 64-byte aligned so every head row is.
-    data_.reset(static_cast<std::byte*>(::operator new[](bytes(), std::align_val_t{64})));
+    if (dtype != DType::f32 && dtype != DType::f16)
+      throw Error(ErrorCategory::config, "kv dtype", std::string(dtype_name(dtype)) + " is not a KV cache type (f32, f16 are)");
+    return static_cast<std::size_t>(capacity) * bytes_per_token(c, dtype);
+  }
+
+  // storage: at least bytes_needed(c, capacity, dtype) bytes, 64-byte aligned, from the backend.
+  KVCache(const ModelConfig& c, std::int64_t capacity, DType dtype, Memory storage)
+      : n_layers_(c.num_hidden_layers), n_kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity),
+        dtype_(dtype), data_(std::move(storage)) {
+    if (data_.bytes() < bytes_needed(c, capacity, dtype))
+      throw Error(ErrorCategory::runtime, "kv cache", "storage of " + std::to_string(data_.bytes()) + " bytes is too small");
     tokens_.reserve(static_cast<std::size_t>(capacity));
   }
 
@@ -46,17 +59,22 @@ class KVCache {
   std::int64_t size() const { return static_cast<std::int64_t>(tokens_.size()); }
   std::int64_t remaining() const { return capacity_ - size(); }
   std::span<const int> tokens() const { return tokens_; }
-  KVDType dtype() const { return dtype_; }
-  std::size_t bytes() const { return static_cast<std::size_t>(layer_elems() * 2 * n_layers_) * kv_dtype_size(dtype_); }
-  static std::size_t bytes_per_token(const ModelConfig& c, KVDType dtype = KVDType::f32) {
-    return static_cast<std::size_t>(2 * c.num_hidden_layers * c.kv_dim()) * kv_dtype_size(dtype);
+  DType dtype() const { return dtype_; }
+  std::size_t bytes() const { return static_cast<std::size_t>(layer_elems() * 2 * n_layers_) * dtype_size(dtype_); }
+  static std::size_t bytes_per_token(const ModelConfig& c, DType dtype = DType::f32) {
+    return static_cast<std::size_t>(2 * c.num_hidden_layers * c.kv_dim()) * dtype_size(dtype);
   }
-  std::size_t bytes_per_token() const { return static_cast<std::size_t>(2 * n_layers_ * n_kv_heads_ * head_dim_) * kv_dtype_size(dtype_); }
+  std::size_t bytes_per_token() const { return static_cast<std::size_t>(2 * n_layers_ * n_kv_heads_ * head_dim_) * dtype_size(dtype_); }
+  // Whether this cache has the layer and head shape of models with config c.
+  bool fits(const ModelConfig& c) const {
+    return n_layers_ == c.num_hidden_layers && n_kv_heads_ == c.num_key_value_heads && head_dim_ == c.head_dim;
+  }
 
   // [n_kv_heads][capacity][head_dim] for one layer, in dtype().
   kernels::KVRef keys(std::int64_t layer) { return view(2 * layer); }
   kernels::KVRef values(std::int64_t layer) { return view(2 * layer + 1); }
   std::int64_t head_stride() const { return capacity_ * head_dim_; }
+  kernels::KVLayout layout() const { return {n_kv_heads_, head_dim_, head_stride()}; }
 
   void reset() { tokens_.clear(); }
   // Rewind to the first n tokens; later positions are overwritten by the next feed.
@@ -83,15 +101,12 @@ class KVCache {
  private:
   std::int64_t layer_elems() const { return n_kv_heads_ * capacity_ * head_dim_; }
   kernels::KVRef view(std::int64_t slot) {
-    return {kv_storage_dtype(dtype_), data_.get() + static_cast<std::size_t>(slot * layer_elems()) * kv_dtype_size(dtype_)};
+    return {dtype_, data_.as<std::byte>(static_cast<std::size_t>(slot * layer_elems()) * dtype_size(dtype_))};
   }
-  struct AlignedDelete {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
 
   std::int64_t n_layers_, n_kv_heads_, head_dim_, capacity_;
-  KVDType dtype_;
-  std::unique_ptr<std::byte[], AlignedDelete> data_;  // [layers][k|v][n_kv_heads][capacity][head_dim]
+  DType dtype_;
+  Memory data_;             // [layers][k|v][n_kv_heads][capacity][head_dim]
   std::vector<int> tokens_;
 };
 

@@ -1,6 +1,6 @@
-// kylin::Model: load a Hugging Face directory and run the forward pass. Reads config.json,
-// maps the safetensors, binds weights, picks the Transformer instantiation for model_type,
-// and sizes every buffer once so decode never allocates.
+// kylin::Model (BasicModel<CpuBackend>): load a Hugging Face directory and run the forward pass
+// over one sequence or a batch of them. Reads config.json, maps the safetensors, binds weights,
+// picks the Transformer instantiation for model_type, and sizes every buffer once.
 #pragma once
 
 #include <chrono>
@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <vector>
 #include <variant>
 
 #include "kylin/model/transformer.hpp"
@@ -16,15 +18,15 @@ namespace kylin {
 
 struct ModelOptions {
   int threads = 0;                 // 0: all hardware threads
-  std::int64_t max_chunk = 512;    // prefill tokens per batched pass (activation buffers scale with it)
-  KVDType kv_dtype = KVDType::f32;  // KV cache element type of new_cache(); f16 halves long-context decode reads
+  std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
+  DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
 // `default_kv_budget_bytes` (2 GiB), rounded down to a multiple of 256 positions.
 inline constexpr std::size_t default_kv_budget_bytes = std::size_t{2} << 30;
 
-inline std::int64_t default_context_length(const ModelConfig& c, KVDType kv_dtype = KVDType::f32) {
+inline std::int64_t default_context_length(const ModelConfig& c, DType kv_dtype = DType::f32) {
   const auto per_token = static_cast<std::int64_t>(KVCache::bytes_per_token(c, kv_dtype));
   std::int64_t fit = static_cast<std::int64_t>(default_kv_budget_bytes) / per_token;
   if (fit >= 256) fit = fit / 256 * 256;
@@ -33,9 +35,28 @@ inline std::int64_t default_context_length(const ModelConfig& c, KVDType kv_dtyp
 
 enum class Positions { last, all };
 
-class Model {
+// What a forward call hands back: logits [rows, vocab] and/or final hidden states (after the
+// final norm, what transformers calls last_hidden_state) [rows, hidden], for the last token
+// (rows = 1) or every token. An empty span skips that output.
+struct ForwardOutputs {
+  std::span<float> logits;
+  std::span<float> hidden;
+  Positions positions = Positions::last;
+};
+
+// One sequence of a batched forward: its new tokens, fed at positions cache.size().. of its own
+// cache, and where its outputs go.
+struct SequenceInput {
+  std::span<const int> tokens;
+  KVCache& cache;
+  ForwardOutputs out;
+};
+
+// A model loaded for one backend type B: weights, B's workspace, caches from B's memory.
+template <Backend B>
+class BasicModel {
  public:
-  static Model load(const std::filesystem::path& dir, const ModelOptions& options = {}) { return Model(dir, options); }
+  static BasicModel load(const std::filesystem::path& dir, const ModelOptions& options = {}) { return BasicModel(dir, options); }
 
   const ModelConfig& config() const { return impl_->config; }
   const json::Value& generation_config() const { return impl_->generation_config; }
@@ -43,26 +64,39 @@ class Model {
   int threads() const { return impl_->backend.threads(); }
   double load_seconds() const { return impl_->load_seconds; }
   std::int64_t vocab_size() const { return impl_->config.vocab_size; }
+  std::int64_t hidden_size() const { return impl_->config.hidden_size; }
+  std::int64_t max_chunk() const { return impl_->workspace.max_tokens; }
+  DType kv_dtype() const { return impl_->kv_dtype; }
+  B& backend() { return impl_->backend; }
 
+  // A cache in the backend's memory; it must not outlive this model.
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const {
-    return KVCache(impl_->config, context_length.value_or(default_context_length(impl_->config, impl_->kv_dtype)),
-                   impl_->kv_dtype);
+    const std::int64_t n = context_length.value_or(default_context_length(impl_->config, impl_->kv_dtype));
+    const std::size_t bytes = KVCache::bytes_needed(impl_->config, n, impl_->kv_dtype);
+    return KVCache(impl_->config, n, impl_->kv_dtype, impl_->backend.allocate(bytes));
   }
-  KVDType kv_dtype() const { return impl_->kv_dtype; }
 
-  // Feeds `tokens` at positions cache.size().. and writes logits: [1, vocab] (Positions::last)
-  // or [tokens.size(), vocab] (Positions::all). Long inputs run in chunks of max_chunk tokens.
+  // Feeds `tokens` at positions cache.size().. (in passes of max_chunk tokens) and writes the
+  // outputs of the last token or of every token.
+  void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
+    const SequenceInput one{tokens, cache, out};
+    forward(std::span<const SequenceInput>(&one, 1));
+  }
   void forward(std::span<const int> tokens, KVCache& cache, std::span<float> logits, Positions which = Positions::last) {
-    validate(tokens, cache, logits, which);
-    const std::int64_t V = vocab_size(), chunk = impl_->workspace.max_tokens;
-    for (std::size_t begin = 0; begin < tokens.size(); begin += static_cast<std::size_t>(chunk)) {
-      const auto part = tokens.subspan(begin, std::min(tokens.size() - begin, static_cast<std::size_t>(chunk)));
-      const bool last_chunk = begin + part.size() == tokens.size();
-      float* out = which == Positions::all ? logits.data() + static_cast<std::int64_t>(begin) * V
-                   : last_chunk            ? logits.data()
-                                           : nullptr;
-      std::visit([&](auto& net) { net->forward(impl_->backend, impl_->workspace, part, cache, out, which == Positions::all); },
-                 impl_->net);
+    forward(tokens, cache, ForwardOutputs{.logits = logits, .hidden = {}, .positions = which});
+  }
+
+  // Every sequence of the batch in shared passes of up to max_chunk rows: one GEMM (or one
+  // weight-streaming dot-product pass for decoding sequences) over the rows of all of them,
+  // attention per sequence against its own cache. Each sequence's outputs equal running it alone.
+  // Everything is checked before anything runs: a bad input changes no cache.
+  void forward(std::span<const SequenceInput> batch) {
+    validate(batch);
+    Impl& m = *impl_;
+    m.fed.assign(batch.size(), 0);
+    while (plan_pass(batch)) {
+      const Pass pass{m.pass_seqs, m.pass_rows, m.pass_dot_rows};
+      std::visit([&](auto& net) { net->forward(m.backend, m.workspace, pass); }, m.net);
     }
   }
 
@@ -79,11 +113,13 @@ class Model {
         : config(load_model_config(dir)),
           generation_config(load_generation_config(dir)),
           checkpoint(std::make_unique<io::Checkpoint>(dir)),
-          backend(o.threads, std::max(config.hidden_size, std::max(config.intermediate_size, config.q_dim())),
-                  config.n_groups(), config.head_dim, std::max<std::int64_t>(1, o.max_chunk)),
-          workspace(config, std::max<std::int64_t>(1, o.max_chunk)),
+          backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
+          workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
           net(make_net(config, bind_weights(*checkpoint, config))),
-          kv_dtype(o.kv_dtype) {}
+          kv_dtype(o.kv_dtype) {
+      KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
+      pass_seqs.reserve(static_cast<std::size_t>(workspace.max_tokens));
+    }
 
     using Net = std::variant<std::unique_ptr<Qwen3Transformer>, std::unique_ptr<Qwen2Transformer>>;
     static Net make_net(const ModelConfig& c, const ModelWeights& w) {
@@ -98,34 +134,99 @@ class Model {
     ModelConfig config;
     json::Value generation_config;
     std::unique_ptr<io::Checkpoint> checkpoint;
-    CpuBackend backend;
+    B backend;
     Workspace workspace;
     Net net;
-    KVDType kv_dtype;
+    DType kv_dtype;
     double load_seconds = 0;
+    std::vector<std::int64_t> fed;         // [batch] tokens of each sequence already run
+    std::vector<PassSequence> pass_seqs;   // [<= max_chunk] the pass being planned
+    std::int64_t pass_rows = 0, pass_dot_rows = 0;
   };
 
-  Model(const std::filesystem::path& dir, const ModelOptions& o) {
+  BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     impl_ = std::make_unique<Impl>(dir, o);
     impl_->checkpoint->advise(io::AccessHint::populate);
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  void validate(std::span<const int> tokens, const KVCache& cache, std::span<const float> logits, Positions which) const {
-    if (tokens.empty()) throw Error(ErrorCategory::request, "tokens", "empty token list");
-    for (int id : tokens)
-      if (id < 0 || id >= vocab_size())
-        throw Error(ErrorCategory::request, "tokens", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                                          std::to_string(vocab_size()) + ")");
-    cache.check_room(static_cast<std::int64_t>(tokens.size()));
-    const std::size_t rows = which == Positions::all ? tokens.size() : 1;
-    if (logits.size() < rows * static_cast<std::size_t>(vocab_size()))
-      throw Error(ErrorCategory::request, "logits", "output buffer holds " + std::to_string(logits.size()) + " floats, needs " +
-                                                        std::to_string(rows * static_cast<std::size_t>(vocab_size())));
+  // The next pass: first one row for each sequence with a single token left (decode rows, the
+  // dot-product kernel's), then chunks of the others up to max_chunk rows. A longer input is never
+  // cut to a single-token piece unless that piece runs alone, so its rows keep the GEMM's numbers.
+  bool plan_pass(std::span<const SequenceInput> batch) {
+    Impl& m = *impl_;
+    const std::int64_t cap = m.workspace.max_tokens;
+    m.pass_seqs.clear();
+    m.pass_rows = 0;
+    for (int single = 1; single >= 0; --single)
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - m.fed[i], room = cap - m.pass_rows;
+        if (left == 0 || room == 0 || (left == 1) != (single == 1)) continue;
+        const std::int64_t take = std::min(left, room);
+        if (take == 1 && single == 0 && m.pass_rows > 0) continue;
+        add_piece(batch[i], m.fed[i], take);
+        m.fed[i] += take;
+      }
+    m.pass_dot_rows = 0;
+    for (const PassSequence& s : m.pass_seqs) {
+      if (s.n() != 1) break;
+      m.pass_dot_rows += 1;
+    }
+    return !m.pass_seqs.empty();
+  }
+
+  // Tokens [from, from + n) of one sequence as the next piece of the pass, with the output rows it owns.
+  void add_piece(const SequenceInput& in, std::int64_t from, std::int64_t n) {
+    Impl& m = *impl_;
+    const std::int64_t total = static_cast<std::int64_t>(in.tokens.size()), V = vocab_size(), H = hidden_size();
+    OutputRows out;
+    if (!in.out.logits.empty() || !in.out.hidden.empty()) {
+      const bool all = in.out.positions == Positions::all;
+      out.first = all ? 0 : n - 1;
+      out.count = all ? n : (from + n == total ? 1 : 0);
+      const std::int64_t row = all ? from : 0;  // output row of the piece's first wanted token
+      auto part = [&](std::span<float> s, std::int64_t width) {
+        return s.empty() || out.count == 0 ? std::span<float>{} : s.subspan(static_cast<std::size_t>(row * width),
+                                                                              static_cast<std::size_t>(out.count * width));
+      };
+      out.logits = part(in.out.logits, V);
+      out.hidden = part(in.out.hidden, H);
+    }
+    m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out});
+    m.pass_rows += n;
+  }
+
+  void validate(std::span<const SequenceInput> batch) const {
+    if (batch.empty()) throw Error(ErrorCategory::request, "batch", "no sequences");
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const SequenceInput& s = batch[i];
+      const std::string where = batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": ";
+      if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where + "empty token list");
+      for (int id : s.tokens)
+        if (id < 0 || id >= vocab_size())
+          throw Error(ErrorCategory::request, "tokens", where + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                                            std::to_string(vocab_size()) + ")");
+      if (!s.cache.fits(config()))
+        throw Error(ErrorCategory::request, "kv cache", where + "the cache has another layer or head shape than this model");
+      s.cache.check_room(static_cast<std::int64_t>(s.tokens.size()));
+      for (std::size_t j = 0; j < i; ++j)
+        if (&batch[j].cache == &s.cache)
+          throw Error(ErrorCategory::request, "kv cache", where + "shares its cache with sequence " + std::to_string(j));
+      const std::size_t rows = s.out.positions == Positions::all ? s.tokens.size() : 1;
+      check_output(s.out.logits, rows * static_cast<std::size_t>(vocab_size()), where + "logits");
+      check_output(s.out.hidden, rows * static_cast<std::size_t>(hidden_size()), where + "hidden states");
+    }
+  }
+  static void check_output(std::span<const float> buffer, std::size_t needed, const std::string& what) {
+    if (!buffer.empty() && buffer.size() < needed)
+      throw Error(ErrorCategory::request, "outputs", what + " output buffer holds " + std::to_string(buffer.size()) +
+                                                         " floats, needs " + std::to_string(needed));
   }
 
   std::unique_ptr<Impl> impl_;
 };
+
+using Model = BasicModel<CpuBackend>;
 
 }  // namespace kylin

@@ -1,7 +1,8 @@
 // Transformer<Norm, Attn, MLP>: the decoder-only forward pass, generic over its components.
-// forward() runs one chunk of tokens at positions cache.size().. and appends them to the cache.
+// forward() runs one Pass: chunks of several sequences, each against and into its own KV cache.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -24,39 +25,65 @@ class Transformer {
   Transformer(const Transformer&) = delete;  // blocks point into weights_
   Transformer& operator=(const Transformer&) = delete;
 
-  // tokens.size() <= ws.max_tokens; logits: [rows, vocab] for the last token only (all = false)
-  // or for every token (all = true), or empty to skip the LM head (an early prefill chunk).
+  // One pass: every sequence's tokens at positions cache.size().., appended to its cache; the
+  // rows each sequence asked for come back as logits and/or final hidden states.
   template <Backend B>
-  void forward(B& b, Workspace& ws, std::span<const int> tokens, KVCache& cache, float* logits, bool all) const {
-    const std::int64_t T = static_cast<std::int64_t>(tokens.size()), H = config_.hidden_size;
-    float* x = ws.x.data();  // [T, hidden]
-    // token embeddings
-    for (std::int64_t t = 0; t < T; ++t) b.embed(weights_.embed_tokens, tokens[static_cast<std::size_t>(t)], x + t * H);
-    // rotary tables for positions cache.size() .. + T
-    rope_.tables(cache.size(), T, ws.cos.data(), ws.sin.data());
+  void forward(B& b, Workspace& ws, const Pass& pass) const {
+    const std::int64_t H = config_.hidden_size, half = config_.head_dim / 2;
+    float* x = ws.x;  // [R, hidden]
+    for (const PassSequence& s : pass.seqs) {
+      // token embeddings
+      for (std::int64_t t = 0; t < s.n(); ++t) b.embed(weights_.embed_tokens, s.tokens[static_cast<std::size_t>(t)], x + (s.row0 + t) * H);
+      // rotary tables for positions cache.size() .. + n
+      rope_.tables(s.cache->size(), s.n(), ws.cos + s.row0 * half, ws.sin + s.row0 * half);
+    }
     for (std::int64_t l = 0; l < static_cast<std::int64_t>(blocks_.size()); ++l) {
       const Block& blk = blocks_[static_cast<std::size_t>(l)];
       // x += attn(input_norm(x))
-      blk.input_norm(b, x, ws.xn.data(), T);
-      blk.attn(b, ws, ws.xn.data(), ws.out.data(), T, cache, l);
-      b.add(x, ws.out.data(), T * H);
+      blk.input_norm(b, x, ws.xn, pass.rows);
+      blk.attn(b, ws, ws.xn, ws.out, pass, l);
+      b.add(x, ws.out, pass.rows * H);
       // x += mlp(post_attention_norm(x))
-      blk.post_attention_norm(b, x, ws.xn.data(), T);
-      blk.mlp(b, ws, ws.xn.data(), ws.out.data(), T);
-      b.add(x, ws.out.data(), T * H);
+      blk.post_attention_norm(b, x, ws.xn, pass.rows);
+      blk.mlp(b, ws, ws.xn, ws.out, pass);
+      b.add(x, ws.out, pass.rows * H);
     }
-    cache.commit(tokens);
-    if (!logits) return;
-    // final norm and LM head, on every row or on the last one
-    const std::int64_t first = all ? 0 : T - 1, rows = T - first;
-    final_norm_(b, x + first * H, ws.xn.data(), rows);
-    b.matmul(ws.xn.data(), weights_.lm_head, nullptr, logits, rows);
+    for (const PassSequence& s : pass.seqs) s.cache->commit(s.tokens);
+    write_outputs(b, ws, pass);
   }
 
   const ModelConfig& config() const { return config_; }
   const RotaryEmbedding& rope() const { return rope_; }
 
  private:
+  // Final norm of the rows each sequence wants, gathered into xn in pass order; then hidden states
+  // and LM-head logits (logit_rows rows per product, always the dot-product kernel, so a row's
+  // logits never depend on its neighbours) go to the host buffers.
+  template <Backend B>
+  void write_outputs(B& b, Workspace& ws, const Pass& pass) const {
+    const std::int64_t H = config_.hidden_size, V = config_.vocab_size;
+    std::int64_t n_out = 0, n_logits = 0;
+    for (const PassSequence& s : pass.seqs) {
+      if (s.out.count == 0) continue;
+      final_norm_(b, ws.x + (s.row0 + s.out.first) * H, ws.xn + n_out * H, s.out.count);
+      if (!s.out.hidden.empty()) b.download(s.out.hidden.first(static_cast<std::size_t>(s.out.count * H)), ws.xn + n_out * H);
+      n_out += s.out.count;
+      if (!s.out.logits.empty()) n_logits = n_out;  // rows past the last sequence wanting logits skip the LM head
+    }
+    for (std::int64_t g0 = 0; g0 < n_logits; g0 += Workspace::logit_rows) {
+      const std::int64_t g1 = std::min(n_logits, g0 + Workspace::logit_rows);
+      b.matmul(ws.xn + g0 * H, weights_.lm_head, nullptr, ws.logits, {g1 - g0, g1 - g0});
+      std::int64_t o = 0;  // first gathered row of the sequence
+      for (const PassSequence& s : pass.seqs) {
+        const std::int64_t r0 = std::max(o, g0), r1 = std::min(o + s.out.count, g1);
+        if (r0 < r1 && !s.out.logits.empty())
+          b.download(s.out.logits.subspan(static_cast<std::size_t>((r0 - o) * V), static_cast<std::size_t>((r1 - r0) * V)),
+                     ws.logits + (r0 - g0) * V);
+        o += s.out.count;
+      }
+    }
+  }
+
   struct Block {
     Norm input_norm;
     Attn attn;
