@@ -40,6 +40,18 @@ TEST_CASE("load_as_float widens BF16 and F16 vectors exactly like the scalar con
   }
 }
 
+TEST_CASE("silu_mul gives each element the same bits wherever it sits (vector body or tail), so batch rows equal rows alone") {
+  const auto gate = test::random_floats(100, 7, 4.f), up = test::random_floats(100, 8);
+  std::vector<float> whole = gate;
+  kernels::silu_mul(whole.data(), up.data(), 100);
+  for (std::int64_t off : {1, 3, 5, 17}) {
+    CAPTURE(off);
+    std::vector<float> part(gate.begin() + off, gate.end());
+    kernels::silu_mul(part.data(), up.data() + off, 100 - off);
+    for (std::int64_t i = 0; i < 100 - off; ++i) REQUIRE(part[static_cast<std::size_t>(i)] == whole[static_cast<std::size_t>(i + off)]);
+  }
+}
+
 TEST_CASE("rms_norm matches the double-precision formula for BF16 and F32 weights, several rows") {
   const std::int64_t rows = 3, dim = 37;
   for (DType dt : {DType::bf16, DType::f32}) {

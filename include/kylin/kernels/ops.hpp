@@ -3,6 +3,7 @@
 // These are short loops the compiler vectorizes; each is its own scalar reference.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -70,16 +71,24 @@ inline void silu_mul_ref(float* gate, const float* up, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// Every element goes through the same vector exp, the tail too (through a padded batch), so an
+// element's result does not depend on where it sits: a row of a batch equals the row alone.
 inline void silu_mul(float* gate, const float* up, std::int64_t n) {
-  std::int64_t i = 0;
-  if constexpr (simd_enabled) {
+  if constexpr (!simd_enabled) {
+    silu_mul_ref(gate, up, n);
+  } else {
     const fbatch one(1.0f);
-    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) {
-      const fbatch g = fbatch::load_unaligned(gate + i);
-      (g / (one + xsimd::exp(-g)) * fbatch::load_unaligned(up + i)).store_unaligned(gate + i);
-    }
+    auto step = [&](fbatch g, fbatch u) { return g / (one + xsimd::exp(-g)) * u; };
+    std::int64_t i = 0;
+    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes)
+      step(fbatch::load_unaligned(gate + i), fbatch::load_unaligned(up + i)).store_unaligned(gate + i);
+    if (i == n) return;
+    alignas(64) float g[lanes] = {}, u[lanes] = {};
+    std::copy(gate + i, gate + n, g);
+    std::copy(up + i, up + n, u);
+    step(fbatch::load_aligned(g), fbatch::load_aligned(u)).store_aligned(g);
+    std::copy(g, g + (n - i), gate + i);
   }
-  silu_mul_ref(gate + i, up + i, n - i);
 }
 
 inline void add_inplace(float* acc, const float* x, std::int64_t n) {

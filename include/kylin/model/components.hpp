@@ -18,8 +18,8 @@ namespace kylin {
 struct OutputRows {
   std::int64_t first = 0;
   std::int64_t count = 0;         // 0: nothing (an early chunk of a long prompt)
-  std::span<float> logits;        // [count, vocab] on the host, or empty
-  std::span<float> hidden;        // [count, hidden] on the host, or empty
+  std::span<float> logits = {};   // [count, vocab] on the host, or empty
+  std::span<float> hidden = {};   // [count, hidden] on the host, or empty
 };
 
 // One sequence's chunk in a pass: `tokens` at positions cache->size().. fill rows [row0, row0 + n).

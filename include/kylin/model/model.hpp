@@ -39,8 +39,8 @@ enum class Positions { last, all };
 // final norm, what transformers calls last_hidden_state) [rows, hidden], for the last token
 // (rows = 1) or every token. An empty span skips that output.
 struct ForwardOutputs {
-  std::span<float> logits;
-  std::span<float> hidden;
+  std::span<float> logits = {};
+  std::span<float> hidden = {};
   Positions positions = Positions::last;
 };
 
@@ -151,27 +151,30 @@ class BasicModel {
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  // The next pass: first one row for each sequence with a single token left (decode rows, the
-  // dot-product kernel's), then chunks of the others up to max_chunk rows. A longer input is never
-  // cut to a single-token piece unless that piece runs alone, so its rows keep the GEMM's numbers.
+  // Tokens of a sequence that run as a one-row decode piece (the dot-product kernel's rows): its
+  // last token when it is alone (a decode step) or when max_chunk-sized chunks leave exactly one
+  // over, as they do when the sequence runs by itself. All other tokens are GEMM rows, however the
+  // passes cut them, so every row gets the kernel, and so the numbers, it gets alone.
+  std::int64_t decode_tail(std::int64_t n) const { return n == 1 || n % impl_->workspace.max_tokens == 1 ? 1 : 0; }
+
+  // The next pass: first a row for each sequence whose decode tail is next, then GEMM rows of the
+  // others up to max_chunk rows, in batch order.
   bool plan_pass(std::span<const SequenceInput> batch) {
     Impl& m = *impl_;
     const std::int64_t cap = m.workspace.max_tokens;
     m.pass_seqs.clear();
     m.pass_rows = 0;
-    for (int single = 1; single >= 0; --single)
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - m.fed[i], room = cap - m.pass_rows;
-        if (left == 0 || room == 0 || (left == 1) != (single == 1)) continue;
-        const std::int64_t take = std::min(left, room);
-        if (take == 1 && single == 0 && m.pass_rows > 0) continue;
-        add_piece(batch[i], m.fed[i], take);
-        m.fed[i] += take;
-      }
-    m.pass_dot_rows = 0;
-    for (const PassSequence& s : m.pass_seqs) {
-      if (s.n() != 1) break;
-      m.pass_dot_rows += 1;
+    for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
+      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size());
+      if (decode_tail(n) == 1 && m.fed[i] == n - 1) add_piece(batch[i], m.fed[i]++, 1);
+    }
+    m.pass_dot_rows = m.pass_rows;
+    for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
+      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - decode_tail(n) - m.fed[i];
+      if (left <= 0) continue;
+      const std::int64_t take = std::min(left, cap - m.pass_rows);
+      add_piece(batch[i], m.fed[i], take);
+      m.fed[i] += take;
     }
     return !m.pass_seqs.empty();
   }
@@ -201,27 +204,30 @@ class BasicModel {
     if (batch.empty()) throw Error(ErrorCategory::request, "batch", "no sequences");
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const SequenceInput& s = batch[i];
-      const std::string where = batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": ";
-      if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where + "empty token list");
+      // built only for an error: validation runs on every decode step and must not allocate
+      auto where = [&] { return batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": "; };
+      if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where() + "empty token list");
       for (int id : s.tokens)
         if (id < 0 || id >= vocab_size())
-          throw Error(ErrorCategory::request, "tokens", where + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+          throw Error(ErrorCategory::request, "tokens", where() + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                                             std::to_string(vocab_size()) + ")");
       if (!s.cache.fits(config()))
-        throw Error(ErrorCategory::request, "kv cache", where + "the cache has another layer or head shape than this model");
+        throw Error(ErrorCategory::request, "kv cache", where() + "the cache has another layer or head shape than this model");
       s.cache.check_room(static_cast<std::int64_t>(s.tokens.size()));
       for (std::size_t j = 0; j < i; ++j)
         if (&batch[j].cache == &s.cache)
-          throw Error(ErrorCategory::request, "kv cache", where + "shares its cache with sequence " + std::to_string(j));
+          throw Error(ErrorCategory::request, "kv cache", where() + "shares its cache with sequence " + std::to_string(j));
       const std::size_t rows = s.out.positions == Positions::all ? s.tokens.size() : 1;
-      check_output(s.out.logits, rows * static_cast<std::size_t>(vocab_size()), where + "logits");
-      check_output(s.out.hidden, rows * static_cast<std::size_t>(hidden_size()), where + "hidden states");
+      if (!fits(s.out.logits, rows * static_cast<std::size_t>(vocab_size())))
+        throw output_error(where() + "logits", s.out.logits.size(), rows * static_cast<std::size_t>(vocab_size()));
+      if (!fits(s.out.hidden, rows * static_cast<std::size_t>(hidden_size())))
+        throw output_error(where() + "hidden states", s.out.hidden.size(), rows * static_cast<std::size_t>(hidden_size()));
     }
   }
-  static void check_output(std::span<const float> buffer, std::size_t needed, const std::string& what) {
-    if (!buffer.empty() && buffer.size() < needed)
-      throw Error(ErrorCategory::request, "outputs", what + " output buffer holds " + std::to_string(buffer.size()) +
-                                                         " floats, needs " + std::to_string(needed));
+  static bool fits(std::span<const float> buffer, std::size_t needed) { return buffer.empty() || buffer.size() >= needed; }
+  static Error output_error(const std::string& what, std::size_t has, std::size_t needed) {
+    return Error(ErrorCategory::request, "outputs",
+                 what + " output buffer holds " + std::to_string(has) + " floats, needs " + std::to_string(needed));
   }
 
   std::unique_ptr<Impl> impl_;
