@@ -1,5 +1,6 @@
 // `kylin inspect --model DIR`: what a model directory holds, without running it: the parsed
-// config.json, which preset descriptor it matches (or the closest and why not), and every tensor.
+// config.json, which preset descriptor it matches (or the closest and why not), every tensor, and
+// whether the weights bind as loading binds them (exit 1 when loading would fail).
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -12,6 +13,7 @@
 #include "kylin/io/checkpoint.hpp"
 #include "kylin/io/config.hpp"
 #include "kylin/model/descriptors.hpp"
+#include "kylin/model/weights.hpp"
 
 namespace {
 
@@ -81,6 +83,21 @@ void print_tensors(const kylin::io::Checkpoint& ckpt) {
   std::cout << '\n';
 }
 
+// The binder's verdict. Unexpected tensors are reported but do not fail: loading ignores them,
+// as transformers does (it warns about unused checkpoint weights and loads the model).
+bool print_weight_check(const kylin::io::Checkpoint& ckpt, const kylin::ModelConfig& config) {
+  const kylin::WeightCheck check = kylin::check_weights(ckpt, config);
+  if (check.loads())
+    std::cout << "weights: ok, every tensor the model binds is present with its shape and a supported dtype\n";
+  else
+    std::cout << "weights: " << check.problems.size() << " problem(s), loading would fail:\n";
+  for (const auto& p : check.problems) std::cout << "  " << p << '\n';
+  if (!check.unexpected.empty())
+    std::cout << "weights: " << check.unexpected.size() << " unexpected tensor(s), ignored by loading:\n";
+  for (const auto& name : check.unexpected) std::cout << "  " << name << ": unexpected (nothing binds it)\n";
+  return check.loads();
+}
+
 void run_inspect(const std::string& dir) {
   const kylin::io::Checkpoint ckpt(dir);  // first: it names a missing or empty directory
   const kylin::ModelConfig config = kylin::load_model_config(dir);
@@ -90,11 +107,12 @@ void run_inspect(const std::string& dir) {
   std::cout << "generation_config.json: " << (generation.is_null() ? "(absent)" : kylin::json::dump(generation)) << '\n';
   std::cout << "descriptor: " << kylin::describe_preset_match(config) << '\n';
   print_tensors(ckpt);
+  if (!print_weight_check(ckpt, config)) kylin::cli::exit_code() = 1;
 }
 
 const kylin::cli::Registrar inspect_command("inspect", [](CLI::App& app) {
   auto dir = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Print a model directory's config, matched preset and tensor table");
+  CLI::App* cmd = app.add_subcommand("inspect", "Print a model directory's config, matched preset and tensor table; check that its weights load");
   cmd->add_option("--model", *dir, "Model directory (config.json + safetensors)")->required();
   cmd->callback([dir] { run_inspect(*dir); });
 });

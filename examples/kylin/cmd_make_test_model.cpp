@@ -20,10 +20,18 @@ namespace {
 namespace fs = std::filesystem;
 
 // Small shapes for quick runs, beside the published presets of descriptors.hpp.
-constexpr kylin::ModelDescriptor tiny_qwen3{"tiny-qwen3", "qwen3", 256, 4, 8, 2, 64, 704, 4096, 40960,
-                                            1e-6, 1000000.0, true, false, 0.0};
-constexpr kylin::ModelDescriptor tiny_qwen2{"tiny-qwen2", "qwen2", 256, 2, 8, 2, 32, 704, 4096, 32768,
-                                            1e-6, 1000000.0, true, true, 0.0};
+constexpr kylin::ModelDescriptor tiny_qwen3{
+    .name = "tiny-qwen3", .model_type = kylin::Qwen3Arch::name,
+    .hidden_size = 256, .num_hidden_layers = 4, .num_attention_heads = 8, .num_key_value_heads = 2,
+    .head_dim = 64, .intermediate_size = 704, .vocab_size = 4096, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = false,
+    .published_params_b = 0.0};
+constexpr kylin::ModelDescriptor tiny_qwen2{
+    .name = "tiny-qwen2", .model_type = kylin::Qwen2Arch::name,
+    .hidden_size = 256, .num_hidden_layers = 2, .num_attention_heads = 8, .num_key_value_heads = 2,
+    .head_dim = 32, .intermediate_size = 704, .vocab_size = 4096, .max_position_embeddings = 32768,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = true,
+    .published_params_b = 0.0};
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -97,9 +105,9 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
 
 kylin::json::Value config_json(const kylin::ModelDescriptor& d) {
   using kylin::json::Value, kylin::json::Array;
-  const bool qwen3 = d.model_type == "qwen3";
+  const kylin::ArchInfo& arch = d.arch();
   kylin::json::Object o{
-      {"architectures", Value(Array{Value(qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM")})},
+      {"architectures", Value(Array{Value(arch.architecture)})},
       {"model_type", Value(d.model_type)},
       {"vocab_size", Value(d.vocab_size)},
       {"hidden_size", Value(d.hidden_size)},
@@ -119,7 +127,7 @@ kylin::json::Value config_json(const kylin::ModelDescriptor& d) {
       {"rope_scaling", Value(nullptr)},
       {"sliding_window", Value(nullptr)},
       {"use_sliding_window", Value(false)}};
-  if (qwen3) o.insert(o.begin() + 7, {"head_dim", Value(d.head_dim)});
+  if (arch.head_dim_in_config) o.insert(o.begin() + 7, {"head_dim", Value(d.head_dim)});
   return Value(std::move(o));
 }
 

@@ -136,6 +136,35 @@ TEST_CASE("unsupported model_type, hidden_act and sliding windows are errors nam
   CHECK(contains(config_error(with(base_config(), "use_sliding_window", true)), "use_sliding_window"));
 }
 
+TEST_CASE("the unsupported model_type error names every supported one") {
+  CHECK(contains(config_error(with(base_config(), "model_type", "llama")),
+                 "unsupported model_type \"llama\" (kylin runs \"qwen3\" and \"qwen2\")"));
+}
+
+TEST_CASE("attention_bias must match the architecture: Qwen3 without, Qwen2 with q/k/v biases") {
+  CHECK(config_error(with(base_config(), "attention_bias", true)) ==
+        "[kylin.config] config.json: attention_bias: qwen3 with q/k/v biases is not supported");
+  const auto qwen2 = with(without(base_config(), "head_dim"), "model_type", "qwen2");
+  CHECK(config_error(with(qwen2, "attention_bias", false)) ==
+        "[kylin.config] config.json: attention_bias: qwen2 without q/k/v biases is not supported");
+  CHECK(kylin::parse_model_config(with(qwen2, "attention_bias", true)).attention_bias);
+  // The same rule on a hand-built config, without a file context.
+  kylin::ModelConfig c = kylin::parse_model_config(base_config());
+  c.attention_bias = true;
+  CHECK(error_text([&] { kylin::arch_checks(c); }) == "[kylin.config] attention_bias: qwen3 with q/k/v biases is not supported");
+}
+
+TEST_CASE("an absent attention_bias takes the architecture's default and has_qk_norm follows model_type") {
+  const auto qwen3 = kylin::parse_model_config(without(base_config(), "attention_bias"));
+  CHECK_FALSE(qwen3.attention_bias);
+  CHECK(qwen3.has_qk_norm());
+  const auto qwen2 = kylin::parse_model_config(with(without(without(base_config(), "attention_bias"), "head_dim"), "model_type", "qwen2"));
+  CHECK(qwen2.attention_bias);
+  CHECK_FALSE(qwen2.has_qk_norm());
+  kylin::ModelConfig unknown;  // hand-built, no architecture
+  CHECK_FALSE(unknown.has_qk_norm());
+}
+
 TEST_CASE("num_key_value_heads defaults to num_attention_heads and head_dim to hidden/heads") {
   const auto c = kylin::parse_model_config(without(without(base_config(), "num_key_value_heads"), "head_dim"));
   CHECK(c.num_key_value_heads == 8);

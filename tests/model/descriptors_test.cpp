@@ -1,8 +1,13 @@
-// Model descriptors: the presets' derived sizes agree with the published model cards, a real
-// config.json text identifies its preset, and an unknown shape names the closest preset and why.
+// Model descriptors and architectures: the presets' derived sizes agree with the published model
+// cards, a real config.json text identifies its preset, an unknown shape names the closest preset
+// and why, and each model_type's Arch carries what differs between Qwen3 and Qwen2.
 #include "kylin/model/descriptors.hpp"
 
 #include <doctest/doctest.h>
+
+#include <type_traits>
+
+#include "kylin/model/arch.hpp"
 
 namespace {
 
@@ -107,4 +112,45 @@ TEST_CASE("the test checkpoints match no preset and the closest one is named wit
   // The Qwen2 checkpoint is closest to a Qwen2.5 preset: model_type counts as a differing field.
   const auto qwen2 = kylin::load_model_config(dir / "small-qwen2-f32");
   CHECK(kylin::closest_descriptor(qwen2).model_type == "qwen2");
+}
+
+TEST_CASE("each Arch names its component types and traits; presets take model_type from the Arch") {
+  using kylin::QKNorm, kylin::QKVBias;
+  static_assert(std::is_same_v<kylin::Qwen3Arch::Attention, kylin::GroupedQueryAttention<QKNorm::per_head, QKVBias::none>>);
+  static_assert(std::is_same_v<kylin::Qwen2Arch::Attention, kylin::GroupedQueryAttention<QKNorm::none, QKVBias::qkv>>);
+  static_assert(std::is_same_v<kylin::Qwen3Arch::Norm, kylin::RMSNorm> && std::is_same_v<kylin::Qwen2Arch::MLP, kylin::SwiGLU>);
+  static_assert(kylin::find_arch("qwen3") == &kylin::all_archs[0] && kylin::find_arch("qwen2") == &kylin::all_archs[1]);
+  static_assert(kylin::find_arch("llama") == nullptr && kylin::find_arch("") == nullptr);
+  static_assert(!kylin::Qwen3Arch::info.default_attention_bias() && kylin::Qwen2Arch::info.default_attention_bias());
+  static_assert(kylin::Qwen3Arch::info.head_dim_in_config && !kylin::Qwen2Arch::info.head_dim_in_config);
+  for (const auto* d : kylin::presets::all) {
+    CAPTURE(d->name);
+    CHECK(&d->arch() == kylin::find_arch(d->model_type));
+    CHECK(d->has_qk_norm() == d->arch().has_qk_norm());
+    CHECK(d->attention_bias == d->arch().has_qkv_bias());
+  }
+  CHECK(kylin::presets::qwen3_8b.arch().architecture == "Qwen3ForCausalLM");
+  CHECK(kylin::presets::qwen2_5_7b.arch().architecture == "Qwen2ForCausalLM");
+  for (const auto& a : kylin::all_archs) CHECK(a.end_of_turn == std::array<std::string_view, 2>{"<|im_end|>", "<|endoftext|>"});
+}
+
+TEST_CASE("visit_arch calls the function with the Arch of model_type and refuses other types by name") {
+  auto name_of = [](auto arch) { return std::string(decltype(arch)::name); };
+  CHECK(kylin::visit_arch("qwen3", name_of) == "qwen3");
+  CHECK(kylin::visit_arch("qwen2", name_of) == "qwen2");
+  auto qk_norm = [](auto arch) -> bool { return decltype(arch)::info.has_qk_norm(); };
+  CHECK(kylin::visit_arch("qwen3", qk_norm));
+  CHECK_FALSE(kylin::visit_arch("qwen2", qk_norm));
+  for (const char* bad : {"llama", "Qwen3", ""}) {
+    CAPTURE(bad);
+    try {
+      kylin::visit_arch(bad, name_of);
+      FAIL("no error for an unsupported model_type");
+    } catch (const kylin::Error& e) {
+      CHECK(e.category() == kylin::ErrorCategory::config);
+      CHECK(std::string(e.what()) == std::string("[kylin.config] model_type: unsupported model_type \"") + bad +
+                                         "\" (kylin runs \"qwen3\" and \"qwen2\")");
+    }
+    CHECK_THROWS_AS(kylin::arch_info(bad), kylin::Error);
+  }
 }

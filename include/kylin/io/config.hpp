@@ -11,6 +11,7 @@
 
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
+#include "kylin/model/arch.hpp"
 
 namespace kylin {
 
@@ -26,7 +27,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;  // "qwen3" | "qwen2"
+  std::string model_type;  // an ArchInfo::name of model/arch.hpp
   std::int64_t hidden_size = 0;
   std::int64_t num_hidden_layers = 0;
   std::int64_t num_attention_heads = 0;
@@ -39,7 +40,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // qwen2 checkpoints always carry q/k/v biases
+  bool attention_bias = false;  // absent: the architecture's default (ArchInfo::default_attention_bias)
   std::optional<std::int64_t> bos_token_id;
   std::vector<std::int64_t> eos_token_id;  // config.json has an int or a list
   std::string torch_dtype;
@@ -48,8 +49,19 @@ struct ModelConfig {
   std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // width of q_proj output
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // width of k_proj/v_proj output
   std::int64_t n_groups() const { return num_attention_heads / num_key_value_heads; }
-  bool has_qk_norm() const { return model_type == "qwen3"; }
+  bool has_qk_norm() const { return find_arch(model_type) && find_arch(model_type)->has_qk_norm(); }
 };
+
+// The rules the architecture puts on the other fields: today, q/k/v biases exactly when the
+// architecture has them (a Qwen3 with biases or a Qwen2 without would load weights kylin ignores
+// or lacks). `where` prefixes the error context, e.g. the config.json path.
+inline void arch_checks(const ModelConfig& c, const std::string& where = "") {
+  const ArchInfo& arch = arch_info(c.model_type);
+  if (c.attention_bias == arch.has_qkv_bias()) return;
+  const std::string context = where.empty() ? "attention_bias" : where + ": attention_bias";
+  throw Error(ErrorCategory::config, context,
+              std::string(arch.name) + (c.attention_bias ? " with q/k/v biases is not supported" : " without q/k/v biases is not supported"));
+}
 
 namespace detail {
 
@@ -141,8 +153,8 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   ModelConfig c;
   auto type = r.get_string("model_type");
   if (!type) r.fail("model_type", "missing required field");
-  if (*type != "qwen3" && *type != "qwen2")
-    r.fail("model_type", "unsupported model_type \"" + *type + "\" (kylin runs \"qwen3\" and \"qwen2\")");
+  const ArchInfo* arch = find_arch(*type);
+  if (!arch) r.fail("model_type", unsupported_model_type_message(*type));
   c.model_type = *type;
   c.hidden_size = r.require_int("hidden_size", 1, detail::max_dim);
   c.num_hidden_layers = r.require_int("num_hidden_layers", 1, detail::max_layers);
@@ -166,7 +178,7 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   c.rope_theta = r.get_positive("rope_theta").value_or(10000.0);
   c.rope_scaling = detail::read_rope_scaling(r);
   c.tie_word_embeddings = r.get_bool("tie_word_embeddings").value_or(false);
-  c.attention_bias = r.get_bool("attention_bias").value_or(c.model_type == "qwen2");
+  c.attention_bias = r.get_bool("attention_bias").value_or(arch->default_attention_bias());
   c.bos_token_id = r.get_int("bos_token_id", 0, detail::max_vocab);
   if (const json::Value* eos = r.get("eos_token_id"); eos && !eos->is_null()) {
     if (eos->is_int()) {
@@ -187,6 +199,7 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation \"" + c.hidden_act + "\" (Qwen uses \"silu\")");
   if (r.get_bool("use_sliding_window").value_or(false))
     r.fail("use_sliding_window", "sliding-window attention is not supported");
+  arch_checks(c, where);
   return c;
 }
 

@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "kylin/io/config.hpp"
+#include "kylin/model/arch.hpp"
 
 namespace kylin {
 
 struct ModelDescriptor {
   std::string_view name;        // the Hugging Face repo name, e.g. "Qwen3-0.6B"
-  std::string_view model_type;  // "qwen3" | "qwen2"
+  std::string_view model_type;  // an Arch's name (model/arch.hpp), e.g. Qwen3Arch::name
   std::int64_t hidden_size;
   std::int64_t num_hidden_layers;
   std::int64_t num_attention_heads;
@@ -37,9 +38,10 @@ struct ModelDescriptor {
   constexpr std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // q_proj rows
   constexpr std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // k_proj/v_proj rows
   constexpr std::int64_t n_groups() const { return num_attention_heads / num_key_value_heads; }
-  constexpr bool has_qk_norm() const { return model_type == "qwen3"; }
+  constexpr const ArchInfo& arch() const { return *find_arch(model_type); }  // check_descriptor: non-null
+  constexpr bool has_qk_norm() const { return arch().has_qk_norm(); }
 
-  // q/k/v/o projections, their biases (Qwen2) and the per-head q/k RMSNorm weights (Qwen3).
+  // q/k/v/o projections, their biases (QKVBias::qkv) and the per-head q/k RMSNorm weights (QKNorm::per_head).
   constexpr std::int64_t params_attention() const {
     std::int64_t n = hidden_size * q_dim() + 2 * hidden_size * kv_dim() + q_dim() * hidden_size;
     if (attention_bias) n += q_dim() + 2 * kv_dim();
@@ -65,17 +67,17 @@ constexpr double relative_gap(double a, double b) { return (a > b ? a - b : b - 
 // Instantiating check_descriptor<D>() fails compilation with the message of the broken invariant.
 template <const ModelDescriptor& D>
 consteval bool check_descriptor() {
-  static_assert(D.model_type == "qwen3" || D.model_type == "qwen2", "model_type must be \"qwen3\" or \"qwen2\"");
+  static_assert(find_arch(D.model_type) != nullptr, "model_type must name an Arch of model/arch.hpp");
   static_assert(D.hidden_size > 0 && D.num_hidden_layers > 0 && D.intermediate_size > 0 && D.vocab_size > 0,
                 "sizes must be positive");
   static_assert(D.num_attention_heads > 0 && D.num_key_value_heads > 0 && D.head_dim > 0, "head counts must be positive");
   static_assert(D.num_attention_heads % D.num_key_value_heads == 0,
                 "num_attention_heads must be a multiple of num_key_value_heads (whole GQA groups)");
   static_assert(D.head_dim % 2 == 0, "head_dim must be even: RoPE rotates pairs of dimensions");
-  static_assert(D.model_type != "qwen2" || D.q_dim() == D.hidden_size,
-                "Qwen2 has no head_dim field: head_dim must be hidden_size / num_attention_heads");
-  static_assert(D.model_type != "qwen2" || D.attention_bias, "Qwen2 checkpoints carry q/k/v biases");
-  static_assert(D.model_type != "qwen3" || !D.attention_bias, "Qwen3 checkpoints have no attention bias");
+  static_assert(D.arch().head_dim_in_config || D.q_dim() == D.hidden_size,
+                "this arch's config.json has no head_dim field: head_dim must be hidden_size / num_attention_heads");
+  static_assert(D.attention_bias == D.arch().has_qkv_bias(),
+                "attention_bias must match the arch: Qwen2 checkpoints carry q/k/v biases, Qwen3 checkpoints have none");
   static_assert(D.rms_norm_eps > 0 && D.rope_theta > 0, "rms_norm_eps and rope_theta must be positive");
   static_assert(D.max_position_embeddings > 0, "max_position_embeddings must be positive");
   static_assert(detail::relative_gap(static_cast<double>(D.params_total()), D.published_params_b * 1e9) < 0.03,
@@ -84,50 +86,69 @@ consteval bool check_descriptor() {
 }
 
 namespace presets {
-// Sources: the config.json of each official repo, seen through copies indexed by the search tools
-// (field values identical to the official file unless noted). published_params_b: model cards.
-
-// Qwen/Qwen3-0.6B: TensorStack/TextEncoder Qwen-3-06B/config.json (verbatim copy, transformers 4.51.0),
-// also quoted as "huggingface.co/Qwen/Qwen3-0.6B/raw/main/config.json" in a code comment. Card: 0.6B.
-inline constexpr ModelDescriptor qwen3_0_6b{"Qwen3-0.6B", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960,
-                                            1e-6, 1000000.0, true, false, 0.6};
-// Qwen/Qwen3-1.7B: a planner's table "Qwen/Qwen3-1.7B (config.json, fields the planner reads)" gives
-// hidden 2048, inter 6144, 28 layers, 16/8 heads, head_dim 128, tied, 40960. rms_norm_eps and rope_theta
-// were not in that excerpt: taken as the family's 1e-6 / 1e6 (unverified for this size). Card: 1.7B.
-inline constexpr ModelDescriptor qwen3_1_7b{"Qwen3-1.7B", "qwen3", 2048, 28, 16, 8, 128, 6144, 151936, 40960,
-                                            1e-6, 1000000.0, true, false, 1.7};
-// Qwen/Qwen3-4B: MultiRL/qwen3_4b_instruct_sft/config.json (a fine-tune keeping the base config) and
-// a keras_hub Qwen3Backbone export; 2560 / 36 / 32 / 8 / 9728, tied. Card: 4.0B.
-inline constexpr ModelDescriptor qwen3_4b{"Qwen3-4B", "qwen3", 2560, 36, 32, 8, 128, 9728, 151936, 40960,
-                                          1e-6, 1000000.0, true, false, 4.0};
-// Qwen/Qwen3-8B: HF commit "Copy config.json from Qwen/Qwen3-8B" (thejaminator/qwen-hook-layer-9). Card: 8.2B.
-inline constexpr ModelDescriptor qwen3_8b{"Qwen3-8B", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960,
-                                          1e-6, 1000000.0, false, false, 8.2};
-// Qwen/Qwen3-14B: hidden 5120 / inter 17408 / head_dim 128 / untied from SF-Foundation/FlashTopic-14B-FP8
-// config.json (a Qwen3-14B derivative); 40 layers, 40/8 heads, vocab 151936 from a "Qwen/Qwen3-14B" table
-// in a roofline script. Not seen as one verbatim official file. Card: 14.8B.
-inline constexpr ModelDescriptor qwen3_14b{"Qwen3-14B", "qwen3", 5120, 40, 40, 8, 128, 17408, 151936, 40960,
-                                           1e-6, 1000000.0, false, false, 14.8};
-// Qwen/Qwen3-32B: ronnywebdevs1/d-m-1/config.json (verbatim copy, transformers 4.51.0) and a verl doc
-// quoting the official file with only num_hidden_layers edited. Card: 32.8B.
-inline constexpr ModelDescriptor qwen3_32b{"Qwen3-32B", "qwen3", 5120, 64, 64, 8, 128, 25600, 151936, 40960,
-                                           1e-6, 1000000.0, false, false, 32.8};
-
-// Qwen2.5: max_position_embeddings is the Instruct repos' 32768 (some base repos say 131072).
-// Qwen/Qwen2.5-0.5B: a "# Qwen/Qwen2.5-0.5B / model config" dump (896 / 4864 / 24 / 14 / 2, tied).
-// Card (Qwen2.5-0.5B-Instruct): 0.49B.
-inline constexpr ModelDescriptor qwen2_5_0_5b{"Qwen2.5-0.5B", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 32768,
-                                              1e-6, 1000000.0, true, true, 0.49};
-// Qwen/Qwen2.5-1.5B-Instruct: onnx-community/Qwen2.5-1.5B-Instruct/config.json (Xenova's copy). Card: 1.54B.
-inline constexpr ModelDescriptor qwen2_5_1_5b{"Qwen2.5-1.5B", "qwen2", 1536, 28, 12, 2, 128, 8960, 151936, 32768,
-                                              1e-6, 1000000.0, true, true, 1.54};
-// Qwen/Qwen2.5-3B-Instruct: osllmai-community/Qwen2.5-3B-Instruct and hsuwill000/Qwen2.5-3B-Instruct-openvino
-// config.json ("_name_or_path": "Qwen/Qwen2.5-3B-Instruct"). Card: 3.09B.
-inline constexpr ModelDescriptor qwen2_5_3b{"Qwen2.5-3B", "qwen2", 2048, 36, 16, 2, 128, 11008, 151936, 32768,
-                                            1e-6, 1000000.0, true, true, 3.09};
-// Qwen/Qwen2.5-7B-Instruct: osllmai-community/Qwen2.5-7B-Instruct/config.json; vocab 152064, untied. Card: 7.61B.
-inline constexpr ModelDescriptor qwen2_5_7b{"Qwen2.5-7B", "qwen2", 3584, 28, 28, 4, 128, 18944, 152064, 32768,
-                                            1e-6, 1000000.0, false, true, 7.61};
+// The published sizes, written as in each official repo's config.json; where each value comes
+// from (and which were not verified) is in docs/PRESETS.md. published_params_b: the model cards.
+// Qwen2.5's max_position_embeddings is the Instruct repos' 32768 (some base repos say 131072).
+inline constexpr ModelDescriptor qwen3_0_6b{
+    .name = "Qwen3-0.6B", .model_type = Qwen3Arch::name,
+    .hidden_size = 1024, .num_hidden_layers = 28, .num_attention_heads = 16, .num_key_value_heads = 8,
+    .head_dim = 128, .intermediate_size = 3072, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = false,
+    .published_params_b = 0.6};
+inline constexpr ModelDescriptor qwen3_1_7b{
+    .name = "Qwen3-1.7B", .model_type = Qwen3Arch::name,
+    .hidden_size = 2048, .num_hidden_layers = 28, .num_attention_heads = 16, .num_key_value_heads = 8,
+    .head_dim = 128, .intermediate_size = 6144, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = false,
+    .published_params_b = 1.7};
+inline constexpr ModelDescriptor qwen3_4b{
+    .name = "Qwen3-4B", .model_type = Qwen3Arch::name,
+    .hidden_size = 2560, .num_hidden_layers = 36, .num_attention_heads = 32, .num_key_value_heads = 8,
+    .head_dim = 128, .intermediate_size = 9728, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = false,
+    .published_params_b = 4.0};
+inline constexpr ModelDescriptor qwen3_8b{
+    .name = "Qwen3-8B", .model_type = Qwen3Arch::name,
+    .hidden_size = 4096, .num_hidden_layers = 36, .num_attention_heads = 32, .num_key_value_heads = 8,
+    .head_dim = 128, .intermediate_size = 12288, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 8.2};
+inline constexpr ModelDescriptor qwen3_14b{
+    .name = "Qwen3-14B", .model_type = Qwen3Arch::name,
+    .hidden_size = 5120, .num_hidden_layers = 40, .num_attention_heads = 40, .num_key_value_heads = 8,
+    .head_dim = 128, .intermediate_size = 17408, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 14.8};
+inline constexpr ModelDescriptor qwen3_32b{
+    .name = "Qwen3-32B", .model_type = Qwen3Arch::name,
+    .hidden_size = 5120, .num_hidden_layers = 64, .num_attention_heads = 64, .num_key_value_heads = 8,
+    .head_dim = 128, .intermediate_size = 25600, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 32.8};
+inline constexpr ModelDescriptor qwen2_5_0_5b{
+    .name = "Qwen2.5-0.5B", .model_type = Qwen2Arch::name,
+    .hidden_size = 896, .num_hidden_layers = 24, .num_attention_heads = 14, .num_key_value_heads = 2,
+    .head_dim = 64, .intermediate_size = 4864, .vocab_size = 151936, .max_position_embeddings = 32768,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = true,
+    .published_params_b = 0.49};
+inline constexpr ModelDescriptor qwen2_5_1_5b{
+    .name = "Qwen2.5-1.5B", .model_type = Qwen2Arch::name,
+    .hidden_size = 1536, .num_hidden_layers = 28, .num_attention_heads = 12, .num_key_value_heads = 2,
+    .head_dim = 128, .intermediate_size = 8960, .vocab_size = 151936, .max_position_embeddings = 32768,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = true,
+    .published_params_b = 1.54};
+inline constexpr ModelDescriptor qwen2_5_3b{
+    .name = "Qwen2.5-3B", .model_type = Qwen2Arch::name,
+    .hidden_size = 2048, .num_hidden_layers = 36, .num_attention_heads = 16, .num_key_value_heads = 2,
+    .head_dim = 128, .intermediate_size = 11008, .vocab_size = 151936, .max_position_embeddings = 32768,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = true,
+    .published_params_b = 3.09};
+inline constexpr ModelDescriptor qwen2_5_7b{
+    .name = "Qwen2.5-7B", .model_type = Qwen2Arch::name,
+    .hidden_size = 3584, .num_hidden_layers = 28, .num_attention_heads = 28, .num_key_value_heads = 4,
+    .head_dim = 128, .intermediate_size = 18944, .vocab_size = 152064, .max_position_embeddings = 32768,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = true,
+    .published_params_b = 7.61};
 
 inline constexpr std::array<const ModelDescriptor*, 10> all = {&qwen3_0_6b, &qwen3_1_7b, &qwen3_4b,    &qwen3_8b,
                                                                &qwen3_14b,  &qwen3_32b,  &qwen2_5_0_5b, &qwen2_5_1_5b,

@@ -1,14 +1,16 @@
 // Binds checkpoint tensors to the model by their Hugging Face names, in this one place, with
 // dtype and exact-shape checks. Every missing or mismatched tensor is collected and reported
-// together in one kylin::Error. Weights stay zero-copy views in their stored dtype.
+// together (one kylin::Error, or check_weights' list). Weights stay zero-copy views.
 #pragma once
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "kylin/io/checkpoint.hpp"
 #include "kylin/io/config.hpp"
 #include "kylin/kernels/ops.hpp"
+#include "kylin/model/arch.hpp"
 
 namespace kylin {
 
@@ -20,9 +22,9 @@ struct LayerWeights {
   MatRef k_proj;                    // [n_kv_heads*head_dim, hidden]
   MatRef v_proj;                    // [n_kv_heads*head_dim, hidden]
   MatRef o_proj;                    // [hidden, n_heads*head_dim]
-  MatRef q_norm;                    // [head_dim]   (qwen3 only)
-  MatRef k_norm;                    // [head_dim]   (qwen3 only)
-  std::vector<float> q_bias;        // [n_heads*head_dim]     (attention_bias only; widened once, tiny)
+  MatRef q_norm;                    // [head_dim]   (QKNorm::per_head archs only)
+  MatRef k_norm;                    // [head_dim]   (QKNorm::per_head archs only)
+  std::vector<float> q_bias;        // [n_heads*head_dim]     (QKVBias::qkv archs only; widened once, tiny)
   std::vector<float> k_bias;        // [n_kv_heads*head_dim]
   std::vector<float> v_bias;        // [n_kv_heads*head_dim]
   MatRef post_attention_layernorm;  // [hidden]
@@ -45,6 +47,7 @@ class Binder {
   explicit Binder(const io::Checkpoint& ckpt) : ckpt_(ckpt) {}
 
   MatRef bind(const std::string& name, std::vector<std::int64_t> shape) {
+    bound_.insert(name);
     const io::TensorView* t = ckpt_.find(name);
     if (!t) {
       problems_.push_back(name + ": missing");
@@ -73,6 +76,16 @@ class Binder {
 
   bool has(const std::string& name) const { return ckpt_.find(name) != nullptr; }
 
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  // Checkpoint tensors that no bind() asked for, in checkpoint order.
+  std::vector<std::string> unbound() const {
+    std::vector<std::string> out;
+    for (const io::TensorView* t : ckpt_.tensors())
+      if (!bound_.contains(t->name)) out.push_back(t->name);
+    return out;
+  }
+
   void throw_if_problems() const {
     if (problems_.empty()) return;
     std::string msg = std::to_string(problems_.size()) + " tensor problem(s):";
@@ -83,12 +96,12 @@ class Binder {
  private:
   const io::Checkpoint& ckpt_;
   std::vector<std::string> problems_;
+  std::unordered_set<std::string> bound_;  // every name bind() asked for, present or not
 };
 
-}  // namespace detail
-
-inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
-  detail::Binder b(ckpt);
+// Every tensor of config `c`, by HF name; what the architecture adds comes from its ArchInfo.
+inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
+  const ArchInfo& arch = arch_info(c.model_type);
   const std::int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
   ModelWeights w;
   w.embed_tokens = b.bind("model.embed_tokens.weight", {V, H});
@@ -100,11 +113,11 @@ inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& 
     L.k_proj = b.bind(p + "self_attn.k_proj.weight", {c.kv_dim(), H});
     L.v_proj = b.bind(p + "self_attn.v_proj.weight", {c.kv_dim(), H});
     L.o_proj = b.bind(p + "self_attn.o_proj.weight", {H, c.q_dim()});
-    if (c.has_qk_norm()) {
+    if (arch.has_qk_norm()) {
       L.q_norm = b.bind(p + "self_attn.q_norm.weight", {D});
       L.k_norm = b.bind(p + "self_attn.k_norm.weight", {D});
     }
-    if (c.attention_bias) {
+    if (arch.has_qkv_bias()) {
       L.q_bias = b.bind_f32(p + "self_attn.q_proj.bias", c.q_dim());
       L.k_bias = b.bind_f32(p + "self_attn.k_proj.bias", c.kv_dim());
       L.v_bias = b.bind_f32(p + "self_attn.v_proj.bias", c.kv_dim());
@@ -119,8 +132,32 @@ inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& 
     w.lm_head = b.bind("lm_head.weight", {V, H});
   else
     w.lm_head = w.embed_tokens;
+  return w;
+}
+
+}  // namespace detail
+
+// Binds every tensor; throws one kylin::Error listing all missing or mismatched tensors.
+// Tensors nothing binds are ignored, as transformers ignores unexpected keys (with a warning).
+inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
+  detail::Binder b(ckpt);
+  ModelWeights w = detail::bind_all(b, c);
   b.throw_if_problems();
   return w;
+}
+
+// What loading would find, without throwing: `problems` make bind_weights fail; `unexpected`
+// names tensors loading ignores (e.g. a stray rotary_emb.inv_freq or a tensor of another arch).
+struct WeightCheck {
+  std::vector<std::string> problems;    // "<name>: missing" | "<name>: expected [..], got [..]" | "<name>: dtype .."
+  std::vector<std::string> unexpected;  // tensor names, checkpoint order
+  bool loads() const { return problems.empty(); }
+};
+
+inline WeightCheck check_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
+  detail::Binder b(ckpt);
+  detail::bind_all(b, c);
+  return {b.problems(), b.unbound()};
 }
 
 }  // namespace kylin
