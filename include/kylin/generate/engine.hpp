@@ -69,8 +69,8 @@ class Engine {
     return t && !t->is_null();
   }
 
-  // config.json and generation_config.json eos ids, plus the chat end-of-turn tokens the
-  // tokenizer defines (<|im_end|>, <|endoftext|>): a chat model stops at either.
+  // config.json and generation_config.json eos ids, plus the architecture's chat end-of-turn
+  // tokens that the tokenizer defines (ArchInfo::end_of_turn): a chat model stops at either.
   void collect_eos_ids() {
     auto add = [&](std::int64_t id) {
       if (id >= 0 && id < model_.vocab_size() && !is_eos(static_cast<int>(id))) eos_ids_.push_back(static_cast<int>(id));
@@ -82,7 +82,7 @@ class Engine {
         for (const auto& x : e->as_array())
           if (x.is_int()) add(x.as_int());
     }
-    for (const char* token : {"<|im_end|>", "<|endoftext|>"})
+    for (std::string_view token : arch_info(model_.config().model_type).end_of_turn)
       if (auto id = tokenizer_.token_to_id(token)) add(*id);
   }
 
