@@ -1,10 +1,12 @@
 // kylin-server: an OpenAI-compatible HTTP server for one model directory (see docs/SERVER.md).
-// SIGINT/SIGTERM: new generations get 503, the ones in flight finish, then the server exits 0.
+// SIGINT/SIGTERM: new generations get 503, the ones in flight get --shutdown-timeout seconds to
+// finish (then end with 503 or an SSE error event), and the server exits 0.
 #include <CLI/CLI.hpp>
 #include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -24,16 +26,34 @@ struct Options {
   int parallel = 1;
   std::size_t queue = 16;
   std::size_t max_body = std::size_t{4} << 20;
+  std::string cors_origin;
+  double shutdown_timeout = 5;
+  double request_timeout = 30;
+  kylin::server::http::Limits limits;
 };
 
-// Signals are taken by one thread with sigwait, so no handler runs inside httplib or the model.
+// Signals are taken by one thread with sigwait, so no handler runs inside the transport or the model.
 sigset_t shutdown_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGUSR1);  // sent to ourselves when listen() ends on its own
+  sigaddset(&set, SIGUSR1);  // sent to ourselves when run() ends on its own
   return set;
+}
+
+using Ms = std::chrono::milliseconds;
+Ms seconds(double s) { return Ms(static_cast<std::int64_t>(s * 1000)); }
+
+// Waits until `done()` or `timeout`; true if done.
+template <class F>
+bool wait_for(F done, Ms timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(Ms(20));
+  }
+  return true;
 }
 
 int serve(const Options& o) {
@@ -50,28 +70,38 @@ int serve(const Options& o) {
   std::string id = std::filesystem::weakly_canonical(o.model).filename().string();
   kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id);
 
-  httplib::Server http;
-  // Enough HTTP threads for every queued request plus a few for health, tokenize and refusals.
-  const std::size_t http_threads = std::max<std::size_t>(8, o.queue + static_cast<std::size_t>(o.parallel) + 4);
-  http.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
-  kylin_server::install_routes(http, service, {.api_key = o.api_key, .max_body = o.max_body});
-  if (!http.bind_to_port(o.host, o.port)) {
-    std::fprintf(stderr, "kylin-server: cannot listen on %s:%d\n", o.host.c_str(), o.port);
-    return 1;
-  }
+  kylin::server::http::Limits limits = o.limits;
+  limits.max_body = o.max_body;
+  limits.request_timeout = seconds(o.request_timeout);
+  // A worker for every queued request (each waits for its generation) plus a few for health,
+  // tokenize and refusals; incomplete requests never take one.
+  limits.workers = std::max<std::size_t>(8, o.queue + static_cast<std::size_t>(o.parallel) + 4);
+  kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors_origin = o.cors_origin}),
+                                   kylin_server::transport_error);
+  http.bind(o.host, o.port);
   std::fprintf(stderr, "kylin-server: %s (context %lld, %d slot(s)) on http://%s:%d\n", service.model_id().c_str(),
                static_cast<long long>(scheduler.context_length()), scheduler.slots(), o.host.c_str(), o.port);
 
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
+    if (sig == SIGUSR1) return;
     service.drain();
-    while (service.in_flight() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    http.stop();
+    if (!wait_for([&] { return service.in_flight() == 0; }, seconds(o.shutdown_timeout))) {
+      std::fprintf(stderr, "kylin-server: shutdown timeout: ending %d request(s) with an error\n", service.in_flight());
+      service.abort();
+      wait_for([&] { return service.in_flight() == 0; }, Ms(2000));
+    }
+    http.stop(Ms(1000));  // time to write the last answers
   });
-  http.listen_after_bind();
+  http.run();
   pthread_kill(waiter.native_handle(), SIGUSR1);  // harmless if the waiter already returned
   waiter.join();
+  // A generation can outlive the abort only inside one long prefill (no token to stop at).
+  if (!http.wait_workers(Ms(2000)) || !wait_for([&] { return !scheduler.busy() && scheduler.queued() == 0; }, Ms(2000))) {
+    std::fprintf(stderr, "kylin-server: a generation is still running; exiting without it\n");
+    std::_Exit(0);
+  }
   scheduler.shutdown();
   std::fprintf(stderr, "kylin-server: stopped\n");
   return 0;
@@ -94,6 +124,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--queue", o.queue, "Most requests waiting; more get 503")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413");
+  app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
+  app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")
+      ->check(CLI::Range(0.0, 3600.0));
+  auto& l = o.limits;
+  app.add_option("--request-timeout", o.request_timeout, "Seconds a request's headers and body may take to arrive; then 408")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--max-headers", l.max_headers, "Most header fields in a request; more get 431");
+  app.add_option("--max-header-bytes", l.max_header_bytes, "Largest request line + headers in bytes; larger get 431");
+  app.add_option("--max-connections", l.max_connections, "Most open connections; beyond, the oldest without a complete request is closed");
   CLI11_PARSE(app, argc, argv);
   try {
     return serve(o);

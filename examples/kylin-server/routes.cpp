@@ -9,74 +9,68 @@ namespace kylin_server {
 namespace {
 
 namespace srv = kylin::server;
+namespace http = kylin::server::http;
 
-constexpr const char* json_type = "application/json";
 constexpr auto poll_interval = std::chrono::milliseconds(100);  // how often an idle stream wakes up
 // While a streamed request waits (queue, long prefill) an SSE comment is written this often: a
-// write is the only way to notice a client that left, whose job is then skipped or stopped.
+// write is the surest way to notice a client that left, whose job is then skipped or stopped.
 constexpr auto heartbeat_interval = std::chrono::seconds(1);
 constexpr std::string_view heartbeat = ": waiting\n\n";
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
-                const std::string& code = {}) {
-  res.status = status;
-  res.set_content(srv::error_body(status, message, param, code), json_type);
+http::Response error_response(int status, const std::string& message, const std::string& param = {},
+                              const std::string& code = {}) {
+  http::Response r;
+  r.status = status;
+  r.body = srv::error_body(status, message, param, code);
+  if (status == srv::status::unavailable) r.set_header("Retry-After", "1");
+  return r;
 }
 
 // Runs a handler body, turning every exception into an OpenAI error response.
-void guarded(httplib::Response& res, const std::function<void()>& body) {
+http::Response guarded(const std::function<http::Response()>& body) {
   try {
-    body();
+    return body();
   } catch (const srv::ApiError& e) {
-    if (e.status() == srv::status::unavailable) res.set_header("Retry-After", "1");
-    send_error(res, e.status(), e.message(), e.param(), e.code());
+    return error_response(e.status(), e.message(), e.param(), e.code());
   } catch (const kylin::Error& e) {
     const bool request = e.category() == kylin::ErrorCategory::request || e.category() == kylin::ErrorCategory::tokenizer ||
                          e.category() == kylin::ErrorCategory::chat_template;
-    send_error(res, request ? srv::status::bad_request : srv::status::internal_error, e.what());
+    return error_response(request ? srv::status::bad_request : srv::status::internal_error, e.what());
   } catch (const std::exception& e) {
-    send_error(res, srv::status::internal_error, e.what());
+    return error_response(srv::status::internal_error, e.what());
   }
 }
 
-void send(httplib::Response& res, const srv::Reply& reply) {
-  res.status = reply.status;
-  res.set_content(reply.body, json_type);
+http::Response reply(const srv::Reply& r) {
+  http::Response out;
+  out.status = r.status;
+  out.body = r.body;
+  return out;
 }
 
-// Streams the events of `stream` as they come. A failed write means the client left: the job
-// is cancelled and the connection dropped.
-void send_stream(httplib::Response& res, std::shared_ptr<srv::EventStream> stream) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, last_write = std::chrono::steady_clock::now()](std::size_t, httplib::DataSink& sink) mutable {
-        std::string data;
-        if (!stream->pop(data, poll_interval)) {
-          sink.done();
-          return true;
-        }
-        const auto now = std::chrono::steady_clock::now();
-        if (data.empty() && now - last_write >= heartbeat_interval) data = heartbeat;
-        if (data.empty()) return true;
-        last_write = now;
-        const bool ok = sink.write(data.data(), data.size());
-        if (!ok) stream->cancel();
-        return ok;
-      },
-      [stream](bool success) {
-        if (!success) stream->cancel();
-      });
+// Streams the events of `stream` as they come. When the client is gone the transport stops
+// pulling and the Service's ClientWatch callback cancels the job.
+http::Response event_stream(std::shared_ptr<srv::EventStream> stream) {
+  http::Response r;
+  r.content_type = "text/event-stream";
+  r.set_header("Cache-Control", "no-cache");
+  r.set_header("X-Accel-Buffering", "no");
+  r.next = [stream, last_write = std::chrono::steady_clock::now()](std::string& out) mutable {
+    if (!stream->pop(out, poll_interval)) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (out.empty() && now - last_write >= heartbeat_interval) out = heartbeat;
+    if (!out.empty()) last_write = now;
+    return true;
+  };
+  return r;
 }
 
-void generation_route(httplib::Response& res, const srv::Started& started) {
-  if (started.stream) send_stream(res, started.stream);
-  else send(res, started.reply);
+http::Response generation(const srv::Started& started) {
+  return started.stream ? event_stream(started.stream) : reply(started.reply);
 }
 
-std::string bearer(const httplib::Request& req) {
-  const std::string auth = req.get_header_value("Authorization");
+std::string bearer(const http::Request& req) {
+  const std::string auth = req.header_value("authorization");
   constexpr std::string_view prefix = "Bearer ";
   return auth.starts_with(prefix) ? auth.substr(prefix.size()) : std::string();
 }
@@ -89,71 +83,83 @@ bool same_key(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-void method_not_allowed(httplib::Server& server, const std::string& path, bool post_route) {
-  auto reject = [post_route](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("Allow", post_route ? "POST" : "GET");
-    send_error(res, srv::status::method_not_allowed, req.method + " is not allowed on " + req.path + " (use " +
-                                                         (post_route ? "POST" : "GET") + ")");
+struct Route {
+  std::string_view path;
+  bool prefix;         // path + "{id}"
+  std::string_view method;  // GET routes also answer HEAD
+  std::function<http::Response(http::Request&, std::string_view tail)> handle;
+};
+
+std::vector<Route> routes(srv::Service& service) {
+  return {
+      {"/health", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.health()); }},
+      {"/v1/models", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.models()); }},
+      {"/v1/models/", true, "GET", [&service](http::Request&, std::string_view id) { return reply(service.model(id)); }},
+      {"/v1/chat/completions", false, "POST",
+       [&service](http::Request& q, std::string_view) { return generation(service.chat(q.body, q.watch)); }},
+      {"/v1/completions", false, "POST",
+       [&service](http::Request& q, std::string_view) { return generation(service.complete(q.body, q.watch)); }},
+      {"/tokenize", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.tokenize(q.body)); }},
+      {"/detokenize", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.detokenize(q.body)); }},
   };
-  if (post_route) server.Get(path, reject);
-  else server.Post(path, reject);
-  server.Put(path, reject);
-  server.Patch(path, reject);
-  server.Delete(path, reject);
+}
+
+const Route* find_route(const std::vector<Route>& table, const std::string& path) {
+  for (const auto& r : table)
+    if (r.prefix ? path.size() > r.path.size() && path.starts_with(r.path) : path == r.path) return &r;
+  return nullptr;
+}
+
+std::string allowed(const Route& r) { return r.method == "GET" ? "GET, HEAD, OPTIONS" : "POST, OPTIONS"; }
+
+// A CORS preflight: answered without the API key (browsers never send it on a preflight).
+http::Response preflight(const Route& route, const http::Request& req, const HttpOptions& o) {
+  http::Response r;
+  r.status = 204;
+  r.set_header("Allow", allowed(route));
+  if (!o.cors_origin.empty()) {
+    r.set_header("Access-Control-Allow-Methods", allowed(route));
+    const std::string asked = req.header_value("access-control-request-headers");
+    r.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+    r.set_header("Access-Control-Max-Age", "600");
+  }
+  return r;
+}
+
+http::Response dispatch(const std::vector<Route>& table, http::Request& req, const HttpOptions& o) {
+  const Route* route = find_route(table, req.path);
+  if (req.method == "OPTIONS" && route != nullptr) return preflight(*route, req, o);
+  if (!o.api_key.empty() && req.path != "/health" && !same_key(bearer(req), o.api_key)) {
+    http::Response r = error_response(srv::status::unauthorized, "invalid or missing API key (Authorization: Bearer <key>)", {},
+                                      "invalid_api_key");
+    r.set_header("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  if (route == nullptr) return error_response(srv::status::not_found, "unknown route: " + req.method + " " + req.path, {}, "unknown_url");
+  if (req.method != route->method && !(route->method == "GET" && req.method == "HEAD")) {
+    http::Response r = error_response(srv::status::method_not_allowed, req.method + " is not allowed on " + req.path + " (use " +
+                                                                             std::string(route->method) + ")");
+    r.set_header("Allow", allowed(*route));
+    return r;
+  }
+  const std::string_view tail = std::string_view(req.path).substr(route->prefix ? route->path.size() : req.path.size());
+  return guarded([&] { return route->handle(req, tail); });
 }
 
 }  // namespace
 
-void install_routes(httplib::Server& server, srv::Service& service, const HttpOptions& options) {
-  server.set_payload_max_length(options.max_body);
+std::string transport_error(int status, const std::string& message) { return srv::error_body(status, message); }
 
-  server.set_pre_routing_handler([key = options.api_key](const httplib::Request& req, httplib::Response& res) {
-    if (key.empty() || req.path == "/health" || same_key(bearer(req), key)) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    send_error(res, srv::status::unauthorized, "invalid or missing API key (Authorization: Bearer <key>)", {},
-               "invalid_api_key");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-
-  // httplib's own errors (no route, body too large, unreadable request) get an OpenAI body too.
-  // httplib parses form bodies itself and caps them at 8 KiB (curl -d sends that type by default).
-  server.set_error_handler([max = options.max_body](const httplib::Request& req, httplib::Response& res) {
-    constexpr std::string_view form = "application/x-www-form-urlencoded";
-    if (!res.body.empty()) return;
-    if (res.status == srv::status::not_found)
-      send_error(res, res.status, "unknown route: " + req.method + " " + req.path, {}, "unknown_url");
-    else if (res.status == srv::status::payload_too_large && req.get_header_value("Content-Type").starts_with(form))
-      send_error(res, res.status, "form-encoded bodies are limited to 8 KiB; send Content-Type: application/json", {},
-                 "payload_too_large");
-    else if (res.status == srv::status::payload_too_large)
-      send_error(res, res.status, "the request body exceeds " + std::to_string(max) + " bytes", {}, "payload_too_large");
-    else
-      send_error(res, res.status, "HTTP error " + std::to_string(res.status));
-  });
-  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
-    guarded(res, [&] { std::rethrow_exception(e); });
-  });
-
-  server.Get("/health", [&service](const httplib::Request&, httplib::Response& res) { send(res, service.health()); });
-  server.Get("/v1/models", [&service](const httplib::Request&, httplib::Response& res) { send(res, service.models()); });
-  server.Get(R"(/v1/models/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { send(res, service.model(req.matches[1].str())); });
-  });
-  server.Post("/v1/chat/completions", [&service](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generation_route(res, service.chat(req.body)); });
-  });
-  server.Post("/v1/completions", [&service](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { generation_route(res, service.complete(req.body)); });
-  });
-  server.Post("/tokenize", [&service](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { send(res, service.tokenize(req.body)); });
-  });
-  server.Post("/detokenize", [&service](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { send(res, service.detokenize(req.body)); });
-  });
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"})
-    method_not_allowed(server, path, true);
-  for (const char* path : {"/health", "/v1/models"}) method_not_allowed(server, path, false);
+http::Handler make_handler(srv::Service& service, const HttpOptions& options) {
+  auto table = std::make_shared<std::vector<Route>>(routes(service));
+  return [table, options](http::Request& req) {
+    http::Response r = dispatch(*table, req, options);
+    if (!options.cors_origin.empty()) {
+      r.set_header("Access-Control-Allow-Origin", options.cors_origin);
+      if (options.cors_origin != "*") r.set_header("Vary", "Origin");
+    }
+    return r;
+  };
 }
 
 }  // namespace kylin_server

@@ -1,20 +1,22 @@
-// The HTTP side of kylin-server: cpp-httplib routes over kylin::server::Service, bearer-key
-// checks, OpenAI-shaped bodies for httplib's own errors (404, 405, 413) and SSE streaming.
+// The HTTP side of kylin-server: routes over kylin::server::Service on kylin's own HTTP/1.1
+// transport (kylin/server/http), bearer-key checks, CORS, 405/404, and SSE streaming.
 #pragma once
-
-#include <httplib.h>
 
 #include <string>
 
+#include "kylin/server/http/server.hpp"
 #include "kylin/server/service.hpp"
 
 namespace kylin_server {
 
 struct HttpOptions {
-  std::string api_key;  // empty: no authentication
-  std::size_t max_body = std::size_t{4} << 20;
+  std::string api_key;      // empty: no authentication
+  std::string cors_origin;  // empty: no Access-Control-* headers
 };
 
-void install_routes(httplib::Server& server, kylin::server::Service& service, const HttpOptions& options);
+kylin::server::http::Handler make_handler(kylin::server::Service& service, const HttpOptions& options);
+
+// OpenAI-shaped body for the errors the transport answers itself (400, 408, 413, 414, 431, 503).
+std::string transport_error(int status, const std::string& message);
 
 }  // namespace kylin_server

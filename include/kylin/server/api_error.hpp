@@ -52,7 +52,7 @@ inline std::string error_type(int http_status) {
     case status::payload_too_large: return "invalid_request_error";
     case status::too_many_requests: return "rate_limit_error";
     case status::unavailable: return "server_overloaded";
-    default: return "server_error";
+    default: return http_status < 500 ? "invalid_request_error" : "server_error";  // 408, 411, 414, 416, 431 ...
   }
 }
 

@@ -82,7 +82,7 @@ inline void parse_sampling(const json::Value& body, GenerationRequest& r, const 
   s.frequency_penalty = float_field(body, "frequency_penalty");
   s.repetition_penalty = float_field(body, "repetition_penalty");
   if (auto k = int_field(body, "top_k")) {
-    if (*k < 0 || *k > INT32_MAX) throw invalid("top_k", "'top_k' must be >= 0 (0 disables it)");
+    if (*k < 0 || *k > INT32_MAX) throw invalid("top_k", "'top_k' must be between 0 (off) and " + std::to_string(INT32_MAX) + ", got " + std::to_string(*k));
     s.top_k = static_cast<int>(*k);
   }
   if (auto seed = int_field(body, "seed")) s.seed = static_cast<std::uint64_t>(*seed);

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "kylin/server/client_watch.hpp"
 #include "kylin/server/event_stream.hpp"
 #include "kylin/server/request.hpp"
 #include "kylin/server/responses.hpp"
@@ -30,7 +32,8 @@ struct Started {
 class Service {
  public:
   Service(Engine& engine, Scheduler& scheduler, std::string model_id)
-      : engine_(engine), scheduler_(scheduler), model_id_(std::move(model_id)), created_(unix_time()) {}
+      : engine_(engine), scheduler_(scheduler), model_id_(std::move(model_id)), created_(unix_time()),
+        max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())) {}
 
   const std::string& model_id() const { return model_id_; }
 
@@ -91,12 +94,25 @@ class Service {
     return {status::ok, json::dump(out)};
   }
 
-  Started chat(std::string_view text);
-  Started complete(std::string_view text);
+  // `watch` (from the transport, optional): when the client goes away, the job is cancelled,
+  // queued or running, streamed or not.
+  Started chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  Started complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
 
   // Shutdown: refuse new generations; in_flight() counts those still being answered.
   void drain() { draining_ = true; }
   int in_flight() const { return in_flight_.load(); }
+  // Past the shutdown deadline: every queued or running job stops; its client gets 503 (or an
+  // SSE error event) instead of the answer.
+  void abort() {
+    aborting_ = true;
+    std::lock_guard lock(jobs_mutex_);
+    for (auto& weak : jobs_)
+      if (auto job = weak.lock()) job->cancelled = true;
+    jobs_.clear();
+  }
+  // Longest prompt text accepted before tokenizing (see max_prompt_bytes()).
+  std::size_t prompt_byte_limit() const { return max_prompt_bytes_; }
 
  private:
   struct Prepared {
@@ -138,10 +154,52 @@ class Service {
     return engine_.chat_template().render(r.messages, options);
   }
 
+  // A prompt of more than context × (longest token's bytes) × 3 bytes cannot fit: each token
+  // covers at most the longest token's bytes of normalized text, and NFC shrinks text at most
+  // threefold (Hangul jamo L+V+T, 9 bytes, compose to one 3-byte syllable). Checked before any
+  // tokenizing, so a huge prompt costs no BPE work.
+  static std::size_t max_prompt_bytes(const Tokenizer& tokenizer, std::int64_t context) {
+    std::size_t longest = 1;
+    for (int id = 0; id < tokenizer.vocab_size(); ++id)
+      if (tokenizer.id_to_token(id)) longest = std::max(longest, tokenizer.token_bytes(id).size());
+    for (const auto& t : tokenizer.added_tokens()) longest = std::max(longest, t.content.size());
+    return static_cast<std::size_t>(context) * longest * 3;
+  }
+
+  void check_prompt_bytes(std::size_t bytes, const char* param) const {
+    if (bytes > max_prompt_bytes_)
+      throw ApiError(status::bad_request,
+                     "the prompt text has " + std::to_string(bytes) + " bytes; at most " + std::to_string(max_prompt_bytes_) +
+                         " can fit in this model's context of " + std::to_string(scheduler_.context_length()) + " tokens",
+                     param, "context_length_exceeded");
+  }
+
   void submit(const std::shared_ptr<Job>& job) {
     if (draining_) throw ApiError(status::unavailable, "the server is shutting down", {}, "server_shutting_down");
     if (!scheduler_.submit(job))
       throw ApiError(status::unavailable, "the request queue is full; retry later", {}, "server_overloaded");
+    std::lock_guard lock(jobs_mutex_);
+    std::erase_if(jobs_, [](const std::weak_ptr<Job>& w) { return w.expired(); });
+    jobs_.push_back(job);
+  }
+
+  // Cancels the job when the client goes away.
+  static void watch_client(const std::shared_ptr<ClientWatch>& watch, const std::shared_ptr<Job>& job) {
+    if (watch) watch->on_gone([weak = std::weak_ptr<Job>(job)] {
+      if (auto j = weak.lock()) j->cancelled = true;
+    });
+  }
+
+  // A job cut short by abort(): its client is told the server shut down.
+  bool aborted(const Generation& g) const { return aborting_ && g.stop_reason == StopReason::cancelled; }
+  static Reply shutdown_reply() {
+    return {status::unavailable, error_body(status::unavailable, "the server shut down before this request finished", {},
+                                            "server_shutting_down")};
+  }
+  Reply result(Generation&& g, std::exception_ptr error, const std::function<std::string(Generation&)>& body) const {
+    if (error) return failure(error);
+    if (aborted(g)) return shutdown_reply();
+    return {status::ok, body(g)};
   }
 
   // A non-streamed request is answered here, on the calling thread, once its job is done.
@@ -178,13 +236,19 @@ class Service {
   Scheduler& scheduler_;
   std::string model_id_;
   std::int64_t created_;
-  std::atomic<bool> draining_{false};
+  std::size_t max_prompt_bytes_;
+  std::atomic<bool> draining_{false}, aborting_{false};
   std::atomic<int> in_flight_{0};
+  std::mutex jobs_mutex_;
+  std::vector<std::weak_ptr<Job>> jobs_;  // submitted, for abort()
 };
 
-inline Started Service::chat(std::string_view text) {
+inline Started Service::chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
   ChatRequest r = parse_chat_request(text, engine_.default_sampling());
   check_model(r);
+  std::size_t bytes = 0;
+  for (const auto& m : r.messages.as_array()) bytes += m.find("content")->as_string().size();
+  check_prompt_bytes(bytes, "messages");
   if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template; use /v1/completions");
   std::string prompt;
   try {
@@ -201,9 +265,10 @@ inline Started Service::chat(std::string_view text) {
   if (!r.stream) {
     auto promise = std::make_shared<std::promise<Reply>>();
     auto future = promise->get_future();
-    p.job->on_done = [promise, head = p.head, tools](Generation&& g, std::exception_ptr error) {
-      promise->set_value(error ? failure(error) : Reply{status::ok, json::dump(chat_completion(head, g, tools))});
+    p.job->on_done = [this, promise, head = p.head, tools](Generation&& g, std::exception_ptr error) {
+      promise->set_value(result(std::move(g), error, [&](Generation& done) { return json::dump(chat_completion(head, done, tools)); }));
     };
+    watch_client(watch, p.job);
     return {submit_and_wait(p.job, std::move(future)), nullptr};
   }
   auto stream = open_stream(p.job);
@@ -220,11 +285,11 @@ inline Started Service::chat(std::string_view text) {
     }
     return true;
   };
-  p.job->on_done = [weak, head = p.head, tools, hold, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
+  p.job->on_done = [this, weak, head = p.head, tools, hold, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
     auto s = weak.lock();
     if (!s) return;
-    if (error) {
-      s->push(sse(json::parse(failure(error).body)));
+    if (error || aborted(g)) {
+      s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
     } else {
       bool calls = false;
       if (tools)
@@ -239,13 +304,15 @@ inline Started Service::chat(std::string_view text) {
   role.set("role", "assistant");
   role.set("content", "");
   stream->push(sse(chat_chunk(p.head, std::move(role))));
+  watch_client(watch, p.job);
   submit(p.job);
   return {{}, stream};
 }
 
-inline Started Service::complete(std::string_view text) {
+inline Started Service::complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
   CompletionRequest r = parse_completion_request(text, engine_.default_sampling(), engine_.tokenizer().vocab_size());
   check_model(r);
+  check_prompt_bytes(r.prompt.size(), "prompt");
   std::vector<int> tokens = r.prompt_tokens;
   if (tokens.empty()) {
     try {
@@ -265,9 +332,11 @@ inline Started Service::complete(std::string_view text) {
     };
     auto promise = std::make_shared<std::promise<Reply>>();
     auto future = promise->get_future();
-    p.job->on_done = [promise, text_so_far, head = p.head](Generation&& g, std::exception_ptr error) {
-      promise->set_value(error ? failure(error) : Reply{status::ok, json::dump(text_completion(head, *text_so_far, g))});
+    p.job->on_done = [this, promise, text_so_far, head = p.head](Generation&& g, std::exception_ptr error) {
+      promise->set_value(
+          result(std::move(g), error, [&](Generation& done) { return json::dump(text_completion(head, *text_so_far, done)); }));
     };
+    watch_client(watch, p.job);
     return {submit_and_wait(p.job, std::move(future)), nullptr};
   }
   auto stream = open_stream(p.job);
@@ -278,10 +347,10 @@ inline Started Service::complete(std::string_view text) {
     s->push(sse(text_chunk(head, std::string(piece.text))));
     return true;
   };
-  p.job->on_done = [weak, head = p.head, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
+  p.job->on_done = [this, weak, head = p.head, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
     auto s = weak.lock();
     if (!s) return;
-    if (error) s->push(sse(json::parse(failure(error).body)));
+    if (error || aborted(g)) s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
     else {
       s->push(sse(text_chunk(head, "", finish_reason(g.stop_reason, false))));
       if (usage) s->push(sse(usage_chunk(head, "text_completion", g.stats)));
@@ -289,6 +358,7 @@ inline Started Service::complete(std::string_view text) {
     s->push(std::string(sse_done));
     s->close();
   };
+  watch_client(watch, p.job);
   submit(p.job);
   return {{}, stream};
 }

@@ -1,0 +1,258 @@
+// Attacks on kylin-server's transport over loopback (issue 13): slowloris, header floods,
+// clients that leave, shutdown under load, and protocol faults. Each case is bounded in
+// connections, bytes and time, and states the property it checks.
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "raw_socket.hpp"
+#include "server_process.hpp"
+
+using namespace kylin::test;
+using kylin::json::Value;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string chat(int max_tokens, bool stream = false) {
+  return R"({"messages": [{"role": "user", "content": "Hello there"}], "temperature": 0, "max_tokens": )" +
+         std::to_string(max_tokens) + (stream ? R"(, "stream": true})" : "}");
+}
+
+std::string post(const std::string& path, const std::string& body, const std::string& extra_headers = {}) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
+}
+
+// Sends `request`, half-closes (nothing more will come) and reads until the server closes.
+std::string raw_exchange(int port, const std::string& request) {
+  RawSocket s(port);
+  s.send(request);
+  s.shutdown_write();
+  return s.read_all(std::chrono::seconds(60));
+}
+
+bool wait_busy(ServerProcess& server) {
+  auto c = server.client();
+  for (int i = 0; i < 2000; ++i) {
+    auto h = c.Get("/health");
+    if (h && at(parse_json(h->body), "busy").as_bool()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// Latency of GET /health plus a one-token chat completion.
+double normal_requests_seconds(ServerProcess& server) {
+  auto c = server.client(std::chrono::seconds(60));
+  const auto t0 = Clock::now();
+  auto h = c.Get("/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  auto r = post_json(c, "/v1/chat/completions", chat(1));
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+TEST_CASE("64 slowloris connections dripping header bytes delay normal requests by < 1 s; SIGTERM stays prompt") {
+  ServerProcess server({"--ctx", "512"});
+  normal_requests_seconds(server);  // warm up
+  const double before = normal_requests_seconds(server);
+  std::vector<RawSocket> drips;
+  for (int i = 0; i < 64; ++i) {
+    drips.emplace_back(server.port());
+    drips.back().send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+  }
+  std::atomic<bool> stop{false};
+  std::thread dripper([&] {
+    while (!stop.load()) {
+      for (auto& d : drips) d.send("a");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  double worst = 0;
+  for (int i = 0; i < 3; ++i) worst = std::max(worst, normal_requests_seconds(server));
+  MESSAGE("health + 1-token chat: ", before, " s alone, worst ", worst, " s beside 64 slowloris connections");
+  CHECK(worst < before + 1.0);
+  const auto t0 = Clock::now();
+  const auto status = server.signal_and_wait(SIGTERM, std::chrono::seconds(10));
+  const double shutdown = seconds_since(t0);
+  stop = true;
+  dripper.join();
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  MESSAGE("SIGTERM to exit with 64 slowloris connections open: ", shutdown, " s");
+  CHECK(shutdown < 3.0);
+}
+
+TEST_CASE("a request that does not arrive within --request-timeout gets 408, however steadily it drips") {
+  ServerProcess server({"--ctx", "512", "--request-timeout", "1"});
+  RawSocket s(server.port());
+  const auto t0 = Clock::now();
+  s.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  std::string answer;
+  for (int i = 0; i < 40 && answer.empty(); ++i) {  // one header byte every 100 ms: each read is quick
+    s.send("X");
+    answer = s.read_all(std::chrono::milliseconds(100));
+  }
+  const double took = seconds_since(t0);
+  REQUIRE(!statuses(answer).empty());
+  CHECK(statuses(answer).front() == 408);
+  CHECK(at(at(parse_json(last_body(answer)), "error"), "type").as_string() == "invalid_request_error");
+  CHECK(took < 3.0);
+}
+
+TEST_CASE("too many headers or too large a header section get 431; memory returns to idle after 14 MB of headers") {
+  // Under AddressSanitizer freed memory waits in a quarantine that would read as growth.
+  ServerProcess server({"--ctx", "512"}, "quarantine_size_mb=0:thread_local_quarantine_size_kb=0");
+  std::string many;
+  for (int i = 0; i < 101; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
+  std::string answer = raw_exchange(server.port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + many + "\r\n");
+  REQUIRE(statuses(answer) == std::vector<int>{431});
+  CHECK(at(at(parse_json(last_body(answer)), "error"), "type").as_string() == "invalid_request_error");
+  answer = raw_exchange(server.port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(70 << 10, 'b') + "\r\n\r\n");
+  CHECK(statuses(answer) == std::vector<int>{431});
+
+  const long idle = server.rss_kib();
+  std::string flood = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  while (flood.size() < (14u << 20)) flood += "X-Flood: 0123456789\r\n";
+  std::vector<std::future<std::string>> floods;
+  for (int i = 0; i < 4; ++i)
+    floods.push_back(std::async(std::launch::async, [&] { return raw_exchange(server.port(), flood + "\r\n"); }));
+  for (auto& f : floods) CHECK(statuses(f.get()) == std::vector<int>{431});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long after = server.rss_kib();
+  MESSAGE("VmRSS idle ", idle, " KiB, after 4 x 14 MB header floods ", after, " KiB");
+  CHECK(after < idle + 16 * 1024);
+  auto c = server.client();
+  auto h = c.Get("/health");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+}
+
+TEST_CASE("non-streamed requests whose clients disconnect are cancelled; the server is idle again at once") {
+  ServerProcess server({"--ctx", "4096", "--queue", "8"});
+  std::vector<RawSocket> leaving;
+  for (int i = 0; i < 4; ++i) {
+    leaving.emplace_back(server.port());
+    leaving.back().send(post("/v1/chat/completions", chat(3000)));  // ~10 s each in Release if left to run
+  }
+  REQUIRE(wait_busy(server));
+  const auto t0 = Clock::now();
+  for (auto& s : leaving) s.close();
+  auto c = server.client();
+  auto r = post_json(c, "/v1/chat/completions", chat(1));
+  const double took = seconds_since(t0);
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  MESSAGE("a 1-token request behind 4 abandoned 3000-token requests: ", took, " s");
+  CHECK(took < 5.0);
+  auto h = c.Get("/health");
+  REQUIRE(h);
+  CHECK(at(parse_json(h->body), "queued").as_int() == 0);
+}
+
+TEST_CASE("SIGTERM: new work gets 503, work past --shutdown-timeout ends with 503 or an SSE error event, the process exits 0") {
+  ServerProcess server({"--ctx", "4096", "--shutdown-timeout", "1"});
+  auto plain = std::async(std::launch::async, [&] { return raw_exchange(server.port(), post("/v1/chat/completions", chat(3000))); });
+  REQUIRE(wait_busy(server));
+  auto streamed = std::async(std::launch::async, [&] { return raw_exchange(server.port(), post("/v1/completions",
+      R"({"prompt": "Once upon a time", "max_tokens": 3000, "temperature": 0, "stream": true})")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = Clock::now();
+  ::kill(server.pid(), SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string refused = raw_exchange(server.port(), post("/v1/chat/completions", chat(1)));
+  CHECK(statuses(refused) == std::vector<int>{503});
+  const auto status = server.signal_and_wait(0, std::chrono::seconds(20));
+  const double took = seconds_since(t0);
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  MESSAGE("SIGTERM to exit with --shutdown-timeout 1 and two long requests: ", took, " s");
+  CHECK(took < 6.0);
+  const std::string p = plain.get();
+  CHECK(statuses(p) == std::vector<int>{503});
+  CHECK(at(at(parse_json(last_body(p)), "error"), "code").as_string() == "server_shutting_down");
+  const std::string s = streamed.get();
+  CHECK(statuses(s) == std::vector<int>{200});
+  CHECK(s.find("server_shutting_down") != std::string::npos);
+  CHECK(s.find("data: [DONE]") != std::string::npos);
+}
+
+TEST_CASE("protocol faults get clean client errors; pipelined and half-closed requests are answered") {
+  ServerProcess server({"--ctx", "512", "--api-key", "k", "--cors-origin", "https://app.example"});
+  const int port = server.port();
+  const std::string auth = "Authorization: Bearer k\r\n";
+  SUBCASE("405 with an OpenAI error body for a wrong method on every route") {
+    for (const char* path : {"/health", "/v1/models", "/v1/models/e2e-qwen3", "/v1/chat/completions", "/v1/completions",
+                             "/tokenize", "/detokenize"}) {
+      CAPTURE(path);
+      for (const char* method : {"PUT", "DELETE", "PATCH"}) {
+        const std::string a = raw_exchange(port, std::string(method) + " " + path + " HTTP/1.1\r\nHost: x\r\n" + auth +
+                                                     "Connection: close\r\n\r\n");
+        REQUIRE(statuses(a) == std::vector<int>{405});
+        CHECK(at(at(parse_json(last_body(a)), "error"), "type").as_string() == "invalid_request_error");
+        CHECK(a.find("Allow: ") != std::string::npos);
+      }
+    }
+  }
+  SUBCASE("OPTIONS preflight is answered without the key, with the CORS headers") {
+    const std::string a = raw_exchange(port, "OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+                                             "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n");
+    CHECK(statuses(a) == std::vector<int>{204});
+    CHECK(a.find("Access-Control-Allow-Origin: https://app.example") != std::string::npos);
+    CHECK(a.find("Access-Control-Allow-Methods: POST") != std::string::npos);
+    const std::string g = raw_exchange(port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(statuses(g) == std::vector<int>{401});
+  }
+  SUBCASE("414 for a long URI, typed as a client error; Range is ignored") {
+    const std::string a = raw_exchange(port, "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n");
+    REQUIRE(statuses(a) == std::vector<int>{414});
+    CHECK(at(at(parse_json(last_body(a)), "error"), "type").as_string() == "invalid_request_error");
+    const std::string r = raw_exchange(port, "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + "Range: bytes=0-3\r\nConnection: close\r\n\r\n");
+    CHECK(statuses(r) == std::vector<int>{200});
+    CHECK(at(parse_json(last_body(r)), "object").as_string() == "list");
+  }
+  SUBCASE("non-numeric, negative, repeated Content-Length: 400; chunked bodies: 411") {
+    for (const std::string cl : {"Content-Length: abc\r\n", "Content-Length: -5\r\n", "Content-Length: 2\r\nContent-Length: 2\r\n",
+                                 "Content-Length: 2, 2\r\n"}) {
+      CAPTURE(cl);
+      CHECK(statuses(raw_exchange(port, "POST /tokenize HTTP/1.1\r\nHost: x\r\n" + auth + cl + "\r\n{}")) == std::vector<int>{400});
+    }
+    CHECK(statuses(raw_exchange(port, "POST /tokenize HTTP/1.1\r\nHost: x\r\n" + auth +
+                                          "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")) == std::vector<int>{411});
+  }
+  SUBCASE("pipelined requests are answered in order") {
+    const std::string a = raw_exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /nothing HTTP/1.1\r\nHost: x\r\n" + auth +
+                                                 "\r\n" + post("/tokenize", R"({"content": "hi"})", auth + "Connection: close\r\n"));
+    CHECK(statuses(a) == std::vector<int>{200, 404, 200});
+  }
+  SUBCASE("a request whose client half-closes after sending is still answered") {
+    RawSocket s(port);
+    s.send(post("/v1/chat/completions", chat(40), auth));
+    s.shutdown_write();
+    const std::string a = s.read_all(std::chrono::seconds(60));
+    REQUIRE(statuses(a) == std::vector<int>{200});
+    CHECK(at(parse_json(last_body(a)), "object").as_string() == "chat.completion");
+  }
+  SUBCASE("a prompt longer than the context can hold in bytes is refused before tokenizing, naming the field") {
+    const std::string big(512u * 128 * 3 + 1, 'a');
+    for (const auto& [path, body, param] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"/v1/completions", R"({"prompt": ")" + big + "\"}", "prompt"},
+             {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": ")" + big + "\"}]}", "messages"}}) {
+      const std::string a = raw_exchange(port, post(path, body, auth + "Connection: close\r\n"));
+      REQUIRE(statuses(a) == std::vector<int>{400});
+      const Value e = at(parse_json(last_body(a)), "error");
+      CHECK(at(e, "param").as_string() == param);
+      CHECK(at(e, "message").as_string().find("bytes") != std::string::npos);
+    }
+  }
+}
