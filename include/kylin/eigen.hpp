@@ -55,6 +55,17 @@ struct ScalarDType<Eigen::bfloat16> {
   static constexpr const char* name = "Eigen::bfloat16";
 };
 
+// kylin's storage tag of a dtype (what visit_dtype hands out) to the Eigen scalar of the same bits.
+template <class Storage>
+struct EigenScalarOf;
+template <>
+struct EigenScalarOf<float> { using type = float; };
+template <>
+struct EigenScalarOf<f16_t> { using type = Eigen::half; };
+template <>
+struct EigenScalarOf<bf16_t> { using type = Eigen::bfloat16; };
+static_assert(sizeof(Eigen::half) == sizeof(f16_t) && sizeof(Eigen::bfloat16) == sizeof(bf16_t));
+
 template <class Scalar>
 concept ViewScalar = requires { ScalarDType<Scalar>::dtype; };
 
@@ -142,24 +153,18 @@ auto map_rows(R&& data, std::int64_t rows) {
 // evaluated value: [&](auto w) { return Eigen::VectorXd(w.template cast<double>() * x); }.
 template <class Fn>
 std::invoke_result_t<Fn&, ConstMatrixMap<float>> visit(const io::TensorView& t, Fn&& fn, Vector as = Vector::row) {
-  switch (t.dtype) {
-    case DType::bf16: return fn(map<Eigen::bfloat16>(t, as));
-    case DType::f16: return fn(map<Eigen::half>(t, as));
-    case DType::f32: return fn(map<float>(t, as));
-    default:
-      throw Error(ErrorCategory::request, detail::tensor_context(t),
-                  "dtype " + std::string(dtype_name(t.dtype)) + " has no Eigen view (F32, F16 and BF16 do)");
-  }
+  using R = std::invoke_result_t<Fn&, ConstMatrixMap<float>>;
+  if (!info(t.dtype).runnable)
+    throw Error(ErrorCategory::request, detail::tensor_context(t),
+                "dtype " + std::string(dtype_name(t.dtype)) + " has no Eigen view (F32, F16 and BF16 do)");
+  return visit_dtype(t.dtype, [&]<class T>(std::type_identity<T>) -> R { return fn(map<typename EigenScalarOf<T>::type>(t, as)); });
 }
 
-// The same for a bound weight (a MatRef's dtype is always F32, F16 or BF16).
+// The same for a bound weight (binding admits only F32, F16 and BF16).
 template <class Fn>
 std::invoke_result_t<Fn&, ConstMatrixMap<float>> visit(const kernels::MatRef& w, Fn&& fn) {
-  switch (w.dtype) {
-    case DType::bf16: return fn(map<Eigen::bfloat16>(w));
-    case DType::f16: return fn(map<Eigen::half>(w));
-    default: return fn(map<float>(w));
-  }
+  using R = std::invoke_result_t<Fn&, ConstMatrixMap<float>>;
+  return visit_dtype(w.dtype, [&]<class T>(std::type_identity<T>) -> R { return fn(map<typename EigenScalarOf<T>::type>(w)); });
 }
 
 }  // namespace kylin::eigen
