@@ -12,7 +12,7 @@
 #include "kylin/generate/sampler.hpp"
 
 
-TEST_CASE("Sampler: no heap allocation per token on any path (greedy, top-k, top-p, min-p, penalties)") {
+TEST_CASE("Sampler: no heap allocation per token on any path (greedy, top-k, top-p, min-p, penalties, sampleable ids)") {
   constexpr std::size_t kVocab = 20000;
   {  // the counter is live
     const long before = kylin::test::allocations();
@@ -43,14 +43,18 @@ TEST_CASE("Sampler: no heap allocation per token on any path (greedy, top-k, top
     p.repetition_penalty = c.repetition;
     p.frequency_penalty = c.repetition != 1.0f ? 0.2f : 0.0f;
     p.seed = 3;
-    kylin::Sampler sampler(kVocab, p);
-    const long before = kylin::test::allocations();
-    for (int step = 0; step < 20; ++step) {
-      logits = row;  // same size: no allocation
-      sampler.sample(logits, prompt, generated);
+    // Every id, or a tokenizer's: a prefix of the row with holes (the row is cut and masked).
+    for (const kylin::SampleableIds& ids : {kylin::SampleableIds{}, kylin::SampleableIds(kVocab - 300, {5, 77, 19000})}) {
+      kylin::Sampler sampler(kVocab, p, ids);
+      const long before = kylin::test::allocations();
+      for (int step = 0; step < 20; ++step) {
+        logits = row;  // same size: no allocation
+        sampler.sample(logits, prompt, generated);
+      }
+      const long after = kylin::test::allocations();  // before INFO, whose context stack may allocate
+      INFO("greedy " << c.greedy << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p
+                     << " holes " << ids.holes().size());
+      CHECK(after == before);
     }
-    const long after = kylin::test::allocations();  // before INFO, whose context stack may allocate
-    INFO("greedy " << c.greedy << " top_k " << c.top_k << " top_p " << c.top_p << " min_p " << c.min_p);
-    CHECK(after == before);
   }
 }

@@ -1,6 +1,8 @@
 // kylin::Sampler: picks the next token from a logit row. Same filters and order as HF and
 // llama.cpp (penalties -> temperature -> top-k -> top-p -> min-p -> softmax -> draw), but no full
 // sort and no allocation per token; detail::reference_sample_distribution is its oracle.
+// Total: every call returns a sampleable id of the row, whatever the logits (+-inf, NaN) and
+// whatever finite parameters passed validation.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "kylin/generate/sampler_params.hpp"
 #include "kylin/generate/sampler_reference.hpp"
 #include "kylin/generate/sampler_rng.hpp"
+#include "kylin/generate/sampler_vocab.hpp"
 
 namespace kylin {
 
@@ -28,8 +31,10 @@ struct SamplingCandidates {
 
 class Sampler {
  public:
-  // vocab_size: the longest logit row this sampler will see. Throws on invalid params.
-  Sampler(std::size_t vocab_size, const SamplingParams& params) : vocab_size_(vocab_size) {
+  // vocab_size: the longest logit row this sampler will see; sampleable: the ids it may return
+  // (rows are cut at sampleable.end(), holes weigh 0). Throws on invalid params.
+  Sampler(std::size_t vocab_size, const SamplingParams& params, SampleableIds sampleable = {})
+      : vocab_size_(vocab_size), sampleable_(std::move(sampleable)) {
     generated_count_.assign(vocab_size, 0);
     in_context_.assign(vocab_size, 0);
     touched_.reserve(vocab_size);
@@ -51,20 +56,34 @@ class Sampler {
   void reseed(std::uint64_t seed) { rng_ = Xoshiro256StarStar(seed); }
   const SamplingParams& params() const noexcept { return params_; }
   std::size_t vocab_size() const noexcept { return vocab_size_; }
+  const SampleableIds& sampleable() const noexcept { return sampleable_; }
 
-  // logits: [n <= vocab_size], penalised in place. prompt and generated: token ids < n; the
-  // repetition penalty covers both, presence/frequency penalties only `generated`.
+  // logits: [n <= vocab_size], must reach past sampleable().first(); penalised in place, holes
+  // set to -inf. prompt and generated: the context's token ids (those outside the cut row are
+  // ignored); the repetition penalty covers both, presence/frequency penalties only `generated`.
+  // +inf beats every finite logit (the lowest such id is returned); NaN and -inf weigh 0; a row
+  // where no sampleable id has a logit above -inf gives sampleable().first().
   int sample(std::span<float> logits, std::span<const int> prompt = {}, std::span<const int> generated = {}) {
     return draw(candidates(logits, prompt, generated));
   }
 
   // Everything but the draw; the result views this sampler's scratch until the next call.
-  SamplingCandidates candidates(std::span<float> logits, std::span<const int> prompt = {},
+  SamplingCandidates candidates(std::span<float> row, std::span<const int> prompt = {},
                                 std::span<const int> generated = {}) {
-    assert(!logits.empty() && logits.size() <= vocab_size_);
+    assert(row.size() <= vocab_size_ && static_cast<std::size_t>(sampleable_.first()) < row.size());
+    const std::span<float> logits = row.first(std::min(row.size(), sampleable_.end()));
     ids_.clear();
     kept_weights_.clear();
+    fallback_ = std::min(sampleable_.first(), static_cast<int>(logits.size()) - 1);
+    if (logits.empty()) {  // out of contract (an empty row holds no token); reads nothing
+      keep_only(0);
+      return {ids_, kept_weights_, 1.0};
+    }
     if (params_.has_penalties()) apply_penalties(logits, prompt, generated);
+    for (int h : sampleable_.holes()) {
+      if (static_cast<std::size_t>(h) >= logits.size()) break;
+      logits[h] = -std::numeric_limits<float>::infinity();
+    }
     const std::size_t n = logits.size();
     if (params_.is_greedy())
       keep_only(argmax(logits));
@@ -80,6 +99,7 @@ class Sampler {
   int draw(const SamplingCandidates& c) {
     const double target = rng_.uniform() * c.total;
     const std::size_t n = c.ids.size();
+    if (n == 0) return fallback_;  // candidates() never returns none; a hand-made c might
     double cumulative = 0.0;
     for (std::size_t base = 0; base < n; base += kLanes) {
       const std::size_t end = std::min(base + kLanes, n);
@@ -118,12 +138,9 @@ class Sampler {
       in_context_[t] = 1;
       touched_.push_back(t);
     };
-    for (int t : prompt) {
-      assert(static_cast<unsigned>(t) < n);
+    for (int t : prompt)
       if (static_cast<unsigned>(t) < n) touch(t);
-    }
     for (int t : generated) {
-      assert(static_cast<unsigned>(t) < n);
       if (static_cast<unsigned>(t) >= n) continue;
       touch(t);
       ++generated_count_[t];
@@ -141,9 +158,9 @@ class Sampler {
     kept_weights_.push_back(1.0f);
   }
 
-  // Lowest id among the highest logits (NaN never wins): kLanes independent running maxima
-  // that the compiler turns into vector compares and blends, merged at the end.
-  static int argmax(std::span<const float> logits) {
+  // Lowest id among the highest logits (NaN never wins), fallback_ when none is above -inf:
+  // kLanes independent running maxima that the compiler turns into vector compares and blends.
+  int argmax(std::span<const float> logits) const {
     std::array<float, kLanes> best;  // [kLanes] max of logits[i] with i % kLanes == lane
     std::array<int, kLanes> at{};    // [kLanes] its first id
     best.fill(-std::numeric_limits<float>::infinity());
@@ -162,7 +179,7 @@ class Sampler {
       if (best[j] > -std::numeric_limits<float>::infinity() &&
           (winner < 0 || best[j] > logits[winner] || (best[j] == logits[winner] && at[j] < winner)))
         winner = at[j];
-    return winner >= 0 ? winner : detail::argmax_lowest_id(logits);  // no logit above -inf
+    return winner >= 0 ? winner : fallback_;  // no logit above -inf
   }
 
   // Top-k by a k-entry heap whose root is the worst kept token. Once it is full, a block of
@@ -195,7 +212,9 @@ class Sampler {
     }
     for (; i < n; ++i) offer(i);
     std::sort(heap_.begin(), heap_.end(), worse);  // best first, a total order: reproducible
-    if (heap_.empty() || !std::isfinite(logits[heap_.front()])) return keep_only(heap_.empty() ? 0 : heap_.front());
+    if (heap_.empty() || !(logits[heap_.front()] > -std::numeric_limits<float>::infinity()))
+      return keep_only(fallback_);  // every logit -inf or NaN
+    if (std::isinf(logits[heap_.front()])) return keep_only(heap_.front());  // +inf wins outright
     filter_ranked(logits, heap_);
   }
 
@@ -305,6 +324,8 @@ class Sampler {
   }
 
   std::size_t vocab_size_;
+  SampleableIds sampleable_;
+  int fallback_ = 0;  // sampleable_.first(), clamped into the current row
   SamplingParams params_;
   Xoshiro256StarStar rng_{0};
   std::vector<std::uint32_t> generated_count_;  // [vocab] zero outside apply_penalties

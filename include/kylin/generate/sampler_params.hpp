@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,7 +16,7 @@
 namespace kylin {
 
 struct SamplingParams {
-  float temperature = 1.0f;         // 0: argmax
+  float temperature = 1.0f;         // 0 (or subnormal): argmax
   int top_k = 0;                    // 0: off; keep the k most likely tokens
   float top_p = 1.0f;               // (0, 1]; 1: off; keep the smallest prefix with mass >= top_p
   float min_p = 0.0f;               // [0, 1]; 0: off; keep p >= min_p * p_max
@@ -25,8 +26,12 @@ struct SamplingParams {
   std::optional<std::uint64_t> seed;  // absent: seeded from std::random_device
   bool greedy = false;              // argmax after penalties, whatever the other fields say
 
-  // Argmax is what temperature 0, top_k 1 and greedy all mean (ties go to the lowest id).
-  bool is_greedy() const noexcept { return greedy || temperature == 0.0f || top_k == 1; }
+  // Argmax is what temperature 0, top_k 1 and greedy all mean (ties go to the lowest id). So is
+  // a temperature whose reciprocal overflows (subnormal, below ~2.9e-39): argmax is its limit,
+  // while 1/T = inf would weigh even the top token (logit - max) * inf = 0 * inf = NaN.
+  bool is_greedy() const noexcept {
+    return greedy || top_k == 1 || !(1.0f / temperature < std::numeric_limits<float>::infinity());
+  }
   bool has_penalties() const noexcept {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }

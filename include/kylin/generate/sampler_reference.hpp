@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kylin/generate/sampler_params.hpp"
+#include "kylin/generate/sampler_vocab.hpp"
 
 namespace kylin::detail {
 
@@ -80,15 +81,19 @@ inline int argmax_lowest_id(std::span<const float> logits) {
   return best;
 }
 
-// Reference penalties: dense counts over the vocab, the obvious way.
+// Reference penalties: dense counts over the vocab, the obvious way; ids outside the row are
+// no candidates and are ignored.
 inline std::vector<float> reference_penalize(std::span<const float> logits, std::span<const int> prompt,
                                              std::span<const int> generated, const SamplingParams& p) {
   std::vector<float> out(logits.begin(), logits.end());
   if (!p.has_penalties()) return out;
   std::vector<bool> in_context(logits.size(), false);
   std::vector<std::uint32_t> count(logits.size(), 0);
-  for (int t : prompt) in_context[t] = true;
+  auto in_row = [&](int t) { return t >= 0 && static_cast<std::size_t>(t) < out.size(); };
+  for (int t : prompt)
+    if (in_row(t)) in_context[t] = true;
   for (int t : generated) {
+    if (!in_row(t)) continue;
     in_context[t] = true;
     ++count[t];
   }
@@ -98,15 +103,21 @@ inline std::vector<float> reference_penalize(std::span<const float> logits, std:
 }
 
 // The final probability of every token: penalties -> temperature -> top-k -> top-p -> min-p ->
-// softmax, each filter over the full sorted vocab. Greedy gives a one-hot vector.
+// softmax, each filter over the full sorted vocab, where ids not in `sampleable` have logit
+// -inf. Greedy gives a one-hot vector; so does a +inf logit (at the lowest such id) and a row
+// with no logit above -inf (at sampleable.first()).
 inline std::vector<double> reference_sample_distribution(std::span<const float> raw_logits,
                                                          std::span<const int> prompt,
                                                          std::span<const int> generated,
-                                                         const SamplingParams& p) {
-  const std::vector<float> logits = reference_penalize(raw_logits, prompt, generated, p);
+                                                         const SamplingParams& p,
+                                                         const SampleableIds& sampleable = {}) {
+  std::vector<float> logits = reference_penalize(raw_logits, prompt, generated, p);
   const std::size_t n = logits.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (!sampleable.contains(static_cast<int>(i))) logits[i] = -std::numeric_limits<float>::infinity();
   std::vector<double> probs(n, 0.0);
-  const int top = argmax_lowest_id(logits);
+  int top = argmax_lowest_id(logits);
+  if (!(logits[top] > -std::numeric_limits<float>::infinity())) top = sampleable.first();
   if (p.is_greedy() || !std::isfinite(logits[top])) {
     probs[top] = 1.0;
     return probs;
