@@ -57,11 +57,6 @@ struct Args {
   }
 };
 
-inline Value str_list(const std::vector<std::string>& parts) {
-  std::vector<Value> items(parts.begin(), parts.end());
-  return Value(std::move(items));
-}
-
 inline bool prefix_test(const std::string& s, const Value& arg, bool suffix) {
   auto one = [&](const Value& p) {
     if (!p.is_string()) fail("startswith/endswith argument must be a string or tuple of strings");
@@ -76,17 +71,24 @@ inline bool prefix_test(const std::string& s, const Value& arg, bool suffix) {
   return one(arg);
 }
 
-inline Value string_method(const std::string& s, std::string_view name, CallArgs& call) {
+// A string argument as a Value (keeping its taint), or an error naming it.
+inline Value str_arg(const Args& a, std::size_t i, std::string_view name) {
+  (void)a.str(i, name);
+  return *a.get(i, name);
+}
+
+inline Value string_method(const Value& v, std::string_view name, CallArgs& call) {
+  const std::string& s = v.as_string();
   Args a{call, name};
   if (name == "startswith" || name == "endswith") return prefix_test(s, a.value(0, "prefix"), name == "endswith");
   if (name == "strip" || name == "lstrip" || name == "rstrip")
-    return py_strip(s, a.opt_str(0, "chars"), name != "rstrip", name != "lstrip");
-  if (name == "split") return str_list(py_split(s, a.opt_str(0, "sep"), a.integer(1, "maxsplit", -1)));
-  if (name == "replace") return py_replace(s, a.str(0, "old"), a.str(1, "new"), a.integer(2, "count", -1));
-  if (name == "upper") return py_upper(s);
-  if (name == "lower") return py_lower(s);
-  if (name == "title") return py_title(s);
-  if (name == "capitalize") return py_capitalize(s);
+    return strip_value(v, a.opt_str(0, "chars"), name != "rstrip", name != "lstrip");
+  if (name == "split") return split_value(v, a.opt_str(0, "sep"), a.integer(1, "maxsplit", -1));
+  if (name == "replace") return replace_value(v, a.str(0, "old"), str_arg(a, 1, "new"), a.integer(2, "count", -1));
+  if (name == "upper") return recase_value(v, py_upper);
+  if (name == "lower") return recase_value(v, py_lower);
+  if (name == "title") return recase_value(v, py_title);
+  if (name == "capitalize") return recase_value(v, py_capitalize);
   if (name == "find") {
     const std::size_t hit = s.find(a.str(0, "sub"));
     return hit == std::string::npos ? std::int64_t{-1} : static_cast<std::int64_t>(codepoint_count(s.substr(0, hit)));
@@ -98,22 +100,24 @@ inline Value string_method(const std::string& s, std::string_view name, CallArgs
     return n;
   }
   // join
-  std::string out;
+  TaintedText out;
   bool first = true;
   for (const auto& item : iterate(a.value(0, "iterable"))) {
     if (!item.is_string()) fail("sequence item: expected str instance, " + std::string(item.type_name()) + " found");
-    out += (first ? "" : s) + item.as_string();
+    if (!first) out.append(s, v.taint());
+    out.append(item.as_string(), item.taint());
     first = false;
   }
-  return out;
+  return std::move(out).value();
 }
 
 inline Value dict_method(const Value& d, std::string_view name, CallArgs& call) {
   Args a{call, name};
   std::vector<Value> out;
+  const bool tainted = d.as_dict().tainted_keys;
   for (const auto& [k, v] : d.as_dict().items) {
-    if (name == "items") out.push_back(Value(std::vector<Value>{Value(k), v}, true));
-    else if (name == "keys") out.emplace_back(k);
+    if (name == "items") out.push_back(Value(std::vector<Value>{string_value(k, tainted), v}, true));
+    else if (name == "keys") out.push_back(string_value(k, tainted));
     else if (name == "values") out.push_back(v);
   }
   if (name != "get") return Value(std::move(out));
@@ -130,8 +134,8 @@ inline Value bound_method(const Value& obj, std::string_view name) {
       "upper",      "lower",    "title", "capitalize", "find", "count", "join"};
   static constexpr std::array<std::string_view, 4> dict_methods = {"items", "keys", "values", "get"};
   if (obj.is_string() && std::find(str_methods.begin(), str_methods.end(), name) != str_methods.end()) {
-    std::string s = obj.as_string(), n(name);
-    return Value("str." + n, [s, n](CallArgs& call) { return detail::string_method(s, n, call); });
+    std::string n(name);
+    return Value("str." + n, [obj, n](CallArgs& call) { return detail::string_method(obj, n, call); });
   }
   if (obj.is_dict() && std::find(dict_methods.begin(), dict_methods.end(), name) != dict_methods.end()) {
     std::string n(name);

@@ -1,5 +1,6 @@
 // kylin::ChatTemplate: renders chat messages into a prompt exactly as transformers'
 // apply_chat_template(tokenize=False) does, by interpreting the model's own Jinja template.
+// render_prompt() also returns which bytes came from the request (see docs/CHAT.md).
 #pragma once
 
 #include <filesystem>
@@ -7,12 +8,28 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kylin/chat/template.hpp"
 #include "kylin/core/error.hpp"
 #include "kylin/core/json.hpp"
 
 namespace kylin {
+
+// How text inside messages that spells an added token (<|im_start|>, <|im_end|>, <tool_call>)
+// is tokenized. `special`: as that token, exactly like transformers' apply_chat_template(
+// tokenize=True) (a user can forge turns). `plain`: as the text it spells; control tokens
+// come only from the template itself. See docs/CHAT.md.
+enum class ContentTokens { special, plain };
+
+// A rendered prompt and the byte ranges of it that came from the request: message fields,
+// tools and template kwargs, as far as the template's string operations let them be followed
+// (an operation that mixes template text and request data in ways not tracked marks its whole
+// result). Tokenizer::encode_with_plain(text, from_request) keeps added tokens out of those ranges.
+struct RenderedPrompt {
+  std::string text;
+  std::vector<TextRange> from_request;  // sorted, disjoint
+};
 
 struct RenderOptions {
   bool add_generation_prompt = false;  // transformers' default
@@ -45,6 +62,11 @@ class ChatTemplate {
 
   // messages: [{role, content, ...}]; returns the prompt text.
   std::string render(const json::Value& messages, const RenderOptions& options = {}) const {
+    return render_prompt(messages, options).text;
+  }
+
+  // The prompt text (the same bytes as render()) and the ranges that came from the request.
+  RenderedPrompt render_prompt(const json::Value& messages, const RenderOptions& options = {}) const {
     if (!messages.is_array()) throw Error(ErrorCategory::request, "messages", "expected a JSON array of messages");
     for (const auto& m : messages.as_array())
       if (!m.is_object()) throw Error(ErrorCategory::request, "messages", "every message must be a JSON object");
@@ -57,18 +79,31 @@ class ChatTemplate {
       if (!tools.is_null()) throw Error(ErrorCategory::request, "tools", "given both as an option and in kwargs");
       tools = *t;
     }
-    vars.set("messages", jinja::from_json(messages));
-    vars.set("tools", jinja::from_json(tools));
+    try {
+      vars.set("messages", jinja::from_json(messages, true));
+      vars.set("tools", jinja::from_json(tools, true));
+    } catch (const jinja::EvalError& e) {  // e.g. nested too deep
+      throw Error(ErrorCategory::request, "messages", e.what());
+    }
     vars.set("documents", jinja::None{});
     vars.set("add_generation_prompt", options.add_generation_prompt);
     if (options.kwargs.is_object())
       for (const auto& [k, v] : options.kwargs.as_object()) {
         if (k == "messages" || k == "add_generation_prompt" || k == "documents")
           throw Error(ErrorCategory::request, "chat template kwargs", "'" + k + "' cannot be passed as a kwarg");
-        if (k != "tools") vars.set(k, jinja::from_json(v));
+        try {
+          if (k != "tools") vars.set(k, jinja::from_json(v, true));
+        } catch (const jinja::EvalError& e) {
+          throw Error(ErrorCategory::request, "chat template kwargs", e.what());
+        }
       }
-    return template_.render(vars);
+    jinja::TaintedText out = template_.render_marked(vars);
+    return {std::move(out.text), std::move(out.taint)};
   }
+
+  // Bounds of one render (iterations, output, memory, time); see jinja::Limits.
+  const jinja::Limits& limits() const { return template_.limits(); }
+  void set_limits(const jinja::Limits& limits) { template_.set_limits(limits); }
 
   const std::string& source() const { return source_; }
   // Empty when the tokenizer config has none (Qwen3 has no bos_token).

@@ -39,15 +39,16 @@ inline Value Interpreter::eval_display(const Expr& e) {
   if (e.kind != Expr::Kind::dict) {
     std::vector<Value> items;
     for (const auto& a : e.args) items.push_back(eval(*a));
-    return Value(std::move(items), e.kind == Expr::Kind::tuple);
+    return built(Value(std::move(items), e.kind == Expr::Kind::tuple));
   }
   DictData d;
   for (std::size_t i = 0; i + 1 < e.args.size(); i += 2) {
     const Value key = eval(*e.args[i]);
     if (!key.is_string()) fail("unsupported construct: dict literal with a non-string key");
+    d.tainted_keys |= !key.taint().empty();
     d.set(key.as_string(), eval(*e.args[i + 1]));
   }
-  return Value(std::move(d));
+  return built(Value(std::move(d)));
 }
 
 inline Value Interpreter::eval_slice(const Expr& e) {
@@ -56,7 +57,7 @@ inline Value Interpreter::eval_slice(const Expr& e) {
   for (std::size_t i = 0; i < 3; ++i)
     if (e.args[i + 1]) part[i] = eval(*e.args[i + 1]);
   line_ = e.line;
-  return slice(obj, part[0], part[1], part[2]);
+  return built(slice(obj, part[0], part[1], part[2]));
 }
 
 inline Value Interpreter::eval_sign(const Expr& e) {
@@ -90,12 +91,12 @@ inline Value Interpreter::eval(const Expr& e) {
       return get_item(obj, key);
     }
     case K::slice: return eval_slice(e);
-    case K::call: return eval_call(e, 1);
+    case K::call: return built(eval_call(e, 1));
     case K::filter: {
       const Value subject = eval(*e.args[0]);
       CallArgs call = eval_args(e, 1);
       line_ = e.line;
-      return run_filter(e.name, subject, call);
+      return built(run_filter(e.name, subject, call));
     }
     case K::test: {
       const Value subject = eval(*e.args[0]);
@@ -109,7 +110,7 @@ inline Value Interpreter::eval(const Expr& e) {
     case K::binary: {
       const Value a = eval(*e.args[0]), b = eval(*e.args[1]);
       line_ = e.line;
-      return binary(e.name, a, b);
+      return built(binary(e.name, a, b));
     }
     case K::compare: return eval_compare(e);
     case K::and_: {
@@ -121,9 +122,12 @@ inline Value Interpreter::eval(const Expr& e) {
       return truthy(a) ? a : eval(*e.args[1]);
     }
     case K::concat: {
-      std::string out;
-      for (const auto& a : e.args) append(out, to_str(eval(*a)));
-      return out;
+      TaintedText out;
+      for (const auto& a : e.args) {
+        out.append_value(eval(*a));
+        if (out.text.size() > kMaxStringBytes) fail("string result too large");
+      }
+      return built(std::move(out).value());
     }
     case K::cond: {
       if (truthy(eval(*e.args[1]))) return eval(*e.args[0]);

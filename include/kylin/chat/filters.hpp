@@ -31,11 +31,16 @@ inline bool has_filter(std::string_view name) {
 
 namespace detail {
 
+// Wider indents are no real template's and would let one call allocate gigabytes.
+inline constexpr std::int64_t max_indent = 1024;
+
 inline Value tojson(const Value& v, Args& a) {
   ToJsonOptions o;
   const Value indent = a.value(0, "indent", None{});
   if (indent.is_int()) {
     o.has_indent = true;
+    if (indent.as_int() > max_indent) fail("tojson() indent " + std::to_string(indent.as_int()) + " is wider than " +
+                                            std::to_string(max_indent));
     o.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(indent.as_int(), 0)), ' ');
   } else if (indent.is_string()) {
     o.has_indent = true;
@@ -55,22 +60,36 @@ inline Value tojson(const Value& v, Args& a) {
   o.sort_keys = truthy(a.value(2, "sort_keys", false));
   o.ensure_ascii = truthy(a.value(3, "ensure_ascii", false));
   std::string out;
-  to_json(out, v, o, 0);
-  return out;
+  bool tainted = false;
+  to_json(out, v, o, 0, &tainted);
+  return string_value(std::move(out), tainted);  // user data inside: all of it is plain text
+}
+
+// A float truncated to a 64-bit int (Python's int(x)); Python's ints are unbounded, ours are not,
+// so a float beyond the range is an error rather than undefined behaviour.
+inline std::int64_t float_to_int(double d) {
+  constexpr double limit = 9223372036854775808.0;  // 2^63, exactly representable
+  if (!(d >= -limit && d < limit)) fail("int() of " + detail::python_float(d) + " is out of the 64-bit range");
+  return static_cast<std::int64_t>(d);
 }
 
 inline Value to_int(const Value& v, Args& a) {
   const Value fallback = a.value(0, "default", std::int64_t{0});
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<std::int64_t>(v.as_double())) : fallback;
+  if (v.is_float()) return std::isfinite(v.as_double()) ? Value(float_to_int(v.as_double())) : fallback;
   if (!v.is_string()) return fallback;
+  const std::int64_t base = a.integer(1, "base", 10);
   const std::string s = py_strip(v.as_string(), std::nullopt, true, true);
   char* end = nullptr;
-  errno = 0;
-  const long long i = std::strtoll(s.c_str(), &end, static_cast<int>(a.integer(1, "base", 10)));
-  if (!s.empty() && end == s.c_str() + s.size() && errno == 0) return static_cast<std::int64_t>(i);
+  if (base == 0 || (base >= 2 && base <= 36)) {  // else Jinja's int(s, base) fails and it tries float
+    errno = 0;
+    const long long i = std::strtoll(s.c_str(), &end, static_cast<int>(base));
+    if (!s.empty() && end == s.c_str() + s.size() && errno == ERANGE)
+      fail("int() of '" + s.substr(0, 64) + "' is out of the 64-bit range");
+    if (!s.empty() && end == s.c_str() + s.size()) return static_cast<std::int64_t>(i);
+  }
   const double d = std::strtod(s.c_str(), &end);
-  if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) return static_cast<std::int64_t>(d);
+  if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) return float_to_int(d);
   return fallback;
 }
 
@@ -85,15 +104,16 @@ inline Value to_float(const Value& v, Args& a) {
 }
 
 inline Value join(const Value& v, Args& a) {
-  const std::string sep = a.get(0, "d") ? to_str(*a.get(0, "d")) : "";
+  const Value sep = a.get(0, "d") ? str_value(*a.get(0, "d")) : Value("");
   const Value attribute = a.value(1, "attribute", None{});
-  std::string out;
+  TaintedText out;
   bool first = true;
   for (const auto& item : iterate(v)) {
-    out += (first ? "" : sep) + to_str(attribute.is_none() ? item : get_item(item, attribute));
+    if (!first) out.append(sep.as_string(), sep.taint());
+    out.append_value(attribute.is_none() ? item : get_item(item, attribute));
     first = false;
   }
-  return out;
+  return std::move(out).value();
 }
 
 inline Value length(const Value& v, Args&) {
@@ -180,7 +200,8 @@ inline Value items(const Value& v, Args&) {
   if (v.is_undefined()) return Value(std::vector<Value>{});
   if (!v.is_dict()) fail("can only get item pairs from a mapping");
   std::vector<Value> out;
-  for (const auto& [k, x] : v.as_dict().items) out.push_back(Value(std::vector<Value>{Value(k), x}, true));
+  for (const auto& [k, x] : v.as_dict().items)
+    out.push_back(Value(std::vector<Value>{string_value(k, v.as_dict().tainted_keys), x}, true));
   return Value(std::move(out));
 }
 
@@ -190,10 +211,10 @@ inline const std::vector<std::pair<std::string_view, FilterFn>>& filters() {
   using A = detail::Args;
   static const std::vector<std::pair<std::string_view, FilterFn>> table = {
       {"tojson", detail::tojson},
-      {"trim", [](const Value& v, A& a) -> Value { return detail::py_strip(to_str(v), a.opt_str(0, "chars"), true, true); }},
+      {"trim", [](const Value& v, A& a) -> Value { return detail::strip_value(v, a.opt_str(0, "chars"), true, true); }},
       {"length", detail::length},
       {"count", detail::length},
-      {"string", [](const Value& v, A&) -> Value { return to_str(v); }},
+      {"string", [](const Value& v, A&) -> Value { return detail::str_value(v); }},
       {"int", detail::to_int},
       {"float", detail::to_float},
       {"list", [](const Value& v, A&) -> Value { return Value(iterate(v)); }},
@@ -202,10 +223,10 @@ inline const std::vector<std::pair<std::string_view, FilterFn>>& filters() {
       {"d", detail::default_value},
       {"first", [](const Value& v, A&) { return detail::first_or_last(v, false); }},
       {"last", [](const Value& v, A&) { return detail::first_or_last(v, true); }},
-      {"lower", [](const Value& v, A&) -> Value { return detail::py_lower(to_str(v)); }},
-      {"upper", [](const Value& v, A&) -> Value { return detail::py_upper(to_str(v)); }},
-      {"capitalize", [](const Value& v, A&) -> Value { return detail::py_capitalize(to_str(v)); }},
-      {"title", [](const Value& v, A&) -> Value { return detail::jinja_title(to_str(v)); }},
+      {"lower", [](const Value& v, A&) -> Value { return detail::recase_value(v, detail::py_lower); }},
+      {"upper", [](const Value& v, A&) -> Value { return detail::recase_value(v, detail::py_upper); }},
+      {"capitalize", [](const Value& v, A&) -> Value { return detail::recase_value(v, detail::py_capitalize); }},
+      {"title", [](const Value& v, A&) -> Value { return detail::recase_value(v, detail::jinja_title); }},
       {"items", detail::items},
       {"reverse", detail::reverse},
       {"safe", [](const Value& v, A&) { return v; }},
@@ -215,7 +236,7 @@ inline const std::vector<std::pair<std::string_view, FilterFn>>& filters() {
       {"rejectattr", [](const Value& v, A& a) { return detail::select(v, a, true, false); }},
       {"map", detail::map},
       {"replace", [](const Value& v, A& a) -> Value {
-         return detail::py_replace(to_str(v), a.str(0, "old"), a.str(1, "new"), a.integer(2, "count", -1));
+         return detail::replace_value(v, a.str(0, "old"), detail::str_arg(a, 1, "new"), a.integer(2, "count", -1));
        }},
       {"abs", [](const Value& v, A&) -> Value {
          if (!v.is_number()) fail("bad operand type for abs(): '" + std::string(v.type_name()) + "'");

@@ -1,8 +1,10 @@
 // Evaluates a parsed template. Scoping follows Jinja: `for` bodies and macros get their own
 // frame per iteration/call, `if` does not; namespace() objects are shared by reference.
-// Iterations, macro depth and output size are bounded, so hostile templates fail, not hang.
+// Iterations, macro depth, output size, the bytes of values built and the time are bounded, so
+// hostile templates fail by name instead of hanging or exhausting memory.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,19 +19,27 @@ struct Limits {
   int max_call_depth = 64;                  // nested macro calls
   int max_nesting = 128;                    // nested blocks / sub-expressions in the source
   std::size_t max_output_bytes = kMaxStringBytes;
+  // Total size of the values built in one render (strings, lists, dicts, copies made for loops),
+  // counted as they are made, not freed: a bound on memory and on work. Real chat templates
+  // build a few times the size of their messages.
+  std::size_t max_memory_bytes = std::size_t{256} << 20;
+  std::chrono::milliseconds max_time{10'000};  // wall-clock time of one render
 };
 
 namespace detail {
 
 class Interpreter {
  public:
-  Interpreter(const Limits& limits, DictData globals) : limits_(limits) {
+  Interpreter(const Limits& limits, DictData globals)
+      : limits_(limits), budget_(limits.max_memory_bytes, limits.max_time) {
     frames_.push_back({std::move(globals.items), false});
   }
 
-  void render(const Body& body, std::string& out) {
+  void render(const Body& body, TaintedText& out) {
+    BudgetScope scope(budget_);
     if (exec(body, out) != Flow::normal) fail("'break' or 'continue' outside a loop");
   }
+  Budget& budget() { return budget_; }
   int line() const { return line_; }
   void define(std::string name, Value v) {
     for (auto& [k, old] : frames_[0].vars)
@@ -41,9 +51,10 @@ class Interpreter {
   }
   // Values of `range()` share the iteration budget, so range(10**12) fails instead of allocating.
   void spend(std::int64_t n) {
-    iterations_ += n;
-    if (iterations_ > limits_.max_iterations)
+    if (n > limits_.max_iterations - iterations_)
       fail("template exceeded " + std::to_string(limits_.max_iterations) + " loop iterations");
+    iterations_ += n;
+    budget_.tick();
   }
 
  private:
@@ -76,25 +87,37 @@ class Interpreter {
       fail(items.size() > targets.size() ? "too many values to unpack" : "not enough values to unpack");
     for (std::size_t i = 0; i < targets.size(); ++i) assign(targets[i], items[i]);
   }
-  void append(std::string& out, std::string_view text) const {
-    if (out.size() + text.size() > limits_.max_output_bytes)
+  void check_output(const TaintedText& out, std::size_t more) const {
+    if (out.text.size() + more > limits_.max_output_bytes)
       fail("template output exceeds " + std::to_string(limits_.max_output_bytes) + " bytes");
-    out.append(text);
+  }
+  void append(TaintedText& out, const Value& v) const {
+    check_output(out, v.is_string() ? v.as_string().size() : 0);
+    out.append_value(v);
+    check_output(out, 0);
+  }
+  // A value the interpreter just built, charged to the render's memory budget.
+  Value built(Value v) {
+    budget_.charge(value_bytes(v));
+    return v;
   }
 
-  Flow exec(const Body& body, std::string& out) {
+  Flow exec(const Body& body, TaintedText& out) {
     for (const auto& s : body)
       if (Flow f = exec(*s, out); f != Flow::normal) return f;
     return Flow::normal;
   }
 
-  Flow exec(const Stmt& s, std::string& out) {
+  Flow exec(const Stmt& s, TaintedText& out) {
     line_ = s.line;
     switch (s.kind) {
-      case Stmt::Kind::text: append(out, s.text); return Flow::normal;
+      case Stmt::Kind::text:
+        check_output(out, s.text.size());
+        out.append_plain(s.text);
+        return Flow::normal;
       case Stmt::Kind::output: {
         const Value v = eval(*s.expr);
-        append(out, to_str(v));
+        append(out, v);
         return Flow::normal;
       }
       case Stmt::Kind::if_:
@@ -104,9 +127,9 @@ class Interpreter {
       case Stmt::Kind::for_: return exec_for(s, out);
       case Stmt::Kind::set: exec_set(s); return Flow::normal;
       case Stmt::Kind::set_block: {
-        std::string captured;
+        TaintedText captured;
         if (exec(s.body, captured) != Flow::normal) fail("'break' or 'continue' inside a set block");
-        assign(s.targets[0], std::move(captured));
+        assign(s.targets[0], built(std::move(captured).value()));
         return Flow::normal;
       }
       case Stmt::Kind::macro: assign(s.text, make_macro(s)); return Flow::normal;
@@ -124,10 +147,13 @@ class Interpreter {
     const Value target = lookup(s.targets[0]);
     if (!target.is_namespace() || target.as_namespace().read_only)
       fail("cannot assign attribute '" + s.attr + "' on '" + s.targets[0] + "': not a namespace() object");
+    // A namespace inside a namespace could close a cycle (ns.self = ns) that printing would
+    // follow forever and reference counting would never free; no chat template needs one.
+    if (v.holds_namespace()) fail("cannot assign a namespace() object into namespace attribute '" + s.attr + "'");
     target.as_namespace().attrs.set(s.attr, std::move(v));
   }
 
-  Flow exec_for(const Stmt& s, std::string& out);
+  Flow exec_for(const Stmt& s, TaintedText& out);
   Value loop_object(const std::vector<Value>& items, std::size_t i) const;
   Value make_macro(const Stmt& s);
   Value call_macro(const Stmt& s, CallArgs& call);
@@ -141,13 +167,14 @@ class Interpreter {
   Value eval_sign(const Expr& e);
 
   const Limits& limits_;
+  Budget budget_;
   std::vector<Frame> frames_;
   std::int64_t iterations_ = 0;
   int call_depth_ = 0;
   int line_ = 0;
 };
 
-inline Interpreter::Flow Interpreter::exec_for(const Stmt& s, std::string& out) {
+inline Interpreter::Flow Interpreter::exec_for(const Stmt& s, TaintedText& out) {
   std::vector<Value> items = iterate(eval(*s.expr));
   if (s.cond) {  // `for x in xs if cond`: loop.* then counts only the kept items, as in Jinja
     std::vector<Value> kept;
@@ -227,12 +254,12 @@ inline Value Interpreter::call_macro(const Stmt& s, CallArgs& call) {
       if (k == name) given = &v;
     assign(name, given ? *given : dflt ? eval(*dflt) : Value(Undefined{"parameter '" + name + "' was not provided"}));
   }
-  std::string out;
+  TaintedText out;
   if (exec(s.body, out) != Flow::normal) fail("'break' or 'continue' outside a loop");
   frames_.pop_back();
   --call_depth_;
   line_ = saved_line;
-  return out;
+  return built(std::move(out).value());
 }
 
 }  // namespace detail

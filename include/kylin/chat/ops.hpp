@@ -35,6 +35,30 @@ inline Value get_attr(const Value& obj, std::string_view name) {
   return undefined_attr(obj, name);
 }
 
+namespace detail {
+
+// Byte offset of each code point of `s` (as decode_utf8 splits it), then s.size().
+inline std::vector<std::size_t> codepoint_offsets(std::string_view s) {
+  std::vector<std::size_t> out;
+  out.reserve(s.size() + 1);
+  for (std::size_t i = 0; i < s.size();) {
+    out.push_back(i);
+    char32_t cp = 0;
+    i += next_codepoint(s, i, cp);
+  }
+  out.push_back(s.size());
+  return out;
+}
+
+// Bytes [begin, end) of string `v` as a new string, keeping the taint of those bytes.
+inline Value substring(const Value& v, std::size_t begin, std::size_t end) {
+  TaintedText out;
+  out.append(v.as_string(), v.taint(), begin, end);
+  return std::move(out).value();
+}
+
+}  // namespace detail
+
 inline std::int64_t to_index(const Value& key) {
   if (!key.is_int() && !key.is_bool()) fail("indices must be integers, not " + std::string(key.type_name()));
   return key.as_int();
@@ -56,11 +80,12 @@ inline Value get_item(const Value& obj, const Value& key) {
       if (i < 0) i += n;
       return i >= 0 && i < n ? items[static_cast<std::size_t>(i)] : Value(Undefined{"list index out of range"});
     }
-    const std::u32string cps = detail::decode_utf8(obj.as_string());
-    const auto n = static_cast<std::int64_t>(cps.size());
+    const std::vector<std::size_t> at = detail::codepoint_offsets(obj.as_string());
+    const auto n = static_cast<std::int64_t>(at.size() - 1);
     if (i < 0) i += n;
     if (i < 0 || i >= n) return Undefined{"string index out of range"};
-    return detail::encode_utf8(std::u32string_view(cps).substr(static_cast<std::size_t>(i), 1));
+    const auto k = static_cast<std::size_t>(i);
+    return detail::substring(obj, at[k], at[k + 1]);
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
   return Undefined{"'" + std::string(obj.type_name()) + " object' has no item " + repr(key)};
@@ -73,8 +98,8 @@ inline Value slice(const Value& obj, const Value& start, const Value& stop, cons
   if (step == 0) fail("slice step cannot be zero");
   const bool is_str = obj.is_string();
   if (!is_str && !obj.is_list()) fail("'" + std::string(obj.type_name()) + "' object is not subscriptable");
-  const std::u32string cps = is_str ? detail::decode_utf8(obj.as_string()) : std::u32string();
-  const auto n = static_cast<std::int64_t>(is_str ? cps.size() : obj.as_list().items.size());
+  const std::vector<std::size_t> at = is_str ? detail::codepoint_offsets(obj.as_string()) : std::vector<std::size_t>{};
+  const auto n = static_cast<std::int64_t>(is_str ? at.size() - 1 : obj.as_list().items.size());
   auto adjust = [&](const Value& v, std::int64_t dflt) {
     if (v.is_none() || v.is_undefined()) return dflt;
     std::int64_t i = to_index(v);
@@ -83,27 +108,38 @@ inline Value slice(const Value& obj, const Value& start, const Value& stop, cons
     return i;
   };
   const std::int64_t lo = adjust(start, step < 0 ? n - 1 : 0), hi = adjust(stop, step < 0 ? -1 : n);
+  if (is_str && step == 1) return detail::substring(obj, at[static_cast<std::size_t>(lo)], at[static_cast<std::size_t>(std::max(lo, hi))]);
   std::vector<Value> items;
-  std::u32string text;
-  for (std::int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
-    if (is_str) text += cps[static_cast<std::size_t>(i)];
-    else items.push_back(obj.as_list().items[static_cast<std::size_t>(i)]);
+  TaintedText text;
+  // i += step stops on overflow: the next index would lie beyond hi anyway (step is up to 2^63-1).
+  for (std::int64_t i = lo; step > 0 ? i < hi : i > hi;) {
+    const auto k = static_cast<std::size_t>(i);
+    if (is_str) text.append(obj.as_string(), obj.taint(), at[k], at[k + 1]);
+    else items.push_back(obj.as_list().items[k]);
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
-  if (is_str) return detail::encode_utf8(text);
+  if (is_str) return std::move(text).value();
   return Value(std::move(items), obj.as_list().tuple);
 }
 
 // What `for x in v` visits: list items, dict keys, string characters; Undefined is empty.
+// The copy is charged to the render's budget: a 64 MB string is 64M one-character Values.
 inline std::vector<Value> iterate(const Value& v) {
   if (v.is_undefined()) return {};
-  if (v.is_list()) return v.as_list().items;
+  if (v.is_list()) {
+    detail::charge(value_bytes(v));
+    return v.as_list().items;
+  }
   std::vector<Value> out;
   if (v.is_dict()) {
-    for (const auto& [k, item] : v.as_dict().items) out.emplace_back(k);
+    detail::charge(value_bytes(v));
+    for (const auto& [k, item] : v.as_dict().items) out.push_back(string_value(k, v.as_dict().tainted_keys));
     return out;
   }
   if (v.is_string()) {
-    for (char32_t c : detail::decode_utf8(v.as_string())) out.emplace_back(detail::encode_utf8(std::u32string_view(&c, 1)));
+    const std::vector<std::size_t> at = detail::codepoint_offsets(v.as_string());
+    detail::charge(at.size() * (sizeof(Value) + 8));
+    for (std::size_t k = 0; k + 1 < at.size(); ++k) out.push_back(detail::substring(v, at[k], at[k + 1]));
     return out;
   }
   fail("'" + std::string(v.type_name()) + "' object is not iterable");
@@ -133,12 +169,14 @@ namespace detail {
 
 inline Value repeat(const Value& seq, std::int64_t times) {
   if (times < 0) times = 0;
-  const std::size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().items.size() * 16;
-  if (unit != 0 && static_cast<std::size_t>(times) > kMaxStringBytes / unit) fail("repetition result too large");
+  const std::size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().items.size() * sizeof(Value);
+  if (unit == 0) return seq.is_string() ? Value("") : Value(std::vector<Value>{}, seq.as_list().tuple);  // '' * 10**18
+  if (static_cast<std::size_t>(times) > kMaxStringBytes / unit) fail("repetition result too large");
+  charge(unit * static_cast<std::size_t>(times));
   if (seq.is_string()) {
-    std::string out;
-    for (std::int64_t i = 0; i < times; ++i) out += seq.as_string();
-    return out;
+    TaintedText out;
+    for (std::int64_t i = 0; i < times; ++i) out.append(seq.as_string(), seq.taint());
+    return std::move(out).value();
   }
   std::vector<Value> out;
   for (std::int64_t i = 0; i < times; ++i)
@@ -161,9 +199,12 @@ inline Value int_op(char op, std::int64_t x, std::int64_t y) {
       if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
       return op == 'f' ? q : m;
     }
-    case 'p': {  // power, y >= 0
+    case 'p': {  // power, y >= 0, by squaring: 1 ** 10**18 takes 60 steps, not 10**18
       r = 1;
-      for (std::int64_t i = 0; i < y && !overflow; ++i) overflow = __builtin_mul_overflow(r, x, &r);
+      for (std::int64_t base = x, e = y; e > 0 && !overflow; e >>= 1) {
+        if (e & 1) overflow = __builtin_mul_overflow(r, base, &r);
+        if (e > 1 && !overflow) overflow = __builtin_mul_overflow(base, base, &base);
+      }
       break;
     }
     default: break;
@@ -202,9 +243,13 @@ inline Value binary(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "+" && a.is_string() && b.is_string()) {
     if (a.as_string().size() + b.as_string().size() > kMaxStringBytes) fail("string result too large");
-    return a.as_string() + b.as_string();
+    TaintedText out;
+    out.append(a.as_string(), a.taint());
+    out.append(b.as_string(), b.taint());
+    return std::move(out).value();
   }
   if (op == "+" && a.is_list() && b.is_list() && a.as_list().tuple == b.as_list().tuple) {
+    detail::charge(value_bytes(a) + value_bytes(b));
     std::vector<Value> items = a.as_list().items;
     items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
     return Value(std::move(items), a.as_list().tuple);
@@ -220,6 +265,7 @@ inline Value binary(std::string_view op, const Value& a, const Value& b) {
 
 // Ordering for < <= > >=: numbers, strings (code point order), sequences lexicographically.
 inline int order(const Value& a, const Value& b, std::string_view op) {
+  detail::tick();
   require_defined(a);
   require_defined(b);
   if (a.is_number() && b.is_number()) {

@@ -5,77 +5,126 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kylin/chat/ops.hpp"
 
 namespace kylin::jinja::detail {
 
-// str.strip/lstrip/rstrip: `chars` absent strips whitespace, present strips those code points.
-inline std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
-  const std::u32string cps = decode_utf8(s);
+// str.strip/lstrip/rstrip as byte bounds [b, e) of `s`: `chars` absent strips whitespace,
+// present strips those code points.
+inline std::pair<std::size_t, std::size_t> strip_bounds(std::string_view s, const std::optional<std::string>& chars,
+                                                         bool left, bool right) {
   const std::u32string set = chars ? decode_utf8(*chars) : std::u32string();
-  auto strip_me = [&](char32_t c) { return chars ? set.find(c) != std::u32string::npos : is_space(c); };
-  std::size_t b = 0, e = cps.size();
-  while (left && b < e && strip_me(cps[b])) ++b;
-  while (right && e > b && strip_me(cps[e - 1])) --e;
-  return encode_utf8(std::u32string_view(cps).substr(b, e - b));
+  const std::vector<std::size_t> at = codepoint_offsets(s);
+  auto strip_me = [&](std::size_t k) {
+    char32_t c = 0;
+    next_codepoint(s, at[k], c);
+    return chars ? set.find(c) != std::u32string::npos : is_space(c);
+  };
+  std::size_t b = 0, e = at.size() - 1;
+  while (left && b < e && strip_me(b)) ++b;
+  while (right && e > b && strip_me(e - 1)) --e;
+  return {at[b], at[e]};
 }
 
-// str.split(sep=None, maxsplit=-1).
-inline std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, std::int64_t maxsplit) {
-  std::vector<std::string> out;
+inline std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+  const auto [b, e] = strip_bounds(s, chars, left, right);
+  return std::string(s.substr(b, e - b));
+}
+
+// str(v) as a string Value, keeping the taint (see TaintedText::append_value).
+inline Value str_value(const Value& v) {
+  if (v.is_string()) return v;
+  TaintedText out;
+  out.append_value(v);
+  return std::move(out).value();
+}
+
+inline Value strip_value(const Value& v, const std::optional<std::string>& chars, bool left, bool right) {
+  const Value s = str_value(v);
+  const auto [b, e] = strip_bounds(s.as_string(), chars, left, right);
+  return substring(s, b, e);
+}
+
+// str.split(sep=None, maxsplit=-1) as byte bounds of the parts.
+inline std::vector<std::pair<std::size_t, std::size_t>> split_bounds(std::string_view s, const std::optional<std::string>& sep,
+                                                                     std::int64_t maxsplit) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
   if (sep) {
     if (sep->empty()) fail("empty separator");
     std::size_t pos = 0;
     for (std::size_t hit; (maxsplit < 0 || static_cast<std::int64_t>(out.size()) < maxsplit) &&
                           (hit = s.find(*sep, pos)) != std::string_view::npos;
          pos = hit + sep->size())
-      out.emplace_back(s.substr(pos, hit - pos));
-    out.emplace_back(s.substr(pos));
+      out.emplace_back(pos, hit);
+    out.emplace_back(pos, s.size());
     return out;
   }
-  const std::u32string cps = decode_utf8(s);
+  const std::vector<std::size_t> at = codepoint_offsets(s);
+  const std::size_t n = at.size() - 1;
+  auto space = [&](std::size_t k) {
+    char32_t c = 0;
+    next_codepoint(s, at[k], c);
+    return is_space(c);
+  };
   std::size_t i = 0;
   while (true) {
-    while (i < cps.size() && is_space(cps[i])) ++i;
-    if (i == cps.size()) break;
+    while (i < n && space(i)) ++i;
+    if (i == n) break;
     if (maxsplit >= 0 && static_cast<std::int64_t>(out.size()) == maxsplit) {
-      std::size_t e = cps.size();
-      while (e > i && is_space(cps[e - 1])) --e;  // the rest, trailing whitespace removed
-      out.push_back(encode_utf8(std::u32string_view(cps).substr(i, e - i)));
+      std::size_t e = n;
+      while (e > i && space(e - 1)) --e;  // the rest, trailing whitespace removed
+      out.emplace_back(at[i], at[e]);
       break;
     }
     std::size_t j = i;
-    while (j < cps.size() && !is_space(cps[j])) ++j;
-    out.push_back(encode_utf8(std::u32string_view(cps).substr(i, j - i)));
+    while (j < n && !space(j)) ++j;
+    out.emplace_back(at[i], at[j]);
     i = j;
   }
   return out;
 }
 
-inline std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, std::int64_t count) {
-  std::string out;
+inline Value split_value(const Value& s, const std::optional<std::string>& sep, std::int64_t maxsplit) {
+  std::vector<Value> parts;
+  for (const auto& [b, e] : split_bounds(s.as_string(), sep, maxsplit)) parts.push_back(substring(s, b, e));
+  return Value(std::move(parts));  // charged by the interpreter (Interpreter::built)
+}
+
+// str.replace(old, new, count); `repl` keeps its own taint where it is inserted.
+inline Value replace_value(const Value& subject, std::string_view old, const Value& repl, std::int64_t count) {
+  const Value sv = str_value(subject);
+  const std::string& s = sv.as_string();
+  TaintedText out;
   if (old.empty()) {  // Python inserts `repl` around every character
-    const std::u32string cps = decode_utf8(s);
+    const std::vector<std::size_t> at = codepoint_offsets(s);
     std::int64_t n = 0;
-    for (std::size_t i = 0; i <= cps.size(); ++i) {
-      if (count < 0 || n < count) out += repl, ++n;
-      if (i < cps.size()) out += encode_utf8(std::u32string_view(cps).substr(i, 1));
+    for (std::size_t k = 0; k < at.size(); ++k) {
+      if (count < 0 || n < count) out.append(repl.as_string(), repl.taint()), ++n;
+      if (k + 1 < at.size()) out.append(s, sv.taint(), at[k], at[k + 1]);
+      if (out.text.size() > kMaxStringBytes) fail("string result too large");
     }
-    return out;
+    return std::move(out).value();
   }
   std::size_t pos = 0;
   for (std::int64_t n = 0; count < 0 || n < count; ++n) {
     const std::size_t hit = s.find(old, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(s.substr(pos, hit - pos));
-    out.append(repl);
+    if (hit == std::string::npos) break;
+    out.append(s, sv.taint(), pos, hit);
+    out.append(repl.as_string(), repl.taint());
     pos = hit + old.size();
-    if (out.size() > kMaxStringBytes) fail("string result too large");
+    if (out.text.size() > kMaxStringBytes) fail("string result too large");
   }
-  out.append(s.substr(pos));
-  return out;
+  out.append(s, sv.taint(), pos);
+  return std::move(out).value();
+}
+
+// A case change (ASCII only, so byte lengths and hence the taint ranges stay the same).
+inline Value recase_value(const Value& v, std::string (*fn)(std::string)) {
+  const Value s = str_value(v);
+  return Value(fn(s.as_string()), s.taint());
 }
 
 inline char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
@@ -107,7 +156,7 @@ inline std::string py_capitalize(std::string s) {
   return s;
 }
 // Jinja's |title: each word (split at whitespace, '-', and opening brackets) capitalized.
-inline std::string jinja_title(const std::string& s) {
+inline std::string jinja_title(std::string s) {
   std::string out;
   bool at_word_start = true;
   for (char c : s) {

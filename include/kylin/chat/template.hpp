@@ -15,11 +15,15 @@
 //   globals   raise_exception, namespace, range, dict, strftime_now.
 // Known differences from Python Jinja2: case mapping is ASCII-only; select/reject/map give lists
 // (Python prints a generator object if they are output unconverted); integers are 64-bit
-// (overflow is an error); dict literal keys must be strings. Unsupported and rejected by name:
+// (overflow is an error); dict literal keys must be strings; lists and dicts nest at most 2048
+// deep; a namespace() cannot be stored inside a namespace. Each render is bounded (Limits):
+// loop iterations, output bytes, bytes of values built, wall-clock time. Unsupported and rejected by name:
 // include/extends/import/block/call/filter/with tags, recursive loops, *args/**kwargs,
 // printf-style '%' formatting, str.format, and mutation methods (transformers' sandbox forbids them).
 
 #include <ctime>
+#include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -36,9 +40,20 @@ inline Value make_namespace(CallArgs& call) {
   for (const auto& a : call.args) {
     if (!a.is_dict()) fail("namespace() positional arguments must be mappings");
     for (const auto& [k, v] : a.as_dict().items) ns->attrs.set(k, v);
+    ns->attrs.tainted_keys |= a.as_dict().tainted_keys;
   }
   for (const auto& [k, v] : call.kwargs) ns->attrs.set(k, v);
   return Value(std::move(ns));
+}
+
+// Python's len(range(start, stop, step)), computed without overflow (the span of two int64s
+// needs 65 bits).
+inline std::uint64_t range_length(std::int64_t start, std::int64_t stop, std::int64_t step) {
+  if (step > 0 ? start >= stop : start <= stop) return 0;
+  const std::uint64_t span = step > 0 ? static_cast<std::uint64_t>(stop) - static_cast<std::uint64_t>(start)
+                                      : static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(stop);
+  const std::uint64_t by = step > 0 ? static_cast<std::uint64_t>(step) : std::uint64_t{0} - static_cast<std::uint64_t>(step);
+  return (span - 1) / by + 1;
 }
 
 inline Value make_range(Interpreter& interp, CallArgs& call) {
@@ -46,11 +61,16 @@ inline Value make_range(Interpreter& interp, CallArgs& call) {
   std::int64_t v[3] = {0, 0, 1};
   for (std::size_t i = 0; i < call.args.size(); ++i) v[call.args.size() == 1 ? 1 : i] = to_index(call.args[i]);
   if (v[2] == 0) fail("range() arg 3 must not be zero");
+  // Values of range() share the iteration budget; counted first, so range(-2**63, 2**63-1) fails
+  // before it allocates, and x += step below never passes the last element (no overflow).
+  const std::uint64_t n = range_length(v[0], v[1], v[2]);
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    fail("range() of more than 2^63 items");
+  interp.spend(static_cast<std::int64_t>(n));
   std::vector<Value> items;
-  for (std::int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) {
-    interp.spend(1);
-    items.emplace_back(x);
-  }
+  items.reserve(static_cast<std::size_t>(n));
+  std::int64_t x = v[0];
+  for (std::uint64_t i = 0; i < n; ++i, x = i < n ? x + v[2] : x) items.emplace_back(x);
   return Value(std::move(items));
 }
 
@@ -81,7 +101,11 @@ class Template {
   }
 
   // Renders with `variables` (template-visible names) on top of the builtin globals.
-  std::string render(const DictData& variables) const {
+  std::string render(const DictData& variables) const { return render_marked(variables).text; }
+
+  // render() plus the byte ranges of the output that came from user data: strings marked as
+  // tainted in `variables` (see from_json), followed through the template's string operations.
+  TaintedText render_marked(const DictData& variables) const {
     DictData globals;
     globals.set("namespace", Value("namespace", detail::make_namespace));
     globals.set("dict", Value("dict", [](CallArgs& c) {
@@ -96,7 +120,7 @@ class Template {
     detail::Interpreter run(limits_, std::move(globals));
     run.define("range", Value("range", [&run](CallArgs& c) { return detail::make_range(run, c); }));
     for (const auto& [k, v] : variables.items) run.define(k, v);
-    std::string out;
+    TaintedText out;
     try {
       run.render(body_, out);
     } catch (const TemplateException& e) {
@@ -105,9 +129,14 @@ class Template {
       throw Error(ErrorCategory::chat_template, context(run.line()), e.what());
     } catch (const std::bad_alloc&) {
       throw Error(ErrorCategory::chat_template, context(run.line()), "out of memory while rendering");
+    } catch (const std::length_error&) {
+      throw Error(ErrorCategory::chat_template, context(run.line()), "a value grew beyond the maximum size");
     }
     return out;
   }
+
+  const Limits& limits() const { return limits_; }
+  void set_limits(const Limits& limits) { limits_ = limits; }
 
   const std::string& name() const { return name_; }
 

@@ -1,6 +1,8 @@
 // jinja::Value: the runtime value of kylin's Jinja interpreter, with Python's semantics where
 // chat templates can see them (str(), repr(), truthiness, ==, code-point strings), plus
 // Jinja's Undefined. Lists and dicts are immutable once built (as in transformers' sandbox).
+// A string also carries the byte ranges that came from user data (message content), so the
+// rendered prompt can say which of its bytes must be tokenized as plain text.
 #pragma once
 
 #include <algorithm>
@@ -16,15 +18,14 @@
 #include <variant>
 #include <vector>
 
+#include "kylin/chat/budget.hpp"
 #include "kylin/chat/text.hpp"
 #include "kylin/core/json.hpp"
+#include "kylin/tokenizer/text_range.hpp"
 
 namespace kylin::jinja {
 
-// A failure inside evaluation; the interpreter turns it into kylin::Error naming the line.
-struct EvalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using Taint = std::vector<TextRange>;  // sorted, disjoint byte ranges of a string from user data
 
 class Value;
 struct CallArgs;
@@ -34,12 +35,25 @@ struct Undefined {
   std::string hint;  // Jinja's message when the value is used: "'x' is undefined"
 };
 struct None {};
+// Lists and dicts nest at most this deep, so printing, comparing and freeing them (all
+// recursive) cannot exhaust the stack; JSON input is already limited to 1024 levels.
+inline constexpr std::uint32_t kMaxValueDepth = 2048;
+
 struct ListData {
   std::vector<Value> items;
   bool tuple = false;  // only changes repr(): (1, 2) vs [1, 2]
+  std::uint32_t depth = 1;
+  bool holds_namespace = false;  // a namespace() inside, at any depth (see Interpreter::exec_set)
+};
+struct StringData {
+  std::string text;
+  Taint taint;
 };
 struct DictData {
   std::vector<std::pair<std::string, Value>> items;  // insertion order kept, like Python dicts
+  bool tainted_keys = false;                         // some key came from user data
+  std::uint32_t depth = 1;                           // set when it becomes a Value
+  bool holds_namespace = false;
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);
 };
@@ -64,12 +78,20 @@ class Value {
   Value(int i) : v_(std::int64_t{i}) {}
   Value(std::int64_t i) : v_(i) {}
   Value(double d) : v_(d) {}
-  Value(const char* s) : v_(std::string(s)) {}
-  Value(std::string s) : v_(std::move(s)) {}
-  Value(std::string_view s) : v_(std::string(s)) {}
-  Value(std::vector<Value> items, bool tuple = false)
-      : v_(std::make_shared<const ListData>(ListData{std::move(items), tuple})) {}
-  Value(DictData d) : v_(std::make_shared<const DictData>(std::move(d))) {}
+  Value(const char* s) : v_(StringData{std::string(s), {}}) {}
+  Value(std::string s) : v_(StringData{std::move(s), {}}) {}
+  Value(std::string_view s) : v_(StringData{std::string(s), {}}) {}
+  Value(std::string s, Taint taint) : v_(StringData{std::move(s), std::move(taint)}) {}
+  Value(std::vector<Value> items, bool tuple = false) {
+    ListData l{std::move(items), tuple};
+    for (const Value& item : l.items) nest(item, l.depth, l.holds_namespace);
+    v_ = std::make_shared<const ListData>(std::move(l));
+  }
+  Value(DictData d) {
+    d.depth = 1;
+    for (const auto& item : d.items) nest(item.second, d.depth, d.holds_namespace);
+    v_ = std::make_shared<const DictData>(std::move(d));
+  }
   Value(std::shared_ptr<NamespaceData> ns) : v_(std::move(ns)) {}
   Value(std::string name, Function fn)
       : v_(std::make_shared<const FunctionData>(FunctionData{std::move(name), std::move(fn)})) {}
@@ -91,7 +113,12 @@ class Value {
   bool as_bool() const { return std::get<bool>(v_); }
   std::int64_t as_int() const { return is_bool() ? std::int64_t{as_bool()} : std::get<std::int64_t>(v_); }
   double as_double() const { return is_float() ? std::get<double>(v_) : static_cast<double>(as_int()); }
-  const std::string& as_string() const { return std::get<std::string>(v_); }
+  const std::string& as_string() const { return std::get<StringData>(v_).text; }
+  // The user-data ranges of a string; empty for template text and for non-strings.
+  const Taint& taint() const {
+    static const Taint none;
+    return is_string() ? std::get<StringData>(v_).taint : none;
+  }
   const ListData& as_list() const { return *std::get<std::shared_ptr<const ListData>>(v_); }
   const DictData& as_dict() const { return *std::get<std::shared_ptr<const DictData>>(v_); }
   NamespaceData& as_namespace() const { return *std::get<std::shared_ptr<NamespaceData>>(v_); }
@@ -99,9 +126,19 @@ class Value {
 
   // Python's name for the type, as error messages show it.
   std::string_view type_name() const;
+  std::uint32_t depth() const { return is_list() ? as_list().depth : is_dict() ? as_dict().depth : 0; }
+  bool holds_namespace() const {
+    return is_namespace() || (is_list() && as_list().holds_namespace) || (is_dict() && as_dict().holds_namespace);
+  }
 
  private:
-  std::variant<Undefined, None, bool, std::int64_t, double, std::string, std::shared_ptr<const ListData>,
+  static void nest(const Value& item, std::uint32_t& depth, bool& holds_namespace) {
+    depth = std::max(depth, item.depth() + 1);
+    holds_namespace |= item.holds_namespace();
+    if (depth > kMaxValueDepth) fail("lists or dicts nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  }
+
+  std::variant<Undefined, None, bool, std::int64_t, double, StringData, std::shared_ptr<const ListData>,
                std::shared_ptr<const DictData>, std::shared_ptr<NamespaceData>, std::shared_ptr<const FunctionData>>
       v_;
 };
@@ -142,14 +179,64 @@ inline std::string_view Value::type_name() const {
   return "object";
 }
 
-[[noreturn]] inline void fail(const std::string& message) { throw EvalError(message); }
-
 // Using an Undefined for anything but printing, testing or iterating fails, as in Jinja.
 inline void require_defined(const Value& v) {
   if (v.is_undefined()) fail(v.undefined().hint.empty() ? "value is undefined" : v.undefined().hint);
 }
 
-std::string repr(const Value& v);
+// Python repr(). Sets *tainted when the text shows user data (a tainted string or dict key).
+// Shared sub-lists are printed once per reference, so the output is checked against the
+// render's memory budget as it grows.
+inline void repr_into(std::string& out, const Value& v, bool* tainted) {
+  using K = Value::Kind;
+  detail::check_growth(out.size());
+  switch (v.kind()) {
+    case K::undefined: out += "Undefined"; return;
+    case K::none: out += "None"; return;
+    case K::boolean: out += v.as_bool() ? "True" : "False"; return;
+    case K::integer: out += std::to_string(v.as_int()); return;
+    case K::floating: out += detail::python_float(v.as_double()); return;
+    case K::string:
+      if (tainted && !v.taint().empty()) *tainted = true;
+      out += detail::python_string_repr(v.as_string());
+      return;
+    case K::list: {
+      const auto& l = v.as_list();
+      out += l.tuple ? "(" : "[";
+      for (std::size_t i = 0; i < l.items.size(); ++i) {
+        if (i) out += ", ";
+        repr_into(out, l.items[i], tainted);
+      }
+      if (l.tuple && l.items.size() == 1) out += ",";
+      out += l.tuple ? ")" : "]";
+      return;
+    }
+    case K::dict: {
+      if (tainted && v.as_dict().tainted_keys) *tainted = true;
+      out += "{";
+      bool first = true;
+      for (const auto& [k, item] : v.as_dict().items) {
+        out += (first ? "" : ", ") + detail::python_string_repr(k) + ": ";
+        repr_into(out, item, tainted);
+        first = false;
+      }
+      out += "}";
+      return;
+    }
+    case K::ns:
+      out += "<Namespace ";
+      repr_into(out, Value(v.as_namespace().attrs), tainted);
+      out += ">";
+      return;
+    case K::function: out += "<function " + v.as_function().name + ">"; return;
+  }
+}
+
+inline std::string repr(const Value& v, bool* tainted = nullptr) {
+  std::string out;
+  repr_into(out, v, tainted);
+  return out;
+}
 
 // Python's str(): what `{{ x }}`, `~` and `|string` produce. Undefined prints as "".
 inline std::string to_str(const Value& v) {
@@ -161,35 +248,66 @@ inline std::string to_str(const Value& v) {
   }
 }
 
-inline std::string repr(const Value& v) {
+// A string being built, with the byte ranges of its user data.
+struct TaintedText {
+  std::string text;
+  Taint taint;
+
+  void append_plain(std::string_view plain) {
+    detail::check_growth(text.size() + plain.size());
+    text.append(plain);
+  }
+  // Bytes [begin, end) of `s`, keeping their taint.
+  void append(const std::string& s, const Taint& t, std::size_t begin = 0, std::size_t end = std::string::npos) {
+    end = std::min(end, s.size());
+    if (begin >= end) return;
+    detail::check_growth(text.size() + (end - begin));
+    kylin::detail::add_ranges_within(taint, t, begin, end, text.size());
+    text.append(s, begin, end - begin);
+  }
+  // str(v): a string keeps its ranges; any other value is wholly tainted if it shows user data.
+  void append_value(const Value& v) {
+    if (v.is_string()) return append(v.as_string(), v.taint());
+    if (v.is_undefined()) return;
+    bool tainted = false;
+    const std::string s = repr(v, &tainted);
+    const std::size_t begin = text.size();
+    append_plain(s);
+    if (tainted) kylin::detail::add_range(taint, begin, text.size());
+  }
+  void taint_all() {
+    taint.clear();
+    kylin::detail::add_range(taint, 0, text.size());
+  }
+  Value value() && { return Value(std::move(text), std::move(taint)); }
+};
+
+// A new string: `text`, tainted as a whole when `tainted`.
+inline Value string_value(std::string text, bool tainted) {
+  Taint t;
+  if (tainted) kylin::detail::add_range(t, 0, text.size());
+  return Value(std::move(text), std::move(t));
+}
+
+// The bytes a value holds by value (strings are copied into lists; sub-lists are shared), as
+// charged to the render's memory budget.
+inline std::size_t value_bytes(const Value& v) {
   using K = Value::Kind;
   switch (v.kind()) {
-    case K::undefined: return "Undefined";
-    case K::none: return "None";
-    case K::boolean: return v.as_bool() ? "True" : "False";
-    case K::integer: return std::to_string(v.as_int());
-    case K::floating: return detail::python_float(v.as_double());
-    case K::string: return detail::python_string_repr(v.as_string());
+    case K::string: return sizeof(Value) + v.as_string().size() + v.taint().size() * sizeof(TextRange);
     case K::list: {
-      const auto& l = v.as_list();
-      std::string out = l.tuple ? "(" : "[";
-      for (std::size_t i = 0; i < l.items.size(); ++i) out += (i ? ", " : "") + repr(l.items[i]);
-      if (l.tuple && l.items.size() == 1) out += ",";
-      return out + (l.tuple ? ")" : "]");
+      std::size_t n = sizeof(Value) + sizeof(ListData);
+      for (const Value& item : v.as_list().items) n += item.is_string() ? value_bytes(item) : sizeof(Value);
+      return n;
     }
     case K::dict: {
-      std::string out = "{";
-      bool first = true;
-      for (const auto& [k, item] : v.as_dict().items) {
-        out += (first ? "" : ", ") + detail::python_string_repr(k) + ": " + repr(item);
-        first = false;
-      }
-      return out + "}";
+      std::size_t n = sizeof(Value) + sizeof(DictData);
+      for (const auto& [k, item] : v.as_dict().items)
+        n += sizeof(std::string) + k.size() + (item.is_string() ? value_bytes(item) : sizeof(Value));
+      return n;
     }
-    case K::ns: return "<Namespace " + repr(Value(v.as_namespace().attrs)) + ">";
-    case K::function: return "<function " + v.as_function().name + ">";
+    default: return sizeof(Value);
   }
-  return "";
 }
 
 // Python truthiness; Undefined is falsy.
@@ -211,6 +329,7 @@ inline bool truthy(const Value& v) {
 // Python ==: numbers compare by value (True == 1), dicts ignore order, Undefined == Undefined.
 inline bool equal(const Value& a, const Value& b) {
   using K = Value::Kind;
+  detail::tick();  // comparing shared sub-lists can take exponential time: poll the deadline
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -242,88 +361,6 @@ inline bool equal(const Value& a, const Value& b) {
   }
 }
 
-// --- JSON in and out ------------------------------------------------------------------------------
-
-inline Value from_json(const json::Value& j) {
-  using T = json::Value::Type;
-  switch (j.type()) {
-    case T::null: return None{};
-    case T::boolean: return j.as_bool();
-    case T::integer: return j.as_int();
-    case T::number: return j.as_double();
-    case T::string: return j.as_string();
-    case T::array: {
-      std::vector<Value> items;
-      items.reserve(j.size());
-      for (const auto& item : j.as_array()) items.push_back(from_json(item));
-      return Value(std::move(items));
-    }
-    case T::object: {
-      DictData d;
-      for (const auto& [k, item] : j.as_object()) d.set(k, from_json(item));
-      return Value(std::move(d));
-    }
-  }
-  return None{};
-}
-
-struct ToJsonOptions {
-  std::string indent;  // "" with has_indent: newlines without spaces (Python indent=0)
-  bool has_indent = false;
-  std::string item_separator = ", ";  // Python's defaults; "," when indenting
-  std::string key_separator = ": ";
-  bool sort_keys = false;
-  bool ensure_ascii = false;
-};
-
-// transformers' tojson: json.dumps(x, ensure_ascii=False, indent=..., separators=..., sort_keys=False).
-inline void to_json(std::string& out, const Value& v, const ToJsonOptions& o, int depth) {
-  using K = Value::Kind;
-  auto newline = [&](int d) {
-    if (!o.has_indent) return;
-    out += '\n';
-    for (int i = 0; i < d; ++i) out += o.indent;
-  };
-  switch (v.kind()) {
-    case K::none: out += "null"; return;
-    case K::boolean: out += v.as_bool() ? "true" : "false"; return;
-    case K::integer: out += std::to_string(v.as_int()); return;
-    case K::floating: {
-      const double d = v.as_double();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : detail::python_float(d);
-      return;
-    }
-    case K::string: json::detail::dump_string(out, v.as_string(), o.ensure_ascii); return;
-    case K::list: {
-      const auto& items = v.as_list().items;
-      out += '[';
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i) out += o.item_separator;
-        newline(depth + 1);
-        to_json(out, items[i], o, depth + 1);
-      }
-      if (!items.empty()) newline(depth);
-      out += ']';
-      return;
-    }
-    case K::dict: {
-      auto items = v.as_dict().items;
-      if (o.sort_keys)
-        std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first < b.first; });
-      out += '{';
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i) out += o.item_separator;
-        newline(depth + 1);
-        json::detail::dump_string(out, items[i].first, o.ensure_ascii);
-        out += o.key_separator;
-        to_json(out, items[i].second, o, depth + 1);
-      }
-      if (!items.empty()) newline(depth);
-      out += '}';
-      return;
-    }
-    default: fail("Object of type " + std::string(v.type_name()) + " is not JSON serializable");
-  }
-}
-
 }  // namespace kylin::jinja
+
+#include "kylin/chat/value_json.hpp"

@@ -46,6 +46,10 @@ struct ChatOptions {
 };
 
 struct GenerationStats {
+  // special: message text spelling <|im_start|> etc. becomes that token, as transformers does
+  // (the library default). plain: it stays text, so untrusted content cannot forge turns
+  // (kylin-server's default). See docs/CHAT.md.
+  ContentTokens content_tokens = ContentTokens::special;
   double load_ms = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t cached_tokens = 0;     // prompt tokens reused from the KV cache
@@ -81,19 +85,34 @@ class Session {
     if (!engine_->has_chat_template())
       throw Error(ErrorCategory::chat_template, engine_->dir().string(), "no chat template (tokenizer_config.json)");
     json::Value kwargs = chat.extra_kwargs.is_object() ? chat.extra_kwargs : json::Value(json::Object{});
+    return render_chat_prompt(messages, chat).text;
+  }
+
+  // The same text, with the byte ranges that came from the messages, tools and kwargs.
+  RenderedPrompt render_chat_prompt(const json::Value& messages, const ChatOptions& chat) const {
     kwargs.set("enable_thinking", chat.enable_thinking);
     RenderOptions options;
     options.add_generation_prompt = true;
     options.tools = chat.tools;
     options.kwargs = kwargs;
-    return engine_->chat_template().render(messages, options);
+    return engine_->chat_template().render_prompt(messages, options);
   }
 
   std::vector<int> tokenize_prompt(const std::string& text) const { return engine_->tokenizer().encode(text); }
 
   Generation chat(const json::Value& messages, const ChatOptions& chat, const GenerateOptions& o) {
-    const std::string prompt = render_chat(messages, chat);
-    return generate(tokenize_prompt(prompt), o, opens_reasoning(prompt) ? Channel::reasoning : Channel::answer);
+    const RenderedPrompt prompt = render_chat_prompt(messages, chat);
+    const std::vector<int> ids = tokenize_chat(prompt, chat);
+    // By token: in plain mode a "<think>" typed in the content is text, not an open block.
+    const bool reasoning = think_open_ >= 0 ? opens_reasoning(ids, think_open_, think_close_) : opens_reasoning(prompt.text);
+    return generate(ids, o, reasoning ? Channel::reasoning : Channel::answer);
+  // The prompt's token ids under chat.content_tokens.
+  std::vector<int> tokenize_chat(const RenderedPrompt& prompt, const ChatOptions& chat) const {
+    const Tokenizer& t = engine_->tokenizer();
+    return chat.content_tokens == ContentTokens::plain ? t.encode_with_plain(prompt.text, prompt.from_request)
+                                                       : t.encode(prompt.text);
+  }
+
   }
 
   Generation complete(std::string_view text, const GenerateOptions& o) {
@@ -114,6 +133,13 @@ class Session {
 
  private:
   using clock = std::chrono::steady_clock;
+  static bool opens_reasoning(std::span<const int> ids, int open_id, int close_id) {
+    for (std::size_t i = ids.size(); i-- > 0;) {
+      if (ids[i] == close_id) return false;
+      if (ids[i] == open_id) return true;
+    }
+    return false;
+  }
   static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
 
   void prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats);

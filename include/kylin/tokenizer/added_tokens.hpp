@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kylin/tokenizer/text_range.hpp"
 #include "kylin/tokenizer/unicode.hpp"
 
 namespace kylin {
@@ -58,11 +60,14 @@ class AddedTokenMatcher {
   bool empty() const { return entries_.empty(); }
 
   // Splits `sentence` into segments; tokens with special=true are skipped unless parse_special.
-  void split(std::string_view sentence, bool parse_special, std::vector<Segment>& out) const {
+  // No token is matched that shares a byte with `plain` (sorted ranges of the sentence): there
+  // the search goes on at the next byte, so a token right after a plain range is still found.
+  void split(std::string_view sentence, bool parse_special, std::vector<Segment>& out,
+             std::span<const TextRange> plain = {}) const {
     std::size_t offset = 0;  // end of the last emitted segment
     for (std::size_t pos = 0; pos < sentence.size();) {
       const Entry* hit = longest_at(sentence, pos);
-      if (hit == nullptr) {
+      if (hit == nullptr || (!plain.empty() && overlaps(plain, pos, pos + hit->content.size()))) {
         ++pos;
         continue;
       }

@@ -19,6 +19,7 @@
 #include "kylin/tokenizer/bpe.hpp"
 #include "kylin/tokenizer/nfc.hpp"
 #include "kylin/tokenizer/pretokenizer.hpp"
+#include "kylin/tokenizer/text_range.hpp"
 #include "kylin/tokenizer/tokenizer_files.hpp"
 
 namespace kylin {
@@ -50,6 +51,7 @@ class Tokenizer {
   }
 
   explicit Tokenizer(TokenizerSpec spec) : source_(std::move(spec.source)), nfc_(spec.nfc), ignore_merges_(spec.ignore_merges) {
+    check_ids(spec);
     build_vocab(spec);
     build_merges(spec);
     added_ = std::move(spec.added_tokens);
@@ -71,19 +73,36 @@ class Tokenizer {
   Tokenizer(Tokenizer&& other) noexcept = default;
 
   std::vector<int> encode(std::string_view text, EncodeOptions options = {}) const {
+    return encode_with_plain(text, {}, options);
+  }
+
+  // Like encode(text), except that no added token (special or not) is recognized in a byte of
+  // `plain` (sorted, disjoint ranges of `text`): a chat prompt's message content is encoded as
+  // the text it spells, while the template's own <|im_start|> stays a control token. The text
+  // between added tokens is encoded as one piece either way, so a prompt whose content spells
+  // no added token gets the same ids as encode(text).
+  std::vector<int> encode_with_plain(std::string_view text, std::span<const TextRange> plain,
+                                    EncodeOptions options = {}) const {
     if (auto bad = detail::find_invalid_utf8(text); bad != std::string_view::npos) {
       static constexpr char hex[] = "0123456789abcdef";
       const auto b = static_cast<unsigned char>(text[bad]);
       throw Error(ErrorCategory::tokenizer, "encode",
                   "invalid UTF-8 at byte offset " + std::to_string(bad) + " (byte 0x" + hex[b >> 4] + hex[b & 15] + ")");
     }
+    check_ranges(text, plain);
     std::vector<int> ids;
     std::vector<detail::Segment> segments;
-    if (options.parse_added) raw_matcher_.split(text, options.parse_special, segments);
+    if (options.parse_added) raw_matcher_.split(text, options.parse_special, segments, plain);
     else segments.push_back({-1, text});
     for (const auto& segment : segments) {
-      if (segment.id >= 0) ids.push_back(segment.id);
-      else if (!segment.text.empty()) encode_normalizing(segment.text, options, ids);
+      if (segment.id >= 0) {
+        ids.push_back(segment.id);
+      } else if (!segment.text.empty()) {
+        const auto offset = static_cast<std::size_t>(segment.text.data() - text.data());
+        std::vector<TextRange> local;  // `plain` relative to the segment
+        detail::add_ranges_within(local, plain, offset, offset + segment.text.size(), 0);
+        encode_normalizing(segment.text, local, options, ids);
+      }
     }
     return ids;
   }
@@ -154,10 +173,31 @@ class Tokenizer {
     return bytes;
   }
 
+  // Before anything is allocated: the id tables are dense arrays indexed by id, so one hostile
+  // id (2^30 in an added token) would otherwise allocate tens of GB before any other check.
+  // Real vocabularies are dense; the slack admits holes like a model's padded vocab_size.
+  void check_ids(const TokenizerSpec& spec) const {
+    std::int64_t max_id = -1;
+    auto check = [&](std::int64_t id, const char* what) {
+      if (id < 0 || id > detail::MergeTable::max_id)
+        throw Error(ErrorCategory::tokenizer, source_, std::string(what) + " id " + std::to_string(id) +
+                                                           " is out of range (ids must be in 0.." +
+                                                           std::to_string(detail::MergeTable::max_id) + ")");
+      max_id = std::max(max_id, id);
+    };
+    for (const auto& entry : spec.vocab) check(entry.second, "vocab");
+    for (const AddedToken& t : spec.added_tokens) check(t.id, "added token");
+    const auto count = static_cast<std::int64_t>(spec.vocab.size() + spec.added_tokens.size());
+    if (max_id >= 2 * count + max_id_slack)
+      throw Error(ErrorCategory::tokenizer, source_, "token id " + std::to_string(max_id) + " is far beyond the " +
+                                                         std::to_string(count) + " tokens defined (ids must be dense)");
+  }
+  static constexpr std::int64_t max_id_slack = 65536;
+
   void build_vocab(const TokenizerSpec& spec) {
     int max_id = -1;
     for (const auto& [token, id] : spec.vocab) max_id = std::max(max_id, id);
-    resize(max_id + 1);
+    resize(max_id + 1);  // max_id <= MergeTable::max_id (check_ids)
     vocab_.reserve(spec.vocab.size());
     for (const auto& [token, id] : spec.vocab) {
       const auto i = static_cast<std::size_t>(id);
@@ -198,20 +238,51 @@ class Tokenizer {
                   "token id " + std::to_string(id) + " is not in the vocabulary (vocab size " + std::to_string(vocab_size()) + ")");
   }
 
-  // A text segment between raw-matched added tokens: NFC, then normalized added tokens, then BPE.
-  void encode_normalizing(std::string_view text, const EncodeOptions& options, std::vector<int>& ids) const {
+  static void check_ranges(std::string_view text, std::span<const TextRange> plain) {
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      if (plain[i].begin >= plain[i].end || plain[i].end > text.size() || (i > 0 && plain[i].begin < plain[i - 1].end))
+        throw Error(ErrorCategory::tokenizer, "encode",
+                    "plain-text range #" + std::to_string(i) + " is empty, unsorted or beyond the text's " +
+                        std::to_string(text.size()) + " bytes");
+  }
+
+  // A text segment between raw-matched added tokens: NFC, then normalized added tokens (none
+  // inside `plain`, ranges of the segment), then BPE.
+  void encode_normalizing(std::string_view text, std::span<const TextRange> plain, const EncodeOptions& options,
+                          std::vector<int>& ids) const {
     std::string normalized;
+    std::vector<TextRange> moved;  // `plain` in the normalized text
     if (nfc_ && !detail::is_nfc_quick(text)) {
-      normalized = detail::nfc_full(text);
+      normalized = plain.empty() ? detail::nfc_full(text) : nfc_pieces(text, plain, moved);
       text = normalized;
+      plain = moved;
     }
     if (!options.parse_added || normalized_matcher_.empty()) return encode_words(text, ids);
     std::vector<detail::Segment> segments;
-    normalized_matcher_.split(text, options.parse_special, segments);
+    normalized_matcher_.split(text, options.parse_special, segments, plain);
     for (const auto& segment : segments) {
       if (segment.id >= 0) ids.push_back(segment.id);
       else encode_words(segment.text, ids);
     }
+  }
+
+  // NFC of each piece between range edges, so the ranges can follow the text; differs from
+  // nfc_full(text) only where a character would compose across an edge.
+  static std::string nfc_pieces(std::string_view text, std::span<const TextRange> plain, std::vector<TextRange>& moved) {
+    std::string out;
+    std::size_t pos = 0;
+    auto piece = [&](std::size_t end) {
+      if (end > pos) out += detail::nfc_full(text.substr(pos, end - pos));
+      pos = end;
+    };
+    for (const TextRange& r : plain) {
+      piece(r.begin);
+      const std::size_t begin = out.size();
+      piece(r.end);
+      detail::add_range(moved, begin, out.size());
+    }
+    piece(text.size());
+    return out;
   }
 
   void encode_words(std::string_view text, std::vector<int>& ids) const {

@@ -1,0 +1,90 @@
+// The memory and time budget of one template render. Every value the interpreter builds
+// (strings, lists, dicts, tojson/join/repr output) is charged by its size, so doubling tricks
+// such as `ns.l = ns.l + ns.l` or tojson of a 40-level shared dict fail by name within the
+// budget instead of reaching gigabytes; long-running builtins poll the deadline.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace kylin::jinja {
+
+// A failure inside evaluation; the interpreter turns it into kylin::Error naming the line.
+struct EvalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void fail(const std::string& message) { throw EvalError(message); }
+
+namespace detail {
+
+class Budget {
+ public:
+  using clock = std::chrono::steady_clock;
+  Budget(std::size_t max_bytes, std::chrono::milliseconds max_time)
+      : max_bytes_(max_bytes), max_time_(max_time), deadline_(clock::now() + max_time) {}
+
+  // Counts `bytes` of newly built values against the budget (cumulative over the render).
+  void charge(std::size_t bytes) {
+    if (bytes > max_bytes_ - used_) over_memory();
+    used_ += bytes;
+    tick();
+  }
+  // For a value still being built: fails once `size` more bytes would not fit.
+  void check_growth(std::size_t size) {
+    if (size > max_bytes_ - used_) over_memory();
+    tick();
+  }
+  // Cheap enough for every step of a loop: the clock is read once per 1024 calls.
+  void tick() {
+    if (++ticks_ % 1024 == 0) check_time();
+  }
+  void check_time() const {
+    if (clock::now() > deadline_)
+      fail("template rendering exceeded its time limit of " + std::to_string(max_time_.count()) + " ms");
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  [[noreturn]] void over_memory() const {
+    fail("template exceeded its memory budget of " + std::to_string(max_bytes_) +
+         " bytes (size of the values built while rendering)");
+  }
+
+  std::size_t max_bytes_;
+  std::size_t used_ = 0;
+  std::chrono::milliseconds max_time_;
+  clock::time_point deadline_;
+  std::uint64_t ticks_ = 0;
+};
+
+// The budget of the render running on this thread (set by Interpreter); null outside a render,
+// where builtins run unmetered (tests calling them directly).
+inline thread_local Budget* current_budget = nullptr;
+
+inline void charge(std::size_t bytes) {
+  if (current_budget) current_budget->charge(bytes);
+}
+inline void check_growth(std::size_t size) {
+  if (current_budget) current_budget->check_growth(size);
+}
+inline void tick() {
+  if (current_budget) current_budget->tick();
+}
+
+class BudgetScope {
+ public:
+  explicit BudgetScope(Budget& b) : previous_(current_budget) { current_budget = &b; }
+  ~BudgetScope() { current_budget = previous_; }
+  BudgetScope(const BudgetScope&) = delete;
+  BudgetScope& operator=(const BudgetScope&) = delete;
+
+ private:
+  Budget* previous_;
+};
+
+}  // namespace detail
+}  // namespace kylin::jinja
