@@ -41,7 +41,7 @@ int generate_tokens(const Options& o) {
     throw kylin::Error(kylin::ErrorCategory::request, "context",
                        std::to_string(prompt.size()) + " prompt tokens + " + std::to_string(o.n) +
                            " new tokens exceed the context length of " + std::to_string(cache.capacity()));
-  kylin::Sampler sampler(static_cast<std::size_t>(model.vocab_size()), params);
+  kylin::Sampler sampler(static_cast<std::size_t>(model.vocab_size()), params, kylin::sampleable_ids(o.model));
   std::vector<float> logits = model.logits_last(prompt, cache);
   std::vector<int> out;
   const auto& eos = model.config().eos_token_id;

@@ -50,8 +50,9 @@ TEST_CASE("kylin run --greedy --no-think prints exactly the detokenized greedy c
   auto cache = engine->model().new_cache(256);
   auto logits = engine->model().logits_last(ids, cache);
   std::vector<int> continuation;
+  const auto n_tokens = static_cast<std::ptrdiff_t>(engine->tokenizer().vocab_size());  // the rows past it are no token
   for (int i = 0; i < 20; ++i) {
-    const int id = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const int id = static_cast<int>(std::max_element(logits.begin(), logits.begin() + n_tokens) - logits.begin());
     if (engine->is_eos(id)) break;
     continuation.push_back(id);
     logits = engine->model().logits_last(std::vector<int>{id}, cache);
@@ -118,6 +119,31 @@ TEST_CASE("kylin generate --prompt continues raw text without the chat template"
   REQUIRE(v.find("tokens") != nullptr);
   CHECK(v.find("tokens")->size() == 8);
   CHECK(v.find("stop_reason")->as_string() == "max_tokens");
+}
+
+TEST_CASE("kylin generate --temperature 1e-45 exits 0 with the greedy tokens, on the --tokens and --prompt paths") {
+  const std::string common = kylin_bin + " generate --model " + model_dir + " -n 8 --ignore-eos --format json -t 2 ";
+  const int n_tokens = kylin::Tokenizer::from_dir(model_dir).vocab_size();
+  {  // after token 1116 this random checkpoint's largest logit is a row past the tokenizer
+    auto model = kylin::Model::load(model_dir, {.threads = 2});
+    auto cache = model.new_cache(16);
+    const auto logits = model.logits_last(std::vector<int>{1116}, cache);
+    REQUIRE(std::max_element(logits.begin(), logits.end()) - logits.begin() >= n_tokens);
+  }
+  for (const std::string input : {"--tokens 1116", "--prompt 'Hello, world'"}) {
+    INFO(input);
+    const Run tiny = run(common + input + " --temperature 1e-45 --top-p 0.9 2>/dev/null");
+    const Run greedy = run(common + input + " --greedy 2>/dev/null");
+    REQUIRE(tiny.exit_code == 0);
+    REQUIRE(greedy.exit_code == 0);
+    const kylin::json::Value got = kylin::json::parse(tiny.out), want = kylin::json::parse(greedy.out);
+    const kylin::json::Value* tokens = got.find("tokens");
+    REQUIRE(tokens != nullptr);
+    REQUIRE(tokens->size() == 8);
+    for (const auto& id : tokens->as_array()) CHECK((id.as_int() >= 0 && id.as_int() < n_tokens));
+    REQUIRE(want.find("tokens") != nullptr);
+    CHECK(*tokens == *want.find("tokens"));
+  }
 }
 
 TEST_CASE("Ctrl-C (SIGINT) in kylin chat stops the current answer, and the program goes on to the next line") {

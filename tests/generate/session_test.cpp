@@ -1,7 +1,12 @@
-// Session: prefix reuse, stop conditions, streaming pieces, reproducible seeds; the channel
-// router and stop-string filter on their own.
+// Session: prefix reuse, stop conditions, streaming pieces, reproducible seeds, only tokenizer
+// ids sampled whatever the logits and temperature; the channel router and stop-string filter.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,14 +42,27 @@ kylin::Engine& engine() {
   return *e;
 }
 
-// The library's greedy path without the Session: argmax over Model logits.
-std::vector<int> manual_greedy(const std::vector<int>& prompt, int n, kylin::Engine& e = engine()) {
+// The argmax over the logits of ids the tokenizer can decode (lowest id on ties): the model
+// has more rows than the tokenizer has tokens, and those ids must never be generated.
+int argmax_token(const std::vector<float>& logits, const kylin::Tokenizer& tokenizer) {
+  int best = -1;
+  for (int id = 0; id < static_cast<int>(logits.size()); ++id)
+    if (tokenizer.id_to_token(id) && (best < 0 || logits[static_cast<std::size_t>(id)] > logits[static_cast<std::size_t>(best)]))
+      best = id;
+  return best;
+}
+
+// The library's greedy path without the Session: argmax over Model logits, tokens only;
+// `bias` edits each row first, as GenerateOptions::on_logits does.
+std::vector<int> manual_greedy(const std::vector<int>& prompt, int n, kylin::Engine& e = engine(),
+                               const std::function<void(std::span<float>)>& bias = {}) {
   auto& model = e.model();
   auto cache = model.new_cache(1024);
   auto logits = model.logits_last(prompt, cache);
   std::vector<int> out;
   for (int i = 0; i < n; ++i) {
-    const int id = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (bias) bias(logits);
+    const int id = argmax_token(logits, e.tokenizer());
     if (e.is_eos(id)) break;
     out.push_back(id);
     logits = model.logits_last(std::vector<int>{id}, cache);
@@ -206,4 +224,84 @@ TEST_CASE("an engine loaded with kv_dtype f16 gives its sessions f16 caches and 
   const auto ids = e16->tokenizer().encode(session.render_chat(messages, no_think));
   const auto result = session.chat(messages, no_think, greedy(12));
   CHECK(result.tokens == manual_greedy(ids, 12, *e16));  // the same f16 model, token by token
+}
+
+TEST_CASE("greedy never yields an id past the tokenizer, though this random checkpoint's argmax after token 1116 is one") {
+  const int n_tokens = engine().tokenizer().vocab_size();
+  const std::vector<int> prompt = {1116};
+  auto cache = engine().model().new_cache(16);
+  const auto logits = engine().model().logits_last(prompt, cache);
+  REQUIRE(std::max_element(logits.begin(), logits.end()) - logits.begin() >= n_tokens);  // a row that is no token
+  kylin::Session session(engine());
+  auto o = greedy(6);
+  o.ignore_eos = true;
+  const auto g = session.generate(prompt, o);  // used to fail decoding: "token id 151749 is not in the vocabulary"
+  REQUIRE(g.tokens.size() == 6);
+  CHECK(g.tokens.front() == argmax_token(logits, engine().tokenizer()));
+  CHECK(g.tokens == manual_greedy(prompt, 6));
+}
+
+TEST_CASE("ids the tokenizer cannot decode are never generated, even when a logit hook makes them win") {
+  const int n_tokens = engine().tokenizer().vocab_size();
+  const auto rows = static_cast<std::size_t>(engine().model().vocab_size());
+  REQUIRE(rows > static_cast<std::size_t>(n_tokens));  // 151,936 lm_head rows, 151,669 tokens
+  CHECK(engine().sampleable_ids().end() == static_cast<std::size_t>(n_tokens));
+  int hook_calls = 0;
+  // Every row past the tokenizer outweighs every token: +inf, a huge finite value, NaN.
+  const std::function<void(std::span<float>)> favour_no_token = [&](std::span<float> logits) {
+    ++hook_calls;
+    for (std::size_t i = static_cast<std::size_t>(n_tokens); i < logits.size(); ++i)
+      logits[i] = i % 3 == 0 ? std::numeric_limits<float>::infinity() : i % 3 == 1 ? 1e30f : std::nanf("");
+  };
+  kylin::Session session(engine());
+  auto o = greedy(12);
+  o.ignore_eos = true;
+  o.on_logits = favour_no_token;
+  const auto prompt = engine().tokenizer().encode("Once upon a time");
+  const auto g = session.generate(prompt, o);
+  CHECK(hook_calls == 12);
+  CHECK(g.tokens == manual_greedy(prompt, 12, engine(), favour_no_token));  // the argmax among tokens
+  for (const float t : {1.0f, 5.0f}) {  // sampling: near-uniform at 5, where the mass past the tokenizer would be large
+    o.sampling.greedy = false;
+    o.sampling.temperature = t;
+    o.sampling.top_k = 0;
+    o.sampling.seed = 11;
+    o.max_new_tokens = 64;
+    const auto s = session.generate(prompt, o);
+    REQUIRE(s.tokens.size() == 64);
+    for (int id : s.tokens) CHECK(engine().tokenizer().id_to_token(id).has_value());
+  }
+}
+
+TEST_CASE("a hook that leaves no usable logit still generates: every step gives the lowest token id") {
+  kylin::Session session(engine());
+  auto o = greedy(4);
+  o.ignore_eos = true;
+  for (const float poison : {std::nanf(""), -std::numeric_limits<float>::infinity()}) {
+    for (const bool sample : {false, true}) {
+      o.sampling.greedy = !sample;
+      o.sampling.temperature = 0.7f;
+      o.sampling.seed = 3;
+      o.on_logits = [&](std::span<float> logits) { std::fill(logits.begin(), logits.end(), poison); };
+      const auto g = session.complete("abc", o);
+      CHECK(g.tokens == std::vector<int>{0, 0, 0, 0});
+      CHECK(g.content == "!!!!");  // id 0 of the Qwen3 vocabulary
+    }
+  }
+}
+
+TEST_CASE("a subnormal temperature (1e-45, as a request may send) generates exactly the greedy tokens") {
+  kylin::Session session(engine());
+  const auto want = session.complete("The weather", greedy(16));
+  for (const float t : {1e-45f, 1e-40f, 2.9e-39f}) {
+    kylin::GenerateOptions o;
+    o.max_new_tokens = 16;
+    o.sampling.temperature = t;  // a temperature override lifts greedy: only 1/T = inf makes this argmax
+    o.sampling.top_p = 0.95f;
+    o.sampling.min_p = 0.05f;
+    INFO("temperature " << t);
+    const auto g = session.complete("The weather", o);
+    CHECK(g.tokens == want.tokens);
+    CHECK(g.content == want.content);
+  }
 }

@@ -17,6 +17,21 @@
 
 namespace kylin {
 
+// The ids a tokenizer can decode: what the sampler may return for a model using it.
+inline SampleableIds sampleable_ids(const Tokenizer& tokenizer) {
+  return SampleableIds::scan(static_cast<std::size_t>(tokenizer.vocab_size()),
+                             [&](int id) { return tokenizer.id_to_token(id).has_value(); });
+}
+
+// For a model directory: its tokenizer's ids, or every id when it has no tokenizer files
+// (then token ids are all there is, as for `kylin generate --tokens`).
+inline SampleableIds sampleable_ids(const std::filesystem::path& model_dir) {
+  const bool has_tokenizer = std::filesystem::exists(model_dir / "tokenizer.json") ||
+                             (std::filesystem::exists(model_dir / "vocab.json") &&
+                              std::filesystem::exists(model_dir / "merges.txt"));  // as Tokenizer::from_dir
+  return has_tokenizer ? sampleable_ids(Tokenizer::from_dir(model_dir)) : SampleableIds{};
+}
+
 struct EngineOptions {
   int threads = 0;                            // 0: all hardware threads
   std::int64_t max_chunk = 512;               // prefill tokens per batched pass
@@ -37,6 +52,8 @@ class Engine {
   bool has_chat_template() const { return template_ != nullptr; }
   const SamplingParams& default_sampling() const { return default_sampling_; }
   const std::vector<int>& eos_ids() const { return eos_ids_; }
+  // Logit rows that are tokens (computed once): Sessions sample only these.
+  const SampleableIds& sampleable_ids() const { return sampleable_ids_; }
   bool is_eos(int id) const { return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end(); }
   std::int64_t context_length() const { return context_length_; }
   double load_ms() const { return load_ms_; }
@@ -49,6 +66,7 @@ class Engine {
         model_(Model::load(dir, {.threads = o.threads, .max_chunk = o.max_chunk, .kv_dtype = o.kv_dtype})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
+    sampleable_ids_ = kylin::sampleable_ids(tokenizer_);
     if (has_template_file(dir)) template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_dir(dir));
     // No generation_config.json means transformers' GenerationConfig defaults (do_sample false).
     const json::Value& gen = model_.generation_config();
@@ -93,6 +111,7 @@ class Engine {
   std::unique_ptr<ChatTemplate> template_;
   SamplingParams default_sampling_;
   std::vector<int> eos_ids_;
+  SampleableIds sampleable_ids_;
   std::int64_t context_length_ = 0;
   double load_ms_ = 0;
 };

@@ -37,6 +37,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::function<bool(const Piece&)> on_piece;                              // false: stop now
   std::function<void(std::int64_t done, std::int64_t total)> on_prefill;  // progress of long prompts
+  // May edit each step's logit row [model vocab] before sampling (a logit bias, a constraint).
+  // Whatever it writes, only the tokenizer's ids are sampled (Engine::sampleable_ids).
+  std::function<void(std::span<float> logits)> on_logits;
 };
 
 struct ChatOptions {
@@ -183,13 +186,14 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
   const SamplingParams params = apply_overrides(engine_->default_sampling(), o.sampling);
   params.validate();
   prefill(prompt, o, g.stats);
-  Sampler sampler(logits_.size(), params);
+  Sampler sampler(logits_.size(), params, engine_->sampleable_ids());  // never an id without a token
   StreamDecoder decoder(engine_->tokenizer());
   ChannelRouter emit(o.on_piece, o.stop, g.content, g.reasoning, channel);
   auto t_first = clock::now();
   bool go = o.max_new_tokens > 0;
   if (!go) g.stop_reason = StopReason::max_tokens;
   while (go) {
+    if (o.on_logits) o.on_logits(logits_);
     const int id = sampler.sample(logits_, prompt, g.tokens);
     if (g.tokens.empty()) {
       g.stats.ttft_ms = ms_since(t0);
