@@ -149,25 +149,52 @@ double decode_once(kylin::Model& model, kylin::KVCache& cache, std::span<float> 
   return tok_s;
 }
 
+// One batched decode test: B sequences from depth 0, `gen` greedy steps of one batched forward
+// each; aggregate tok/s over all B sequences.
+double decode_batch_once(kylin::Model& model, std::vector<kylin::KVCache>& caches, int gen, std::mt19937& rng) {
+  const std::size_t B = caches.size(), V = static_cast<std::size_t>(model.vocab_size());
+  std::uniform_int_distribution<int> id(0, static_cast<int>(V) - 1);
+  std::vector<std::vector<float>> logits(B, std::vector<float>(V));
+  std::vector<int> tok(B);
+  std::vector<kylin::SequenceInput> inputs;
+  for (std::size_t i = 0; i < B; ++i) {
+    caches[i].reset();
+    tok[i] = id(rng);
+    inputs.push_back({std::span<const int>(&tok[i], 1), caches[i], {.logits = logits[i]}});
+  }
+  const auto t0 = Clock::now();
+  for (int step = 0; step < gen; ++step) {
+    model.forward(inputs);
+    for (std::size_t i = 0; i < B; ++i) tok[i] = static_cast<int>(std::max_element(logits[i].begin(), logits[i].end()) - logits[i].begin());
+  }
+  return static_cast<double>(B) * gen / seconds_since(t0);
+}
+
 // Decode repetitions, each paired with a bandwidth sample taken just before it: the bandwidth of
 // a shared VM drifts by tens of percent within a minute, so a decode run is judged against the
 // bandwidth of its own moment. fraction[r] = tg[r] * bytes_per_token / bandwidth[r]. With a
 // short-context cache, each repetition also decodes from depth 0 right after, so the long-context
 // slowdown is tg[r] / tg_short[r] of the same moment rather than a ratio of two separate runs.
 struct DecodeRuns {
-  std::vector<double> tg, bandwidth, fraction, tg_short, depth_ratio;
+  std::vector<double> tg, bandwidth, fraction, tg_short, depth_ratio, tg_batch, batch_speedup;
   double cpu = 0;
 };
 
+// With --batch, each repetition also decodes B sequences together right after, so the batch
+// speed-up is a ratio within one moment as well.
 DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, kylin::KVCache* short_cache, std::span<float> logits,
-                       int reps, int gen, std::int64_t depth, double bytes_per_token, BandwidthSampler& sampler,
-                       std::mt19937& rng) {
+                       std::vector<kylin::KVCache>& batch_caches, int reps, int gen, std::int64_t depth, double bytes_per_token,
+                       BandwidthSampler& sampler, std::mt19937& rng) {
   DecodeRuns runs;
   for (int r = 0; r < reps && gen > 0; ++r) {
     const double gb_s = sampler.sample();
     runs.tg.push_back(decode_once(model, cache, logits, gen, depth, rng, runs.cpu));
     runs.bandwidth.push_back(gb_s);
     runs.fraction.push_back(runs.tg.back() * bytes_per_token / (gb_s * 1e9));
+    if (!batch_caches.empty()) {
+      runs.tg_batch.push_back(decode_batch_once(model, batch_caches, gen, rng));
+      runs.batch_speedup.push_back(runs.tg_batch.back() / runs.tg.back());
+    }
     if (short_cache == nullptr) continue;
     double short_cpu = 0;
     runs.tg_short.push_back(decode_once(model, *short_cache, logits, gen, 0, rng, short_cpu));
@@ -184,6 +211,7 @@ struct Options {
   int reps = 3;
   std::int64_t depth = 0;
   std::int64_t ctx = 0;
+  int batch = 0;
   std::string kv_dtype = "f32";
   std::string format = "text";
 };
@@ -228,7 +256,9 @@ int run(const Options& o) {
   // the short-context reference of a --depth run: its own small cache, so the filled one stays
   std::optional<kylin::KVCache> short_cache;
   if (o.depth > 0 && o.gen > 0) short_cache.emplace(model.new_cache(o.gen + 16));
-  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, logits, o.reps, o.gen,
+  std::vector<kylin::KVCache> batch_caches;
+  for (int i = 0; i < o.batch; ++i) batch_caches.push_back(model.new_cache(o.gen + 16));
+  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, logits, batch_caches, o.reps, o.gen,
                                      o.depth, bytes_per_token, sampler, rng);
   const double peak_rss = sampler.final_peak_rss();
   const double bandwidth = dec.bandwidth.empty() ? bandwidth_idle : median(dec.bandwidth);
@@ -261,6 +291,11 @@ int run(const Options& o) {
     out.emplace_back("tg_short_tok_s", kylin::json::Value(median(dec.tg_short)));
     out.emplace_back("tg_depth_ratio", kylin::json::Value(median(dec.depth_ratio)));
   }
+  if (!dec.tg_batch.empty()) {
+    out.emplace_back("tg_batch", kylin::json::Value(o.batch));
+    out.emplace_back("tg_batch_tok_s", kylin::json::Value(median(dec.tg_batch)));
+    out.emplace_back("tg_batch_speedup", kylin::json::Value(median(dec.batch_speedup)));
+  }
   if (o.format == "json") {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
@@ -273,6 +308,9 @@ int run(const Options& o) {
   if (!dec.depth_ratio.empty())
     std::printf("tg%-5d %8.2f tok/s at depth 0 in the same repetitions: depth %lld runs at %.2f of it\n", o.gen,
                 median(dec.tg_short), static_cast<long long>(o.depth), median(dec.depth_ratio));
+  if (!dec.tg_batch.empty())
+    std::printf("tg%-5d %8.2f tok/s summed over %d sequences decoding together: %.2fx one sequence in the same repetitions\n",
+                o.gen, median(dec.tg_batch), o.batch, median(dec.batch_speedup));
   std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
               model.load_seconds() * 1e3, first_token_ms, peak_rss,
               static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);
@@ -290,6 +328,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("-d,--depth", o->depth, "Cached tokens before the decode test starts");
   cmd->add_option("--ctx", o->ctx, "KV cache capacity (default: what the tests need)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};

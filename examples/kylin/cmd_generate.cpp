@@ -1,4 +1,5 @@
-// `kylin generate`: continue token ids (--tokens) or raw text (--prompt, no chat template).
+// `kylin generate`: continue token ids (--tokens, repeatable: the sequences run as one batch) or
+// raw text (--prompt, no chat template).
 #include <cstdio>
 #include <string>
 
@@ -10,7 +11,7 @@ namespace {
 
 struct Options {
   std::string model;
-  std::string tokens;
+  std::vector<std::string> tokens;  // one id list per sequence
   std::string prompt;
   std::int64_t n = 16;
   std::string format = "text";
@@ -29,32 +30,62 @@ std::string ids_json(const std::vector<int>& ids) {
   return s;
 }
 
-// Token ids in, token ids out: works on a checkpoint without tokenizer files.
+// One sequence of a token-id run: its cache, sampler, logits and what it generated.
+struct Stream {
+  std::vector<int> prompt;
+  kylin::KVCache cache;
+  kylin::Sampler sampler;
+  std::vector<float> logits;
+  std::vector<int> out;
+  bool done = false;
+};
+
+// Token ids in, token ids out: works on a checkpoint without tokenizer files. Several --tokens
+// lists decode together, one batched forward per step; each equals its run alone.
 int generate_tokens(const Options& o) {
-  const std::vector<int> prompt = kylin::cli::parse_id_list(o.tokens);
   kylin::Model model = kylin::Model::load(o.model, {.threads = o.threads});
   const kylin::json::Value& gen = model.generation_config();
   const auto params = kylin::apply_overrides(
       kylin::from_generation_config(gen.is_null() ? kylin::json::Value(kylin::json::Object{}) : gen), o.sampling.overrides());
-  auto cache = model.new_cache();  // the default context length
-  if (static_cast<std::int64_t>(prompt.size()) + o.n > cache.capacity())
-    throw kylin::Error(kylin::ErrorCategory::request, "context",
-                       std::to_string(prompt.size()) + " prompt tokens + " + std::to_string(o.n) +
-                           " new tokens exceed the context length of " + std::to_string(cache.capacity()));
-  kylin::Sampler sampler(static_cast<std::size_t>(model.vocab_size()), params, kylin::sampleable_ids(o.model));
-  std::vector<float> logits = model.logits_last(prompt, cache);
-  std::vector<int> out;
-  const auto& eos = model.config().eos_token_id;
-  while (static_cast<std::int64_t>(out.size()) < o.n) {
-    const int id = sampler.sample(logits, prompt, out);
-    if (!o.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) break;
-    out.push_back(id);
-    if (static_cast<std::int64_t>(out.size()) < o.n) model.forward(std::span<const int>(&out.back(), 1), cache, logits);
+  const auto sampleable = kylin::sampleable_ids(o.model);
+  const auto V = static_cast<std::size_t>(model.vocab_size());
+  std::vector<Stream> streams;
+  streams.reserve(o.tokens.size());
+  for (const std::string& list : o.tokens) {
+    Stream s{kylin::cli::parse_id_list(list), model.new_cache(), kylin::Sampler(V, params, sampleable), std::vector<float>(V), {}};
+    if (static_cast<std::int64_t>(s.prompt.size()) + o.n > s.cache.capacity())
+      throw kylin::Error(kylin::ErrorCategory::request, "context",
+                         std::to_string(s.prompt.size()) + " prompt tokens + " + std::to_string(o.n) +
+                             " new tokens exceed the context length of " + std::to_string(s.cache.capacity()));
+    s.done = o.n == 0;
+    streams.push_back(std::move(s));
   }
-  if (o.format == "json")
-    std::printf("{\"tokens\": %s}\n", ids_json(out).c_str());
-  else
-    std::printf("%s\n", ids_json(out).c_str());
+  const auto& eos = model.config().eos_token_id;
+  for (bool first = true;; first = false) {
+    std::vector<kylin::SequenceInput> inputs;
+    for (Stream& s : streams)
+      if (!s.done) inputs.push_back({first ? std::span<const int>(s.prompt) : std::span<const int>(&s.out.back(), 1), s.cache, {.logits = s.logits}});
+    if (inputs.empty()) break;
+    model.forward(inputs);
+    for (Stream& s : streams) {
+      if (s.done) continue;
+      const int id = s.sampler.sample(s.logits, s.prompt, s.out);
+      if (!o.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) s.done = true;
+      else s.out.push_back(id);
+      s.done = s.done || static_cast<std::int64_t>(s.out.size()) >= o.n;
+    }
+  }
+  if (streams.size() == 1) {
+    if (o.format == "json") std::printf("{\"tokens\": %s}\n", ids_json(streams[0].out).c_str());
+    else std::printf("%s\n", ids_json(streams[0].out).c_str());
+    return 0;
+  }
+  std::string json = "{\"sequences\": [";
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    if (o.format == "text") std::printf("%s\n", ids_json(streams[i].out).c_str());
+    json += (i ? ", " : "") + std::string("{\"tokens\": ") + ids_json(streams[i].out) + "}";
+  }
+  if (o.format == "json") std::printf("%s]}\n", json.c_str());
   return 0;
 }
 
@@ -91,7 +122,8 @@ const kylin::cli::Registrar registrar{"generate", [](CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("generate", "Continue token ids or raw text (no chat template)");
   cmd->add_option("--model", o->model, "Model directory")->required();
-  auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated prompt token ids");
+  auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated prompt token ids; repeat for several sequences, run as one batch")
+                     ->take_all();
   auto* prompt = cmd->add_option("--prompt", o->prompt, "Raw prompt text (needs the tokenizer files)");
   tokens->excludes(prompt);
   cmd->add_option("-n,--n-predict", o->n, "Number of tokens to generate")->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));

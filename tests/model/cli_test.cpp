@@ -132,3 +132,32 @@ TEST_CASE("kylin bench --depth also decodes from depth 0 in the same repetitions
   REQUIRE(plain.exit_code == 0);
   CHECK(kylin::json::parse(plain.out).find("tg_depth_ratio") == nullptr);
 }
+
+TEST_CASE("kylin generate with several --tokens runs them as one batch: each sequence's ids equal its reference greedy run") {
+  // three reference prompts of different lengths, one batch; the oracle is the float64 greedy ids
+  const std::string model = "small-qwen3";
+  std::string args;
+  kylin::json::Array expected;
+  for (std::size_t i : {0, 1, 2}) {
+    const auto& c = reference_case(model, i);
+    args += " --tokens " + join(c.find("tokens")->as_array());
+    expected.push_back(*c.find("greedy"));
+  }
+  const Run r = run(kylin_bin + " generate --model " + data + "/models/" + model + args + " -n 12 --greedy --format json");
+  REQUIRE(r.exit_code == 0);
+  const auto out = kylin::json::parse(r.out);
+  const auto& seqs = out.find("sequences")->as_array();
+  REQUIRE(seqs.size() == expected.size());
+  for (std::size_t i = 0; i < seqs.size(); ++i) CHECK(seqs[i].find("tokens")->as_array() == expected[i].as_array());
+}
+
+TEST_CASE("kylin bench --batch reports the batch size, aggregate tok/s and its ratio to one sequence") {
+  const Run r = run(kylin_bin + " bench --model " + data + "/models/tiny-qwen3-untied -p 0 -n 4 -r 2 -t 1 --batch 3 --format json");
+  REQUIRE(r.exit_code == 0);
+  const auto out = kylin::json::parse(r.out);
+  REQUIRE(out.find("tg_batch") != nullptr);
+  CHECK(out.find("tg_batch")->as_int() == 3);
+  CHECK(out.find("tg_batch_tok_s")->as_double() > 0);
+  CHECK(out.find("tg_batch_speedup")->as_double() > 0);
+  CHECK(out.find("tg_tok_s") != nullptr);
+}
