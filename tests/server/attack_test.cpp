@@ -62,7 +62,8 @@ double normal_requests_seconds(ServerProcess& server) {
 TEST_CASE("64 slowloris connections dripping header bytes delay normal requests by < 1 s; SIGTERM stays prompt") {
   ServerProcess server({"--ctx", "512"});
   normal_requests_seconds(server);  // warm up
-  const double before = normal_requests_seconds(server);
+  double before = 0;  // the worst of three, as below: the machine may be busy with other work
+  for (int i = 0; i < 3; ++i) before = std::max(before, normal_requests_seconds(server));
   std::vector<RawSocket> drips;
   for (int i = 0; i < 64; ++i) {
     drips.emplace_back(server.port());
@@ -90,6 +91,24 @@ TEST_CASE("64 slowloris connections dripping header bytes delay normal requests 
   CHECK(WEXITSTATUS(*status) == 0);
   MESSAGE("SIGTERM to exit with 64 slowloris connections open: ", shutdown, " s");
   CHECK(shutdown < 3.0);
+}
+
+TEST_CASE("at --max-connections, a new client evicts the oldest connection without a complete request") {
+  ServerProcess server({"--ctx", "512", "--max-connections", "8"});
+  std::vector<RawSocket> holders;
+  for (int i = 0; i < 8; ++i) {
+    holders.emplace_back(server.port());
+    holders.back().send("GET /health HTTP/1.1\r\n");  // never finished
+  }
+  for (int i = 0; i < 3; ++i) {  // each normal request finds room
+    auto c = server.client(std::chrono::seconds(10));
+    auto h = c.Get("/health");
+    REQUIRE(h);
+    CHECK(h->status == 200);
+  }
+  // The oldest holder was closed to make room: it reads end of stream at once.
+  CHECK(holders.front().closed_by_peer(std::chrono::seconds(5)));
+  CHECK_FALSE(holders.back().closed_by_peer(std::chrono::milliseconds(100)));  // the newest stays
 }
 
 TEST_CASE("a request that does not arrive within --request-timeout gets 408, however steadily it drips") {

@@ -47,6 +47,14 @@ class RawSocket {
     fd_ = -1;
   }
 
+  // Whether the peer closes (or resets) the connection within `timeout`, reading nothing.
+  bool closed_by_peer(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char c;
+    return ::recv(fd_, &c, 1, 0) <= 0;
+  }
+
   // Everything received until the peer closes, a reset, or `timeout` passes.
   std::string read_all(std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
     std::string out;
