@@ -70,17 +70,18 @@ template <class Scalar>
 concept ViewScalar = requires { ScalarDType<Scalar>::dtype; };
 
 // How a 1-D tensor of n elements is viewed: [1, n] (the default, as kylin binds norm weights) or [n, 1].
-enum class Vector { row, column };
+enum class VectorAs { row, column };
 
 namespace detail {
 
 template <ViewScalar Scalar>
 void check_dtype(DType stored, const std::string& what) {
   if (stored == ScalarDType<Scalar>::dtype) return;
-  std::string hint;
-  if (stored == DType::bf16) hint = " (view it as Eigen::bfloat16)";
-  else if (stored == DType::f16) hint = " (view it as Eigen::half)";
-  else if (stored == DType::f32) hint = " (view it as float)";
+  std::string hint;  // the type that would work, when there is one
+  if (info(stored).runnable)
+    hint = visit_dtype(stored, []<class T>(std::type_identity<T>) {
+      return std::string(" (view it as ") + ScalarDType<typename EigenScalarOf<T>::type>::name + ")";
+    });
   throw Error(ErrorCategory::request, what,
               "dtype " + std::string(dtype_name(stored)) + " cannot be viewed as " + ScalarDType<Scalar>::name +
                   " (which needs " + std::string(dtype_name(ScalarDType<Scalar>::dtype)) + ")" + hint);
@@ -104,7 +105,7 @@ inline std::string tensor_context(const io::TensorView& t) { return t.file ? *t.
 // column vector (`as`); rank 0 is 1x1. A dtype other than Scalar's, or a rank above 2, is an Error
 // naming the tensor. Example: eigen::map<Eigen::bfloat16>(*ckpt.find("model.norm.weight")).
 template <ViewScalar Scalar>
-ConstMatrixMap<Scalar> map(const io::TensorView& t, Vector as = Vector::row) {
+ConstMatrixMap<Scalar> map(const io::TensorView& t, VectorAs as = VectorAs::row) {
   const std::string what = detail::tensor_context(t);
   detail::check_dtype<Scalar>(t.dtype, what);
   if (t.shape.size() > 2)
@@ -116,7 +117,7 @@ ConstMatrixMap<Scalar> map(const io::TensorView& t, Vector as = Vector::row) {
     rows = static_cast<Eigen::Index>(t.shape[0]);
     cols = static_cast<Eigen::Index>(t.shape[1]);
   } else if (t.shape.size() == 1) {
-    (as == Vector::row ? cols : rows) = static_cast<Eigen::Index>(t.shape[0]);
+    (as == VectorAs::row ? cols : rows) = static_cast<Eigen::Index>(t.shape[0]);
   }
   return ConstMatrixMap<Scalar>(detail::checked_pointer<Scalar>(t.data, what), rows, cols);
 }
@@ -152,7 +153,7 @@ auto map_rows(R&& data, std::int64_t rows) {
 // does not care. fn's results are converted to its result for the float view, so return an
 // evaluated value: [&](auto w) { return Eigen::VectorXd(w.template cast<double>() * x); }.
 template <class Fn>
-std::invoke_result_t<Fn&, ConstMatrixMap<float>> visit(const io::TensorView& t, Fn&& fn, Vector as = Vector::row) {
+std::invoke_result_t<Fn&, ConstMatrixMap<float>> visit(const io::TensorView& t, Fn&& fn, VectorAs as = VectorAs::row) {
   using R = std::invoke_result_t<Fn&, ConstMatrixMap<float>>;
   if (!info(t.dtype).runnable)
     throw Error(ErrorCategory::request, detail::tensor_context(t),

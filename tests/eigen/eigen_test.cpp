@@ -185,7 +185,7 @@ TEST_CASE("1-D tensors map as a row or a column vector, rank 0 as 1x1, rank 3 an
   const io::SafetensorsFile file("mem.safetensors", bytes);
   const io::TensorView& vec = *file.find("vec");
   const auto row = eigen::map<float>(vec);
-  const auto col = eigen::map<float>(vec, eigen::Vector::column);
+  const auto col = eigen::map<float>(vec, eigen::VectorAs::column);
   CHECK((row.rows() == 1 && row.cols() == 5));
   CHECK((col.rows() == 5 && col.cols() == 1));
   CHECK(row.data() == col.data());
