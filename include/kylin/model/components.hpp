@@ -157,7 +157,4 @@ struct SwiGLU {
   }
 };
 
-using Qwen3Attention = GroupedQueryAttention<QKNorm::per_head, QKVBias::none>;
-using Qwen2Attention = GroupedQueryAttention<QKNorm::none, QKVBias::qkv>;
-
 }  // namespace kylin

@@ -121,14 +121,10 @@ class BasicModel {
       pass_seqs.reserve(static_cast<std::size_t>(workspace.max_tokens));
     }
 
-    using Net = std::variant<std::unique_ptr<Qwen3Transformer>, std::unique_ptr<Qwen2Transformer>>;
+    // One alternative per architecture of model/arch.hpp; visit_arch picks it from model_type.
+    using Net = std::variant<std::unique_ptr<ArchTransformer<Qwen3Arch>>, std::unique_ptr<ArchTransformer<Qwen2Arch>>>;
     static Net make_net(const ModelConfig& c, const ModelWeights& w) {
-      if (c.model_type == "qwen3") {
-        if (c.attention_bias) throw Error(ErrorCategory::config, "attention_bias", "qwen3 with q/k/v biases is not supported");
-        return std::make_unique<Qwen3Transformer>(c, w);
-      }
-      if (!c.attention_bias) throw Error(ErrorCategory::config, "attention_bias", "qwen2 without q/k/v biases is not supported");
-      return std::make_unique<Qwen2Transformer>(c, w);
+      return visit_arch(c.model_type, [&]<class Arch>(Arch) -> Net { return std::make_unique<ArchTransformer<Arch>>(c, w); });
     }
 
     ModelConfig config;

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "kylin/model/arch.hpp"
 #include "kylin/model/components.hpp"
 #include "kylin/model/rope.hpp"
 
@@ -98,7 +99,8 @@ class Transformer {
   std::vector<Block> blocks_;
 };
 
-using Qwen3Transformer = Transformer<RMSNorm, Qwen3Attention, SwiGLU>;
-using Qwen2Transformer = Transformer<RMSNorm, Qwen2Attention, SwiGLU>;
+// The Transformer an architecture (model/arch.hpp) is made of.
+template <class Arch>
+using ArchTransformer = Transformer<typename Arch::Norm, typename Arch::Attention, typename Arch::MLP>;
 
 }  // namespace kylin
