@@ -1,9 +1,8 @@
 // Compile-time descriptors of the published dense Qwen3 / Qwen2.5 shapes: field names as in
 // config.json, derived sizes as constexpr members, every invariant a static_assert per preset.
-// Decision: a descriptor identifies a checkpoint and is checked statically; it never gates
-// loading. The model runs on the runtime sizes of ModelConfig, so an unknown shape still loads
-// through that generic path and `kylin inspect` reports "no preset matched (closest: X; differs
-// in: field=value (preset value), ...)".
+// Decision (measured, docs/ARCHITECTURE.md): a descriptor identifies a checkpoint and never
+// selects a compile-time-shaped instantiation or gates loading; `kylin inspect` reports the match
+// or "no preset matched (closest: X; differs in: field=value (preset value), ...)".
 #pragma once
 
 #include <array>
