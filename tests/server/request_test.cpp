@@ -90,6 +90,26 @@ TEST_CASE("each invalid field is a 400 naming it") {
   }
 }
 
+TEST_CASE("a top_k outside [0, 2^31-1] is a 400 whose message names both limits") {
+  for (const char* k : {"-1", "2147483648"}) {
+    CAPTURE(k);
+    try {
+      (void)parse_chat_request(std::string(R"({"messages": [{"role": "user", "content": "x"}], "top_k": )") + k + "}", defaults);
+      FAIL("accepted");
+    } catch (const kylin::server::ApiError& e) {
+      CHECK(e.param() == "top_k");
+      CHECK(e.message().find("between 0") != std::string::npos);
+      CHECK(e.message().find("2147483647") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("every 4xx the transport can send (408, 411, 414, 416, 431) is typed invalid_request_error, 5xx server_error") {
+  for (int status : {400, 405, 408, 411, 413, 414, 416, 431})
+    CHECK(kylin::server::error_type(status) == "invalid_request_error");
+  for (int status : {500, 501, 505}) CHECK(kylin::server::error_type(status) == "server_error");
+}
+
 TEST_CASE("100k nested arrays are rejected as invalid JSON, not recursed into") {
   const std::string nested = std::string(100000, '[') + std::string(100000, ']');
   CHECK(status_of(nested) == 400);
