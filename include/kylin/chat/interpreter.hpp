@@ -23,7 +23,7 @@ struct Limits {
   // counted as they are made, not freed: a bound on memory and on work. Real chat templates
   // build a few times the size of their messages.
   std::size_t max_memory_bytes = std::size_t{256} << 20;
-  std::chrono::milliseconds max_time{10'000};  // wall-clock time of one render
+  std::chrono::milliseconds max_time{10'000};  // CPU time of one render (its thread's)
 };
 
 namespace detail {
