@@ -97,7 +97,7 @@ TEST_CASE("parallel_shares hands out every index of [0, n) exactly once, in chun
         kylin::ThreadPool pool(threads);
         std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
         std::atomic<bool> oversized{false};
-        kylin::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
+        kylin::parallel_shares(pool, n, grain, [&](int, std::int64_t b, std::int64_t e) {
           if (e - b > std::max(grain, n / threads + grain)) oversized = true;
           for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
         });
@@ -112,7 +112,7 @@ TEST_CASE("parallel_shares: while the calling thread stalls on its first chunk, 
   const auto caller = std::this_thread::get_id();
   std::atomic<int> caller_chunks{0}, worker_chunks{0};
   std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
-  kylin::parallel_shares(pool, n, grain, [&](std::int64_t b, std::int64_t e) {
+  kylin::parallel_shares(pool, n, grain, [&](int, std::int64_t b, std::int64_t e) {
     if (std::this_thread::get_id() == caller) {
       caller_chunks.fetch_add(1);
       while (worker_chunks.load() == 0) std::this_thread::yield();  // the worker is running

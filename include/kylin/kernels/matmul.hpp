@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -60,10 +61,12 @@ inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float
 
 namespace detail {
 
+// An explicit fma: left to -ffp-contract, whether the multiply-add is fused would depend on how
+// each instantiation is inlined, and a BF16 row would not sum like the same row widened.
 template <class T>
 inline float dot_tail(const float* x, const T* w, std::int64_t from, std::int64_t n) {
   float acc = 0.f;
-  for (std::int64_t i = from; i < n; ++i) acc += x[i] * to_float(w[i]);
+  for (std::int64_t i = from; i < n; ++i) acc = std::fma(x[i], to_float(w[i]), acc);
   return acc;
 }
 
@@ -217,23 +220,43 @@ void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1
   }
 }
 
+// out[cols] = one weight row widened to f32 (exact), prefetched as dot_rows prefetches.
+template <class T>
+void widen_row(const T* w, float* out, std::int64_t cols) {
+  const auto L = static_cast<std::int64_t>(lanes);
+  std::int64_t c = 0;
+  for (; c + L <= cols; c += L) {
+    prefetch_lines(w + c, matvec_prefetch_bytes, L * static_cast<std::int64_t>(sizeof(T)));
+    load_as_float(w + c).store_unaligned(out + c);
+  }
+  for (; c < cols; ++c) out[c] = to_float(w[c]);
+}
+
 // Decode rows: the weight rows of all products form one range, split into one contiguous share
 // per thread (stolen from in chunks of a multiple of 16 rows), so one fork-join streams every
 // weight of e.g. q/k/v once, for all n token rows. Weight rows are walked one at a time with every
-// token block inside, so a row is read from memory once and from L1 for the other blocks.
-inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool) {
+// token block inside; with several blocks a BF16/F16 row is widened once into the thread's L1
+// scratch (exactly: the sums do not change) instead of once per block.
+inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool,
+                      std::vector<float*>& row_scratch) {
   std::int64_t rows = 0;
   for (const auto& o : outs) rows += o.w.rows;
   const std::int64_t grain = std::max<std::int64_t>(16, rows / (16 * pool.size()) / 16 * 16);
-  parallel_shares(pool, rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+  parallel_shares(pool, rows, grain, [&](int t, std::int64_t r0, std::int64_t r1) {
     for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
         const T* w = static_cast<const T*>(o.w.data);
         if (n == 1) {
           dot_rows<1>(x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
-          return;
+        } else if (std::is_same_v<T, float> || n <= dot_block) {
+          for (std::int64_t r = b; r < e; ++r) dot_rows_n(x, n, w, o.bias, o.y, o.w.rows, r, r + 1, o.w.cols);
+        } else {
+          float* wide = row_scratch[static_cast<std::size_t>(t)];  // [cols]
+          for (std::int64_t r = b; r < e; ++r) {
+            widen_row(w + r * o.w.cols, wide, o.w.cols);
+            dot_rows_n(x, n, wide, o.bias ? o.bias + r : nullptr, o.y + r, o.w.rows, 0, 1, o.w.cols);
+          }
         }
-        for (std::int64_t r = b; r < e; ++r) dot_rows_n(x, n, w, o.bias, o.y, o.w.rows, r, r + 1, o.w.cols);
       });
     });
   });
@@ -272,8 +295,9 @@ struct AlignedBuffer {
 
 }  // namespace detail
 
-// Buffers of the GEMM path, sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols]
-// shared by the threads, and one widened weight panel [max_cols, gemm_nr] per thread.
+// Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
+// threads, and one widened weight panel [max_cols, gemm_nr] per thread (the GEMM's; the
+// dot-product kernel widens one weight row [max_cols] into it).
 struct MatmulScratch {
   std::int64_t max_tokens = 0, max_cols = 0;
   detail::AlignedBuffer<float> packed_x;
@@ -305,7 +329,7 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
     return;
   }
-  if (plan.dot_rows > 0) detail::dot_fused(x, outs, plan.dot_rows, pool);
+  if (plan.dot_rows > 0) detail::dot_fused(x, outs, plan.dot_rows, pool, scratch.packed_w_ptrs);
   if (gemm_rows == 0) return;
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
