@@ -214,11 +214,11 @@ TEST_CASE("stop-string filter holds back partial matches and releases them when 
 
 TEST_CASE("an engine loaded with kv_dtype f16 gives its sessions f16 caches and still answers the argmax continuation") {
   auto e16 = kylin::Engine::load(chat_model, {.threads = 2, .max_chunk = 512, .context_length = std::nullopt,
-                                              .kv_dtype = kylin::KVDType::f16});
-  CHECK(e16->model().kv_dtype() == kylin::KVDType::f16);
-  CHECK(e16->context_length() == kylin::default_context_length(e16->model().config(), kylin::KVDType::f16));
+                                              .kv_dtype = kylin::DType::f16});
+  CHECK(e16->model().kv_dtype() == kylin::DType::f16);
+  CHECK(e16->context_length() == kylin::default_context_length(e16->model().config(), kylin::DType::f16));
   kylin::Session session(*e16, 256);
-  CHECK(session.cache().dtype() == kylin::KVDType::f16);
+  CHECK(session.cache().dtype() == kylin::DType::f16);
   const kylin::ChatOptions no_think{.enable_thinking = false, .tools = {}, .extra_kwargs = {}};
   kylin::json::Value messages = kylin::json::Array{user("What is 2+2?")};
   const auto ids = e16->tokenizer().encode(session.render_chat(messages, no_think));

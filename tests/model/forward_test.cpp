@@ -211,14 +211,14 @@ TEST_CASE("an f16 KV cache gets the longest default context that fits the same b
   c.num_key_value_heads = 8;
   c.head_dim = 128;
   c.max_position_embeddings = 1 << 20;
-  const auto f32 = kylin::default_context_length(c, kylin::KVDType::f32);
-  const auto f16 = kylin::default_context_length(c, kylin::KVDType::f16);
-  const auto per_token = kylin::KVCache::bytes_per_token(c, kylin::KVDType::f16);
-  CHECK(per_token * 2 == kylin::KVCache::bytes_per_token(c, kylin::KVDType::f32));
+  const auto f32 = kylin::default_context_length(c, kylin::DType::f32);
+  const auto f16 = kylin::default_context_length(c, kylin::DType::f16);
+  const auto per_token = kylin::KVCache::bytes_per_token(c, kylin::DType::f16);
+  CHECK(per_token * 2 == kylin::KVCache::bytes_per_token(c, kylin::DType::f32));
   CHECK(f16 % 256 == 0);
   CHECK(f16 >= 2 * f32);
   CHECK(static_cast<std::size_t>(f16) * per_token <= kylin::default_kv_budget_bytes);
   CHECK(static_cast<std::size_t>(f16 + 256) * per_token > kylin::default_kv_budget_bytes);
   c.max_position_embeddings = 4096;
-  CHECK(kylin::default_context_length(c, kylin::KVDType::f16) == 4096);
+  CHECK(kylin::default_context_length(c, kylin::DType::f16) == 4096);
 }

@@ -36,7 +36,7 @@ struct EngineOptions {
   int threads = 0;                            // 0: all hardware threads
   std::int64_t max_chunk = 512;               // prefill tokens per batched pass
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
-  KVDType kv_dtype = KVDType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
+  DType kv_dtype = DType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
 };
 
 class Engine {

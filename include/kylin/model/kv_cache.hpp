@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -21,18 +20,11 @@
 namespace kylin {
 
 // The KV element types a cache can be created with: f32 (exact) and f16.
-inline std::string kv_dtype_name(DType d) {
-  std::string name(dtype_name(d));
-  for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return name;
-}
 inline DType parse_kv_dtype(std::string_view name) {
   if (name == "f32") return DType::f32;
   if (name == "f16") return DType::f16;
   throw Error(ErrorCategory::config, "kv dtype", "'" + std::string(name) + "' is not one of f32, f16");
 }
-// Earlier name of the KV element type; DType is the one enum of element types.
-using KVDType = DType;
 
 // Keys and values of every layer for up to `capacity` positions, in memory allocated by the
 // model's backend (Model::new_cache), plus the token ids it holds.
