@@ -46,13 +46,13 @@ struct ChatOptions {
   bool enable_thinking = true;
   json::Value tools;          // null or an array of tool schemas
   json::Value extra_kwargs;   // more template variables (an object), e.g. from a request
-};
-
-struct GenerationStats {
   // special: message text spelling <|im_start|> etc. becomes that token, as transformers does
   // (the library default). plain: it stays text, so untrusted content cannot forge turns
   // (kylin-server's default). See docs/CHAT.md.
   ContentTokens content_tokens = ContentTokens::special;
+};
+
+struct GenerationStats {
   double load_ms = 0;
   std::int64_t prompt_tokens = 0;
   std::int64_t cached_tokens = 0;     // prompt tokens reused from the KV cache
@@ -85,14 +85,14 @@ class Session {
 
   // The prompt text the chat template renders for `messages` (with the generation prompt).
   std::string render_chat(const json::Value& messages, const ChatOptions& chat) const {
-    if (!engine_->has_chat_template())
-      throw Error(ErrorCategory::chat_template, engine_->dir().string(), "no chat template (tokenizer_config.json)");
-    json::Value kwargs = chat.extra_kwargs.is_object() ? chat.extra_kwargs : json::Value(json::Object{});
     return render_chat_prompt(messages, chat).text;
   }
 
   // The same text, with the byte ranges that came from the messages, tools and kwargs.
   RenderedPrompt render_chat_prompt(const json::Value& messages, const ChatOptions& chat) const {
+    if (!engine_->has_chat_template())
+      throw Error(ErrorCategory::chat_template, engine_->dir().string(), "no chat template (tokenizer_config.json)");
+    json::Value kwargs = chat.extra_kwargs.is_object() ? chat.extra_kwargs : json::Value(json::Object{});
     kwargs.set("enable_thinking", chat.enable_thinking);
     RenderOptions options;
     options.add_generation_prompt = true;
@@ -103,12 +103,6 @@ class Session {
 
   std::vector<int> tokenize_prompt(const std::string& text) const { return engine_->tokenizer().encode(text); }
 
-  Generation chat(const json::Value& messages, const ChatOptions& chat, const GenerateOptions& o) {
-    const RenderedPrompt prompt = render_chat_prompt(messages, chat);
-    const std::vector<int> ids = tokenize_chat(prompt, chat);
-    // By token: in plain mode a "<think>" typed in the content is text, not an open block.
-    const bool reasoning = think_open_ >= 0 ? opens_reasoning(ids, think_open_, think_close_) : opens_reasoning(prompt.text);
-    return generate(ids, o, reasoning ? Channel::reasoning : Channel::answer);
   // The prompt's token ids under chat.content_tokens.
   std::vector<int> tokenize_chat(const RenderedPrompt& prompt, const ChatOptions& chat) const {
     const Tokenizer& t = engine_->tokenizer();
@@ -116,6 +110,12 @@ class Session {
                                                        : t.encode(prompt.text);
   }
 
+  Generation chat(const json::Value& messages, const ChatOptions& chat, const GenerateOptions& o) {
+    const RenderedPrompt prompt = render_chat_prompt(messages, chat);
+    const std::vector<int> ids = tokenize_chat(prompt, chat);
+    // By token: in plain mode a "<think>" typed in the content is text, not an open block.
+    const bool reasoning = think_open_ >= 0 ? opens_reasoning(ids, think_open_, think_close_) : opens_reasoning(prompt.text);
+    return generate(ids, o, reasoning ? Channel::reasoning : Channel::answer);
   }
 
   Generation complete(std::string_view text, const GenerateOptions& o) {
@@ -133,9 +133,6 @@ class Session {
     const auto open = prompt.rfind("<think>"), close = prompt.rfind("</think>");
     return open != std::string_view::npos && (close == std::string_view::npos || close < open);
   }
-
- private:
-  using clock = std::chrono::steady_clock;
   static bool opens_reasoning(std::span<const int> ids, int open_id, int close_id) {
     for (std::size_t i = ids.size(); i-- > 0;) {
       if (ids[i] == close_id) return false;
@@ -143,6 +140,9 @@ class Session {
     }
     return false;
   }
+
+ private:
+  using clock = std::chrono::steady_clock;
   static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
 
   void prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats);
