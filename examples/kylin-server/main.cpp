@@ -27,6 +27,7 @@ struct Options {
   std::size_t queue = 16;
   std::size_t max_body = std::size_t{4} << 20;
   std::string cors_origin;
+  bool special_in_content = false;  // transformers' tokenization of message text (off: plain text)
   double shutdown_timeout = 5;
   double request_timeout = 30;
   kylin::server::http::Limits limits;
@@ -68,7 +69,8 @@ int serve(const Options& o) {
   auto engine = kylin::Engine::load(o.model, eo);
   kylin::server::Scheduler scheduler(*engine, {.slots = o.parallel, .max_queued = o.queue, .context_length = std::nullopt});
   std::string id = std::filesystem::weakly_canonical(o.model).filename().string();
-  kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id);
+  kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id,
+                                 {.content_tokens = o.special_in_content ? kylin::ContentTokens::special : kylin::ContentTokens::plain});
 
   kylin::server::http::Limits limits = o.limits;
   limits.max_body = o.max_body;
@@ -124,6 +126,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--queue", o.queue, "Most requests waiting; more get 503")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413");
+  app.add_flag("--special-tokens-in-content", o.special_in_content,
+               "Tokenize control-token text in messages (<|im_start|>, <tool_call>, ...) as those tokens, as transformers "
+               "does; by default it stays text so clients cannot forge turns (docs/CHAT.md)");
   app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")
       ->check(CLI::Range(0.0, 3600.0));

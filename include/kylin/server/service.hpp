@@ -29,11 +29,17 @@ struct Started {
   std::shared_ptr<EventStream> stream;
 };
 
+struct ServiceOptions {
+  // plain (the server's default): text in messages that spells <|im_start|>, <tool_call> etc. stays
+  // text, so a client cannot forge turns; special: transformers' behaviour (docs/CHAT.md).
+  ContentTokens content_tokens = ContentTokens::plain;
+};
+
 class Service {
  public:
-  Service(Engine& engine, Scheduler& scheduler, std::string model_id)
+  Service(Engine& engine, Scheduler& scheduler, std::string model_id, const ServiceOptions& options = {})
       : engine_(engine), scheduler_(scheduler), model_id_(std::move(model_id)), created_(unix_time()),
-        max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())) {}
+        max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())), options_(options) {}
 
   const std::string& model_id() const { return model_id_; }
 
@@ -143,15 +149,26 @@ class Service {
     return {std::move(job), ResponseHead{"", unix_time(), model_id_}};
   }
 
-  // The prompt text of a chat request, as Session::render_chat makes it.
-  std::string render(const ChatRequest& r) const {
+  // The prompt of a chat request, as Session::render_chat_prompt makes it: the text and the byte
+  // ranges that came from the request.
+  RenderedPrompt render(const ChatRequest& r) const {
     json::Value kwargs = r.chat.extra_kwargs.is_object() ? r.chat.extra_kwargs : json::Value(json::Object{});
     kwargs.set("enable_thinking", r.chat.enable_thinking);
     RenderOptions options;
     options.add_generation_prompt = true;
     options.tools = r.chat.tools;
     options.kwargs = std::move(kwargs);
-    return engine_.chat_template().render(r.messages, options);
+    return engine_.chat_template().render_prompt(r.messages, options);
+  }
+
+  // The prompt's ids under options_.content_tokens, and whether they leave a <think> block open
+  // (decided by token: in plain mode a "<think>" typed by the client is text).
+  std::pair<std::vector<int>, Channel> tokenize(const RenderedPrompt& p) const {
+    const Tokenizer& t = engine_.tokenizer();
+    std::vector<int> ids = options_.content_tokens == ContentTokens::plain ? t.encode_with_plain(p.text, p.from_request) : t.encode(p.text);
+    const int open = t.token_to_id("<think>").value_or(-1), close = t.token_to_id("</think>").value_or(-1);
+    const bool reasoning = open >= 0 ? Session::opens_reasoning(ids, open, close) : Session::opens_reasoning(p.text);
+    return {std::move(ids), reasoning ? Channel::reasoning : Channel::answer};
   }
 
   // A prompt of more than context × (longest token's bytes) × 3 bytes cannot fit: each token
@@ -237,6 +254,7 @@ class Service {
   std::string model_id_;
   std::int64_t created_;
   std::size_t max_prompt_bytes_;
+  ServiceOptions options_;
   std::atomic<bool> draining_{false}, aborting_{false};
   std::atomic<int> in_flight_{0};
   std::mutex jobs_mutex_;
@@ -250,7 +268,7 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
   for (const auto& m : r.messages.as_array()) bytes += m.find("content")->as_string().size();
   check_prompt_bytes(bytes, "messages");
   if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template; use /v1/completions");
-  std::string prompt;
+  RenderedPrompt prompt;
   try {
     prompt = render(r);
   } catch (const ApiError&) {
@@ -258,8 +276,8 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
   } catch (const Error& e) {
     throw ApiError(status::bad_request, e.what(), "messages");
   }
-  Prepared p = prepare(r, engine_.tokenizer().encode(prompt), Session::opens_reasoning(prompt) ? Channel::reasoning : Channel::answer,
-                       "messages");
+  auto [ids, channel] = tokenize(prompt);
+  Prepared p = prepare(r, std::move(ids), channel, "messages");
   p.head.id = new_id("chatcmpl");
   const bool tools = !r.chat.tools.is_null();
   if (!r.stream) {
