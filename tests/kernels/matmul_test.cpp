@@ -49,7 +49,8 @@ TEST_CASE("a dot-product row gives bit-identical results whatever the other rows
   // Each row alone (one-row dot product, what a single decoding sequence runs) against the same
   // row inside calls of 2..9 dot rows followed by GEMM rows: the sums must not move by one ulp.
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
-    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}}) {
+    for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}}) {
+      const std::int64_t rows = shape.first, cols = shape.second;  // named: clang 14 cannot capture structured bindings
       CAPTURE(dtype_name(dtype));
       CAPTURE(cols);
       const auto w = test::random_weights(dtype, rows, cols, 11);
