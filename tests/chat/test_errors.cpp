@@ -4,21 +4,12 @@
 
 #include <string>
 
+#include "template_errors.hpp"
 #include "kylin/chat/template.hpp"
 
 namespace {
 
-// Builds and renders `source`; returns the error text ("" when it succeeded).
-std::string error_of(const std::string& source, kylin::jinja::Limits limits = {}) {
-  try {
-    kylin::jinja::Template t(source, "chat template", limits);
-    (void)t.render({});
-  } catch (const kylin::Error& e) {
-    CHECK(e.category() == kylin::ErrorCategory::chat_template);
-    return e.what();
-  }
-  return "";
-}
+using kylin::test::error_of;
 
 }  // namespace
 

@@ -7,23 +7,14 @@
 
 #include <string>
 
+#include "template_errors.hpp"
 #include "kylin/chat/chat_template.hpp"
 
 namespace {
 
-using kylin::jinja::Limits;
+using kylin::test::error_of;
 
-// Builds and renders `source`; returns the error text ("" when it succeeded).
-std::string error_of(const std::string& source, Limits limits = {}) {
-  try {
-    kylin::jinja::Template t(source, "chat template", limits);
-    (void)t.render({});
-  } catch (const kylin::Error& e) {
-    CHECK(e.category() == kylin::ErrorCategory::chat_template);
-    return e.what();
-  }
-  return "";
-}
+using kylin::jinja::Limits;
 
 std::string render(const std::string& source) { return kylin::jinja::Template(source).render({}); }
 

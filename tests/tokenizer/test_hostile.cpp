@@ -14,6 +14,8 @@
 #include "kylin/tokenizer/nfc.hpp"
 #include "tokenizer_test_util.hpp"
 
+using kylin::test::error_text;
+
 using kylin::test::qwen3;
 using kylin::TextRange;
 
@@ -26,15 +28,6 @@ kylin::TokenizerSpec byte_spec(std::vector<kylin::AddedToken> extra) {
   spec.added_tokens = std::move(extra);
   spec.source = "test spec";
   return spec;
-}
-
-std::string error_text(auto&& f) {
-  try {
-    f();
-  } catch (const kylin::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 long peak_rss_mib() {

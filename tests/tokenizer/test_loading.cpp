@@ -9,6 +9,8 @@
 #include "kylin/tokenizer/bpe.hpp"
 #include "tokenizer_test_util.hpp"
 
+using kylin::test::error_text;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -24,15 +26,6 @@ fs::path scratch(const std::string& name) {
 void write(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-}
-
-std::string error_text(auto&& f) {
-  try {
-    f();
-  } catch (const kylin::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // A tiny byte-level tokenizer.json: the 256 byte tokens (id = byte), then "he", "ll", "hell".

@@ -40,4 +40,14 @@ inline std::vector<Case> read_cases(const std::string& path) {
   return cases;
 }
 
+// The text of the kylin::Error f throws, or "(no error)".
+std::string error_text(auto&& f) {
+  try {
+    f();
+  } catch (const kylin::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 }  // namespace kylin::test
