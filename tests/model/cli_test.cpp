@@ -58,7 +58,7 @@ TEST_CASE("kylin logits --positions all prints every position's logits within th
         num += d * d;
         den += std::pow(ref[p].as_array()[i].as_double(), 2);
       }
-      CHECK(std::sqrt(num / den) <= 1e-3);
+      CHECK(std::sqrt(num / den) <= 1e-5);  // the f32 exactness bar of forward_test.cpp
     }
     const Run last = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens 1,2,3 --positions last");
     CHECK(kylin::json::parse(last.out).find("logits")->size() == 1);
