@@ -1,7 +1,9 @@
-// Kernel-test helpers: deterministic random tensors in every storage dtype, and a relative error
-// measure scaled by the magnitude of the terms (so near-zero outputs are judged fairly).
+// Kernel-test helpers: deterministic random tensors in every storage dtype, a relative error
+// measure scaled by the output's magnitude, and naive double-precision oracles written here, not
+// the kernels' own *_ref functions (those are the code under test in a KYLIN_NO_SIMD build).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -52,6 +54,64 @@ inline double max_rel_error(const std::vector<float>& a, const std::vector<float
     mag = std::max(mag, std::abs(static_cast<double>(b[i])));
   }
   return err / mag;
+}
+
+// Element i (row-major) of a weight matrix, widened by the core conversions (exhaustively tested
+// in tests/core), never by a kernel.
+inline double weight_value(const Weights& w, std::int64_t i) {
+  const auto k = static_cast<std::size_t>(i);
+  if (w.dtype == DType::bf16) return bf16_to_f32(w.half[k]);
+  if (w.dtype == DType::f16) return f16_to_f32(w.half[k]);
+  return w.full[k];
+}
+
+// y[T, w.rows] = x[T, w.cols] · W^T + bias, summed in double.
+inline std::vector<float> matmul_oracle(const float* x, const Weights& w, const float* bias, std::int64_t T) {
+  std::vector<float> y(static_cast<std::size_t>(T * w.rows));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t r = 0; r < w.rows; ++r) {
+      double acc = bias ? bias[r] : 0.0;
+      for (std::int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(x[t * w.cols + c]) * weight_value(w, r * w.cols + c);
+      y[static_cast<std::size_t>(t * w.rows + r)] = static_cast<float>(acc);
+    }
+  return y;
+}
+
+// A value as a KV cache of `dtype` holds it.
+inline double kv_value(float x, DType dtype) { return dtype == DType::f16 ? f16_to_f32(f32_to_f16(x)) : x; }
+
+// Causal grouped-query attention in double, from the K/V rows before they were stored:
+// keys/vals [pos0 + T, n_kv * D] (position-major, as store_kv takes them), q/out [T, H * D];
+// query head h reads KV head h / (H / n_kv) at positions 0 ..= pos0 + t.
+struct AttentionProblem {
+  std::int64_t T, pos0, n_heads, n_kv, head_dim;
+  double scale;
+};
+inline std::vector<float> attention_oracle(const float* q, const float* keys, const float* vals, DType kv_dtype,
+                                           const AttentionProblem& a) {
+  const std::int64_t D = a.head_dim, group = a.n_heads / a.n_kv;
+  std::vector<float> out(static_cast<std::size_t>(a.T * a.n_heads * D));
+  for (std::int64_t t = 0; t < a.T; ++t)
+    for (std::int64_t h = 0; h < a.n_heads; ++h) {
+      const std::int64_t kvh = h / group, n_keys = a.pos0 + t + 1;
+      std::vector<double> w(static_cast<std::size_t>(n_keys));
+      for (std::int64_t j = 0; j < n_keys; ++j) {
+        double dot = 0;
+        for (std::int64_t i = 0; i < D; ++i)
+          dot += static_cast<double>(q[(t * a.n_heads + h) * D + i]) * kv_value(keys[(j * a.n_kv + kvh) * D + i], kv_dtype);
+        w[static_cast<std::size_t>(j)] = dot * a.scale;
+      }
+      const double mx = *std::max_element(w.begin(), w.end());
+      double sum = 0;
+      for (double& x : w) sum += (x = std::exp(x - mx));
+      for (std::int64_t i = 0; i < D; ++i) {
+        double acc = 0;
+        for (std::int64_t j = 0; j < n_keys; ++j)
+          acc += w[static_cast<std::size_t>(j)] * kv_value(vals[(j * a.n_kv + kvh) * D + i], kv_dtype);
+        out[static_cast<std::size_t>((t * a.n_heads + h) * D + i)] = static_cast<float>(acc / sum);
+      }
+    }
+  return out;
 }
 
 }  // namespace kylin::test

@@ -1,5 +1,5 @@
-// matmul (decode matvec and prefill GEMM) against the double-precision matmul_ref, for every
-// weight dtype, sizes that leave tails in every blocking dimension, with and without bias.
+// matmul (decode matvec and prefill GEMM) against a double-precision oracle written in the test
+// (helpers.hpp, not the kernel's own matmul_ref), for every weight dtype, sizes that leave tails in every blocking dimension, with and without bias.
 #include <doctest/doctest.h>
 
 #include "helpers.hpp"
@@ -26,18 +26,18 @@ void check_matmul(DType dtype, const kernels::RowPlan& plan, std::int64_t rows, 
   const auto w = test::random_weights(dtype, rows, cols, static_cast<unsigned>(rows * 31 + cols));
   const auto x = test::random_floats(T * cols, static_cast<unsigned>(T + 7));
   const auto bias = test::random_floats(rows, 99);
-  std::vector<float> y(static_cast<std::size_t>(T * rows), -1.f), ref(y.size());
+  std::vector<float> y(static_cast<std::size_t>(T * rows), -1.f);
   ThreadPool pool(threads);
   kernels::MatmulScratch scratch(pool.size(), cols, T);
   kernels::matmul(x.data(), w.ref(), with_bias ? bias.data() : nullptr, y.data(), plan, pool, scratch);
-  kernels::matmul_ref(x.data(), w.ref(), with_bias ? bias.data() : nullptr, ref.data(), T);
+  const auto ref = test::matmul_oracle(x.data(), w, with_bias ? bias.data() : nullptr, T);
   // f32 accumulation over `cols` terms of size ~1 against a double oracle
   CHECK(test::max_rel_error(y, ref) < 1e-5);
 }
 
 }  // namespace
 
-TEST_CASE("matmul matches matmul_ref for BF16/F16/F32 weights: dot-product rows, GEMM rows and both in one call, odd sizes") {
+TEST_CASE("matmul matches the double oracle for BF16/F16/F32 weights: dot-product rows, GEMM rows and both in one call, odd sizes") {
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
     for (std::int64_t T : {1, 2, 5, 13, 29})
       for (std::int64_t dot : {std::int64_t{0}, std::int64_t{1}, T / 2, T})
@@ -69,7 +69,7 @@ TEST_CASE("a dot-product row gives bit-identical results whatever the other rows
     }
 }
 
-TEST_CASE("matmul gives the same answer on 2 threads as the reference (work split across output panels)") {
+TEST_CASE("matmul gives the same answer on 2 threads as the oracle (work split across output panels)") {
   for (DType dtype : {DType::bf16, DType::f32})
     for (std::int64_t T : {1, 4, 25})
       for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{3, 17}, {67, 96}, {200, 75}})
@@ -87,7 +87,7 @@ TEST_CASE("matmul with a zero-padded token panel leaves rows beyond T untouched"
   for (std::size_t i = static_cast<std::size_t>(T * rows); i < y.size(); ++i) CHECK(y[i] == 7.f);
 }
 
-TEST_CASE("matmul_fused (q/k/v-style products of one input) equals each product alone, mixed dtypes, bias, 1-2 threads") {
+TEST_CASE("matmul_fused (q/k/v-style products of one input) matches each product's double oracle, mixed dtypes, bias, 1-2 threads") {
   const std::int64_t cols = 72;
   const auto wq = test::random_weights(DType::bf16, 70, cols, 1);
   const auto wk = test::random_weights(DType::f16, 19, cols, 2);
@@ -103,10 +103,9 @@ TEST_CASE("matmul_fused (q/k/v-style products of one input) equals each product 
       kernels::MatmulScratch scratch(pool.size(), cols, T);
       const kernels::MatmulOut outs[] = {{wq.ref(), bias.data(), yq.data()}, {wk.ref(), nullptr, yk.data()}, {wv.ref(), nullptr, yv.data()}};
       kernels::matmul_fused(x.data(), outs, kernels::chunk_plan(T), pool, scratch);
-      std::vector<float> rq(yq.size()), rk(yk.size()), rv(yv.size());
-      kernels::matmul_ref(x.data(), wq.ref(), bias.data(), rq.data(), T);
-      kernels::matmul_ref(x.data(), wk.ref(), nullptr, rk.data(), T);
-      kernels::matmul_ref(x.data(), wv.ref(), nullptr, rv.data(), T);
+      const auto rq = test::matmul_oracle(x.data(), wq, bias.data(), T);
+      const auto rk = test::matmul_oracle(x.data(), wk, nullptr, T);
+      const auto rv = test::matmul_oracle(x.data(), wv, nullptr, T);
       CHECK(test::max_rel_error(yq, rq) < 1e-5);
       CHECK(test::max_rel_error(yk, rk) < 1e-5);
       CHECK(test::max_rel_error(yv, rv) < 1e-5);
