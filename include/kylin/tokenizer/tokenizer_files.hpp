@@ -158,9 +158,8 @@ inline void read_bpe_model(element model, TokenizerSpec& spec, const std::string
   }
 }
 
-inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  auto text = read_padded(path);
+// tokenizer.json's text; `file` names it in errors (the fuzzer feeds text that no file holds).
+inline TokenizerSpec parse_tokenizer_json(const simdjson::padded_string& text, const std::string& file) {
   simdjson::dom::parser parser;
   element root, model;
   if (auto err = parser.parse(text).get(root))
@@ -187,6 +186,10 @@ inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
     if (std::string type = component_type(decoder); type != "ByteLevel" && type != "null")
       throw Error(ErrorCategory::tokenizer, file, "unsupported decoder '" + type + "' (only ByteLevel)");
   return spec;
+}
+
+inline TokenizerSpec load_tokenizer_json(const std::filesystem::path& path) {
+  return parse_tokenizer_json(read_padded(path), path.string());
 }
 
 // vocab.json + merges.txt (+ tokenizer_config.json): the Qwen2 pipeline is assumed
