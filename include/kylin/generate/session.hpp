@@ -13,6 +13,7 @@
 
 #include "kylin/generate/engine.hpp"
 #include "kylin/generate/channel_router.hpp"
+#include "kylin/generate/prompt_cache.hpp"
 #include "kylin/tokenizer/stream_decoder.hpp"
 
 namespace kylin {
@@ -40,6 +41,11 @@ struct GenerateOptions {
   // May edit each step's logit row [model vocab] before sampling (a logit bias, a constraint).
   // Whatever it writes, only the tokenizer's ids are sampled (Engine::sampleable_ids).
   std::function<void(std::span<float> logits)> on_logits;
+  // A disk cache of prompt prefixes (generate/prompt_cache.hpp) or null. The prefill loads its
+  // longest stored prefix of the prompt when that beats what the session's cache holds; with
+  // store_prompt, the prompt's keys and values are handed to its background writer at the end.
+  PromptCache* prompt_cache = nullptr;
+  bool store_prompt = true;
 };
 
 struct ChatOptions {
@@ -55,7 +61,8 @@ struct ChatOptions {
 struct GenerationStats {
   double load_ms = 0;
   std::int64_t prompt_tokens = 0;
-  std::int64_t cached_tokens = 0;     // prompt tokens reused from the KV cache
+  std::int64_t cached_tokens = 0;     // prompt tokens reused from the KV cache (or loaded from a PromptCache)
+  double cache_load_ms = 0;           // reading a stored prefix from GenerateOptions::prompt_cache
   std::int64_t prefill_tokens = 0;    // prompt tokens actually run
   double prefill_ms = 0;
   double prefill_tok_s = 0;
@@ -126,6 +133,22 @@ class Session {
 
   const KVCache& cache() const { return cache_; }
   void reset() { cache_.reset(); }
+
+  // The whole KV state (cache().tokens() and their keys/values) to `path`, atomically, in the
+  // format of docs/PROMPT_CACHE.md; returns the bytes written. kylin::Error (io) on failure.
+  std::size_t save(const std::filesystem::path& path) const {
+    return write_kv_file(path, kv_file_meta(*engine_), cache_, cache_.size());
+  }
+  // Replaces the KV state with the one saved in `path`; returns its tokens. A file of another model,
+  // KV dtype or format, damaged or too long for the context is a kylin::Error (io) saying which.
+  std::int64_t load(const std::filesystem::path& path) {
+    KVFileReader file(path, kv_file_meta(*engine_));
+    file.load_into(cache_);
+    return cache_.size();
+  }
+  // Hands the KV of the prompt's tokens that this session's cache holds to `cache`'s background
+  // writer (after generate() with store_prompt false, once the answer went out).
+  bool store_prompt(PromptCache& cache, std::span<const int> prompt) const { return cache.store(cache_, cache_.common_prefix(prompt)); }
   Engine& engine() { return *engine_; }
 
   // A prompt that ends inside an unclosed <think> makes the model continue its reasoning.
@@ -160,7 +183,12 @@ inline void Session::prefill(std::span<const int> prompt, const GenerateOptions&
                 "prompt of " + std::to_string(prompt.size()) + " tokens leaves no room in the context of " +
                     std::to_string(cache_.capacity()) + " tokens");
   // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
-  const std::int64_t reuse = std::min<std::int64_t>(cache_.common_prefix(prompt), static_cast<std::int64_t>(prompt.size()) - 1);
+  std::int64_t reuse = std::min<std::int64_t>(cache_.common_prefix(prompt), static_cast<std::int64_t>(prompt.size()) - 1);
+  if (o.prompt_cache) {
+    const auto t_load = clock::now();
+    if (o.prompt_cache->load(prompt, cache_, reuse) > 0) stats.cache_load_ms = ms_since(t_load);
+    reuse = std::min<std::int64_t>(cache_.common_prefix(prompt), static_cast<std::int64_t>(prompt.size()) - 1);
+  }
   cache_.truncate(reuse);
   const auto rest = prompt.subspan(static_cast<std::size_t>(reuse));
   stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
@@ -227,6 +255,7 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
   g.stats.decode_ms = ms_since(t_first);
   const auto decoded = g.stats.generated_tokens > 1 ? g.stats.generated_tokens - 1 : 0;
   g.stats.decode_tok_s = g.stats.decode_ms > 0 && decoded ? 1000.0 * static_cast<double>(decoded) / g.stats.decode_ms : 0;
+  if (o.prompt_cache && o.store_prompt) store_prompt(*o.prompt_cache, prompt);
   return g;
 }
 

@@ -48,6 +48,9 @@ class KVCache {
   }
 
   std::int64_t capacity() const { return capacity_; }
+  std::int64_t n_layers() const { return n_layers_; }
+  std::int64_t n_kv_heads() const { return n_kv_heads_; }
+  std::int64_t head_dim() const { return head_dim_; }
   std::int64_t size() const { return static_cast<std::int64_t>(tokens_.size()); }
   std::int64_t remaining() const { return capacity_ - size(); }
   std::span<const int> tokens() const { return tokens_; }
@@ -89,6 +92,24 @@ class KVCache {
   }
   // Called by the model after writing keys/values of `ids` at positions size()...
   void commit(std::span<const int> ids) { tokens_.insert(tokens_.end(), ids.begin(), ids.end()); }
+
+  // Positions [0, n) of one kv head of a layer's keys (kv = 0) or values (kv = 1): [n][head_dim]
+  // in dtype(). Host memory, as CpuBackend allocates it: saving and restoring a prefix
+  // (generate/kv_file.hpp) copies through these; a device backend would stage them.
+  std::span<std::byte> head_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n) {
+    return {static_cast<std::byte*>(view(2 * layer + kv).data) + static_cast<std::size_t>(head * head_stride()) * dtype_size(dtype_),
+            static_cast<std::size_t>(n * head_dim_) * dtype_size(dtype_)};
+  }
+  std::span<const std::byte> head_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n) const {
+    return const_cast<KVCache*>(this)->head_rows(layer, kv, head, n);
+  }
+  // After head_rows of positions [0, tokens.size()) were filled by a restore: the cache holds `tokens`.
+  void restore(std::span<const int> tokens) {
+    if (static_cast<std::int64_t>(tokens.size()) > capacity_)
+      throw Error(ErrorCategory::runtime, "kv cache", "cannot restore " + std::to_string(tokens.size()) + " tokens into " +
+                                                          std::to_string(capacity_) + " positions");
+    tokens_.assign(tokens.begin(), tokens.end());
+  }
 
  private:
   std::int64_t layer_elems() const { return n_kv_heads_ * capacity_ * head_dim_; }

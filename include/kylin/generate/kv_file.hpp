@@ -1,0 +1,308 @@
+// KV-cache files (format in docs/PROMPT_CACHE.md): a prefix of a KVCache on disk, behind a header
+// that names exactly what it belongs to (model identity, KV dtype, geometry, token ids) and ending
+// in an XXH64 checksum. Written to a unique temporary file and renamed into place; read back only
+// through KVFileReader, which checks everything before the state is used.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kylin/generate/engine.hpp"
+#include "kylin/kernels/simd.hpp"
+
+namespace kylin {
+
+static_assert(std::endian::native == std::endian::little, "KV files are little-endian; the reader copies fields as is");
+
+// XXH64 (Yann Collet's xxHash, 64-bit, seed 0), streaming. Fast enough (several GB/s) that
+// checking a 460 MB prefix costs less than reading it from the page cache.
+class Xxh64 {
+ public:
+  Xxh64& update(std::span<const std::byte> in) {
+    total_ += in.size();
+    const std::byte* p = in.data();
+    std::size_t n = in.size();
+    if (buffered_ > 0) {
+      const std::size_t take = std::min(n, buf_.size() - buffered_);
+      std::memcpy(buf_.data() + buffered_, p, take);
+      buffered_ += take, p += take, n -= take;
+      if (buffered_ < buf_.size()) return *this;
+      stripe(buf_.data());
+      buffered_ = 0;
+    }
+    for (; n >= 32; p += 32, n -= 32) stripe(p);
+    std::memcpy(buf_.data(), p, n);
+    buffered_ = n;
+    return *this;
+  }
+  std::uint64_t digest() const {
+    std::uint64_t h = total_ >= 32 ? rotl(v_[0], 1) + rotl(v_[1], 7) + rotl(v_[2], 12) + rotl(v_[3], 18) : p5;
+    if (total_ >= 32)
+      for (std::uint64_t v : v_) h = (h ^ round(0, v)) * p1 + p4;
+    h += total_;
+    const std::byte* p = buf_.data();
+    std::size_t n = buffered_;
+    for (; n >= 8; p += 8, n -= 8) h = rotl(h ^ round(0, load<std::uint64_t>(p)), 27) * p1 + p4;
+    if (n >= 4) h = rotl(h ^ (std::uint64_t{load<std::uint32_t>(p)} * p1), 23) * p2 + p3, p += 4, n -= 4;
+    for (; n > 0; ++p, --n) h = rotl(h ^ (std::uint64_t{std::to_integer<std::uint8_t>(*p)} * p5), 11) * p1;
+    h ^= h >> 33, h *= p2, h ^= h >> 29, h *= p3, h ^= h >> 32;
+    return h;
+  }
+  template <class T>
+  Xxh64& add(const T& value) {  // a trivially copyable value's bytes
+    return update(std::as_bytes(std::span<const T>(&value, 1)));
+  }
+
+ private:
+  static constexpr std::uint64_t p1 = 0x9E3779B185EBCA87ULL, p2 = 0xC2B2AE3D27D4EB4FULL, p3 = 0x165667B19E3779F9ULL,
+                                 p4 = 0x85EBCA77C2B2AE63ULL, p5 = 0x27D4EB2F165667C5ULL;
+  static std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+  static std::uint64_t round(std::uint64_t acc, std::uint64_t in) { return rotl(acc + in * p2, 31) * p1; }
+  template <class T>
+  static T load(const std::byte* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  void stripe(const std::byte* p) {
+    for (int i = 0; i < 4; ++i) v_[i] = round(v_[i], load<std::uint64_t>(p + 8 * i));
+  }
+
+  std::array<std::uint64_t, 4> v_{p1 + p2, p2, 0, 0 - p1};
+  std::array<std::byte, 32> buf_{};
+  std::size_t buffered_ = 0;
+  std::uint64_t total_ = 0;
+};
+
+inline std::uint64_t xxh64(std::span<const std::byte> bytes) {
+  Xxh64 h;
+  h.update(bytes);
+  return h.digest();
+}
+
+inline constexpr std::uint32_t kv_file_version = 1;
+inline constexpr std::array<char, 8> kv_file_magic{'K', 'Y', 'L', 'N', 'K', 'V', 'C', '\0'};
+
+// What a KV state belongs to. `identity` hashes config.json, the safetensors headers and file
+// sizes and the build's kernel instruction set (model_identity); the rest must match the cache.
+struct KVFileMeta {
+  std::uint64_t identity = 0;
+  DType dtype = DType::f32;
+  std::int64_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
+  bool operator==(const KVFileMeta&) const = default;
+};
+
+// The fixed 64-byte header; token ids ([n_tokens] int32), the payload ([layers][k|v][kv heads]
+// [n_tokens][head_dim] in dtype) and the checksum (XXH64 of all bytes before it) follow.
+struct KVFileHeader {
+  std::array<char, 8> magic = kv_file_magic;
+  std::uint32_t version = kv_file_version;
+  std::uint32_t dtype = 0;  // DType's value
+  std::uint64_t identity = 0;
+  std::uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0, reserved = 0;
+  std::uint64_t n_tokens = 0;
+  std::uint64_t tokens_hash = 0;  // XXH64 of the token ids: also the file name's second half
+  std::uint64_t payload_bytes = 0;
+};
+static_assert(sizeof(KVFileHeader) == 64);
+
+inline std::uint64_t tokens_hash(std::span<const int> tokens) { return xxh64(std::as_bytes(tokens)); }
+
+inline std::size_t kv_payload_bytes(const KVFileMeta& m, std::uint64_t n_tokens) {
+  return static_cast<std::size_t>(2 * m.n_layers * m.n_kv_heads * m.head_dim) * dtype_size(m.dtype) * n_tokens;
+}
+
+// Hash of what decides a model's KV values without reading its weights: config.json's bytes and,
+// for each *.safetensors file (sorted by name), its name, size and header (every tensor's name,
+// dtype, shape and offsets), plus the SIMD instruction set kylin was built for. Weights rewritten
+// in place with the same table and sizes are not told apart (docs/PROMPT_CACHE.md).
+inline std::uint64_t model_identity(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  Xxh64 h;
+  const std::string config = io::read_text_file(dir / "config.json");
+  h.add(config.size()).update(std::as_bytes(std::span(config)));
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    const std::string name = f.filename().string();
+    h.add(name.size()).update(std::as_bytes(std::span(name))).add(static_cast<std::uint64_t>(fs::file_size(f)));
+    std::FILE* in = std::fopen(f.c_str(), "rb");
+    std::uint64_t n = 0;
+    if (in == nullptr || std::fread(&n, 8, 1, in) != 1 || n > (std::uint64_t{100} << 20)) {
+      if (in) std::fclose(in);
+      throw Error(ErrorCategory::io, f.string(), "cannot read the safetensors header");
+    }
+    std::vector<std::byte> header(static_cast<std::size_t>(n));
+    const bool ok = std::fread(header.data(), 1, header.size(), in) == header.size();
+    std::fclose(in);
+    if (!ok) throw Error(ErrorCategory::io, f.string(), "cannot read the safetensors header");
+    h.add(n).update(header);
+  }
+  const std::string simd = kernels::simd_arch_name();
+  h.update(std::as_bytes(std::span(simd)));
+  return h.digest();
+}
+
+inline KVFileMeta kv_file_meta(const Engine& engine) {
+  const ModelConfig& c = engine.model().config();
+  return {model_identity(engine.dir()), engine.model().kv_dtype(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim};
+}
+
+// Writes tokens [0, n) of `cache` to `path` through a temporary file beside it (`path` + ".tmp."
+// + pid + random), renamed into place: readers see the old file, no file, or the whole new one.
+// Returns the bytes written; kylin::Error (io) when the disk refuses.
+inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, std::span<const int> tokens,
+                                 const std::function<std::span<const std::byte>(std::int64_t layer, int kv, std::int64_t head)>& rows) {
+  static std::atomic<std::uint64_t> counter{0};
+  std::random_device rd;
+  const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd()) + "." +
+                          std::to_string(counter++);
+  KVFileHeader h;
+  h.dtype = static_cast<std::uint32_t>(meta.dtype);
+  h.identity = meta.identity;
+  h.n_layers = static_cast<std::uint32_t>(meta.n_layers), h.n_kv_heads = static_cast<std::uint32_t>(meta.n_kv_heads);
+  h.head_dim = static_cast<std::uint32_t>(meta.head_dim);
+  h.n_tokens = tokens.size();
+  h.tokens_hash = tokens_hash(tokens);
+  h.payload_bytes = kv_payload_bytes(meta, tokens.size());
+  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  if (out == nullptr) throw Error(ErrorCategory::io, tmp, std::string("cannot create: ") + std::strerror(errno));
+  Xxh64 sum;
+  bool ok = true;
+  auto put = [&](std::span<const std::byte> b) {
+    sum.update(b);
+    ok = ok && std::fwrite(b.data(), 1, b.size(), out) == b.size();
+  };
+  put(std::as_bytes(std::span(&h, 1)));
+  put(std::as_bytes(tokens));
+  for (std::int64_t l = 0; l < meta.n_layers; ++l)
+    for (int kv = 0; kv < 2; ++kv)
+      for (std::int64_t head = 0; head < meta.n_kv_heads; ++head) put(rows(l, kv, head));
+  const std::uint64_t checksum = sum.digest();
+  ok = ok && std::fwrite(&checksum, 8, 1, out) == 1;
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error(ErrorCategory::io, path.string(), "cannot write: " + why);
+  }
+  return sizeof h + tokens.size_bytes() + h.payload_bytes + 8;
+}
+
+inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, const KVCache& cache, std::int64_t n) {
+  return write_kv_file(path, meta, cache.tokens().first(static_cast<std::size_t>(n)),
+                       [&](std::int64_t l, int kv, std::int64_t head) { return cache.head_rows(l, kv, head, n); });
+}
+
+// Reads a KV file in two steps: open() checks the header against `expected` and the file size and
+// reads the token ids, so a caller can pick among files by their tokens; load_into() then reads
+// the payload into a cache and checks the checksum. Every failure is a kylin::Error (io) naming the
+// file and what is wrong; after a failed load_into the cache holds no tokens.
+class KVFileReader {
+ public:
+  KVFileReader(const std::filesystem::path& path, const KVFileMeta& expected) : path_(path) {
+    fd_.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_.fd < 0) fail(errno == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail("not a regular file");
+    dev_ = st.st_dev, ino_ = st.st_ino;
+    if (!read(std::as_writable_bytes(std::span(&h_, 1))) || h_.magic != kv_file_magic) fail("not a kylin KV file (bad magic or too short)");
+    if (h_.version != kv_file_version)
+      fail("format version " + std::to_string(h_.version) + ", this kylin reads " + std::to_string(kv_file_version));
+    if (h_.identity != expected.identity) fail("made by another model or checkpoint (identity differs)");
+    if (h_.dtype != static_cast<std::uint32_t>(expected.dtype)) fail("KV dtype differs from the cache's " + std::string(dtype_name(expected.dtype)));
+    if (h_.n_layers != expected.n_layers || h_.n_kv_heads != expected.n_kv_heads || h_.head_dim != expected.head_dim)
+      fail("layer/head geometry differs from the model's");
+    meta_ = expected;
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (h_.n_tokens > size / 4 || h_.payload_bytes != kv_payload_bytes(meta_, h_.n_tokens) ||
+        size != sizeof h_ + 4 * h_.n_tokens + h_.payload_bytes + 8)
+      fail("size " + std::to_string(size) + " does not match its header (truncated or damaged)");
+    tokens_.resize(static_cast<std::size_t>(h_.n_tokens));
+    if (!read(std::as_writable_bytes(std::span(tokens_))) || tokens_hash(tokens_) != h_.tokens_hash) fail("token ids are damaged");
+  }
+
+  const std::filesystem::path& path() const { return path_; }
+  std::span<const int> tokens() const { return tokens_; }
+  std::size_t file_bytes() const { return sizeof h_ + tokens_.size() * 4 + h_.payload_bytes + 8; }
+
+  // Reads the keys and values into `cache` (all of them; the cache must have room) and verifies
+  // the checksum; then the cache holds tokens().
+  void load_into(KVCache& cache) {
+    if (static_cast<std::int64_t>(tokens_.size()) > cache.capacity())
+      fail("holds " + std::to_string(tokens_.size()) + " tokens; the context is " + std::to_string(cache.capacity()));
+    cache.reset();
+    const auto n = static_cast<std::int64_t>(tokens_.size());
+    for (std::int64_t l = 0; l < meta_.n_layers; ++l)
+      for (int kv = 0; kv < 2; ++kv)
+        for (std::int64_t head = 0; head < meta_.n_kv_heads; ++head)
+          if (!read(cache.head_rows(l, kv, head, n))) fail("truncated while reading");
+    std::uint64_t checksum = 0;
+    const std::uint64_t expected = sum_.digest();
+    if (::pread(fd_.fd, &checksum, 8, static_cast<off_t>(file_bytes() - 8)) != 8 || checksum != expected) fail("checksum mismatch (damaged)");
+    cache.restore(tokens_);
+  }
+
+  // Deletes the file if `path` still names the file this reader opened (another process may
+  // have replaced it with a good one since).
+  void remove_if_unchanged() const {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) ::unlink(path_.c_str());
+  }
+
+ private:
+  // Closes on every path, the constructor's throws included. Move-only.
+  struct Fd {
+    int fd = -1;
+    Fd() = default;
+    Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+    Fd& operator=(Fd&&) = delete;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+
+  [[noreturn]] void fail(const std::string& why) const { throw Error(ErrorCategory::io, path_.string(), why); }
+  // Reads exactly out.size() bytes and adds them to the checksum.
+  bool read(std::span<std::byte> out) {
+    std::size_t done = 0;
+    while (done < out.size()) {
+      const ::ssize_t r = ::read(fd_.fd, out.data() + done, out.size() - done);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      done += static_cast<std::size_t>(r);
+    }
+    sum_.update(out);
+    return true;
+  }
+
+  std::filesystem::path path_;
+  Fd fd_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  KVFileHeader h_;
+  KVFileMeta meta_;
+  std::vector<int> tokens_;
+  Xxh64 sum_;
+};
+
+}  // namespace kylin
