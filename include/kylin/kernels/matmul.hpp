@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -111,29 +112,76 @@ void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int6
   }
 }
 
-// Token rows fed together to dot_rows: NB * 4 accumulators and 4 weight vectors must fit the
-// register file (32 vector registers with AVX-512, 16 otherwise).
-inline constexpr int dot_block = lanes >= 16 ? 4 : 2;
+// Register block of the batched dot-product kernel: dot_tile_rows x dot_tile_tokens accumulators
+// plus dot_tile_rows weight vectors and one activation vector fit the register file (32 vector
+// registers with AVX-512, 16 otherwise).
+inline constexpr int dot_tile_rows = lanes >= 16 ? 4 : 3;
+inline constexpr int dot_tile_tokens = 4;
 
-// dot_rows over n token rows, in blocks of dot_block rows (a smaller block for the rest).
+// y[t, r] for NB token rows and the R weight rows from r0, each summed in exactly the order of
+// dot_rows<1> (accumulator j takes the chunks c = j*L mod 4L, then lane tail and hadd). Four
+// accumulators per (row, token) do not fit the registers for a block, so the block makes 4 passes,
+// pass j running accumulator j; the R rows stay in L1 after the first. Each widened weight vector
+// then feeds NB FMAs and each activation vector R, instead of one activation load per FMA.
+template <int R, int NB, class T>
+void dot_tile(const float* x, const T* w, const float* bias, float* y, std::int64_t ldy, std::int64_t r0, std::int64_t cols,
+              bool prefetch_rows) {
+  const auto L = static_cast<std::int64_t>(lanes);
+  const std::int64_t end4 = cols / (4 * L) * (4 * L), end1 = cols / L * L;
+  const T* wr = w + r0 * cols;
+  fbatch part[4][R][NB];
+  for (int j = 0; j < 4; ++j) {
+    fbatch a[R][NB];
+    for (auto& row : a)
+      for (auto& v : row) v = fbatch(0.f);
+    const auto step = [&](std::int64_t c) {
+      fbatch wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = load_as_float(wr + i * cols + c);
+      for (int t = 0; t < NB; ++t) {
+        const fbatch xv = fbatch::load_unaligned(x + t * cols + c);
+        for (int i = 0; i < R; ++i) a[i][t] = xsimd::fma(xv, wv[i], a[i][t]);
+      }
+    };
+    for (std::int64_t c = j * L; c < end4; c += 4 * L) {
+      if (j == 0 && prefetch_rows)
+        for (int i = 0; i < R; ++i)
+          prefetch_lines(wr + i * cols + c, matvec_prefetch_bytes, 4 * L * static_cast<std::int64_t>(sizeof(T)));
+      step(c);
+    }
+    if (j == 0)
+      for (std::int64_t c = end4; c < end1; c += L) step(c);
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < NB; ++t) part[j][i][t] = a[i][t];
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NB; ++t)
+      y[t * ldy + r0 + i] = xsimd::hadd((part[0][i][t] + part[1][i][t]) + (part[2][i][t] + part[3][i][t])) +
+                            dot_tail(x + t * cols, wr + i * cols, end1, cols) + (bias ? bias[r0 + i] : 0.f);
+}
+
+// dot_tile over all n token rows (blocks of dot_tile_tokens, then one smaller block) for R rows.
+template <int R, class T>
+void dot_tile_tokens_n(const float* x, std::int64_t n, const T* w, const float* bias, float* y, std::int64_t ldy,
+                       std::int64_t r0, std::int64_t cols) {
+  for (std::int64_t t = 0; t < n; t += dot_tile_tokens) {
+    const float* xt = x + t * cols;
+    float* yt = y + t * ldy;
+    switch (std::min<std::int64_t>(dot_tile_tokens, n - t)) {
+      case 1: dot_tile<R, 1>(xt, w, bias, yt, ldy, r0, cols, t == 0); break;
+      case 2: dot_tile<R, 2>(xt, w, bias, yt, ldy, r0, cols, t == 0); break;
+      case 3: dot_tile<R, 3>(xt, w, bias, yt, ldy, r0, cols, t == 0); break;
+      default: dot_tile<R, dot_tile_tokens>(xt, w, bias, yt, ldy, r0, cols, t == 0); break;
+    }
+  }
+}
+
+// y[t, r] for n >= 2 token rows and weight rows [r0, r1): blocks of dot_tile_rows rows, then single rows.
 template <class T>
 void dot_rows_n(const float* x, std::int64_t n, const T* w, const float* bias, float* y, std::int64_t ldy, std::int64_t r0,
                 std::int64_t r1, std::int64_t cols) {
-  for (std::int64_t t = 0; t < n;) {
-    const std::int64_t left = n - t;
-    const float* xt = x + t * cols;
-    float* yt = y + t * ldy;
-    if (left >= 4 && dot_block >= 4) {
-      dot_rows<dot_block>(xt, w, bias, yt, ldy, r0, r1, cols);
-      t += dot_block;
-    } else if (left >= 2) {
-      dot_rows<2>(xt, w, bias, yt, ldy, r0, r1, cols);
-      t += 2;
-    } else {
-      dot_rows<1>(xt, w, bias, yt, ldy, r0, r1, cols);
-      t += 1;
-    }
-  }
+  std::int64_t r = r0;
+  for (; r + dot_tile_rows <= r1; r += dot_tile_rows) dot_tile_tokens_n<dot_tile_rows>(x, n, w, bias, y, ldy, r, cols);
+  for (; r < r1; ++r) dot_tile_tokens_n<1>(x, n, w, bias, y, ldy, r, cols);
 }
 
 // Prefill GEMM: a register-tiled micro-kernel computes a [gemm_mr tokens, gemm_nr outputs] tile
@@ -220,43 +268,22 @@ void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1
   }
 }
 
-// out[cols] = one weight row widened to f32 (exact), prefetched as dot_rows prefetches.
-template <class T>
-void widen_row(const T* w, float* out, std::int64_t cols) {
-  const auto L = static_cast<std::int64_t>(lanes);
-  std::int64_t c = 0;
-  for (; c + L <= cols; c += L) {
-    prefetch_lines(w + c, matvec_prefetch_bytes, L * static_cast<std::int64_t>(sizeof(T)));
-    load_as_float(w + c).store_unaligned(out + c);
-  }
-  for (; c < cols; ++c) out[c] = to_float(w[c]);
-}
-
 // Decode rows: the weight rows of all products form one range, split into one contiguous share
-// per thread (stolen from in chunks of a multiple of 16 rows), so one fork-join streams every
-// weight of e.g. q/k/v once, for all n token rows. Weight rows are walked one at a time with every
-// token block inside; with several blocks a BF16/F16 row is widened once into the thread's L1
-// scratch (exactly: the sums do not change) instead of once per block.
-inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool,
-                      std::vector<float*>& row_scratch) {
+// per thread (stolen from in chunks of whole row blocks), so one fork-join streams every weight
+// of e.g. q/k/v once, for all n token rows.
+inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool) {
   std::int64_t rows = 0;
   for (const auto& o : outs) rows += o.w.rows;
-  const std::int64_t grain = std::max<std::int64_t>(16, rows / (16 * pool.size()) / 16 * 16);
-  parallel_shares(pool, rows, grain, [&](int t, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t unit = std::lcm<std::int64_t>(16, dot_tile_rows);
+  const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
+  parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
     for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
         const T* w = static_cast<const T*>(o.w.data);
-        if (n == 1) {
+        if (n == 1)
           dot_rows<1>(x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
-        } else if (std::is_same_v<T, float> || n <= dot_block) {
-          for (std::int64_t r = b; r < e; ++r) dot_rows_n(x, n, w, o.bias, o.y, o.w.rows, r, r + 1, o.w.cols);
-        } else {
-          float* wide = row_scratch[static_cast<std::size_t>(t)];  // [cols]
-          for (std::int64_t r = b; r < e; ++r) {
-            widen_row(w + r * o.w.cols, wide, o.w.cols);
-            dot_rows_n(x, n, wide, o.bias ? o.bias + r : nullptr, o.y + r, o.w.rows, 0, 1, o.w.cols);
-          }
-        }
+        else
+          dot_rows_n(x, n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
       });
     });
   });
@@ -296,8 +323,7 @@ struct AlignedBuffer {
 }  // namespace detail
 
 // Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
-// threads, and one widened weight panel [max_cols, gemm_nr] per thread (the GEMM's; the
-// dot-product kernel widens one weight row [max_cols] into it).
+// threads, and one widened weight panel [max_cols, gemm_nr] per thread for the GEMM.
 struct MatmulScratch {
   std::int64_t max_tokens = 0, max_cols = 0;
   detail::AlignedBuffer<float> packed_x;
@@ -329,7 +355,7 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
     return;
   }
-  if (plan.dot_rows > 0) detail::dot_fused(x, outs, plan.dot_rows, pool, scratch.packed_w_ptrs);
+  if (plan.dot_rows > 0) detail::dot_fused(x, outs, plan.dot_rows, pool);
   if (gemm_rows == 0) return;
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
