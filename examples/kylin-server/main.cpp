@@ -30,6 +30,8 @@ struct Options {
   bool special_in_content = false;  // transformers' tokenization of message text (off: plain text)
   double shutdown_timeout = 5;
   double request_timeout = 30;
+  std::string cache_dir;            // prompt cache and slot files; empty: none
+  std::string cache_size = "8GiB";
   kylin::server::http::Limits limits;
 };
 
@@ -67,10 +69,17 @@ int serve(const Options& o) {
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
-  kylin::server::Scheduler scheduler(*engine, {.slots = o.parallel, .max_queued = o.queue, .context_length = std::nullopt});
+  // Declared before the scheduler, so it outlives it and finishes the last queued write on exit.
+  std::unique_ptr<kylin::PromptCache> prompt_cache;
+  if (!o.cache_dir.empty())
+    prompt_cache = std::make_unique<kylin::PromptCache>(
+        *engine, kylin::PromptCacheOptions{.dir = o.cache_dir, .max_bytes = kylin::parse_byte_size(o.cache_size), .min_tokens = 16, .warn = {}});
+  kylin::server::Scheduler scheduler(*engine, {.slots = o.parallel, .max_queued = o.queue, .context_length = std::nullopt,
+                                               .prompt_cache = prompt_cache.get()});
   std::string id = std::filesystem::weakly_canonical(o.model).filename().string();
   kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id,
-                                 {.content_tokens = o.special_in_content ? kylin::ContentTokens::special : kylin::ContentTokens::plain});
+                                 {.content_tokens = o.special_in_content ? kylin::ContentTokens::special : kylin::ContentTokens::plain,
+                                  .prompt_cache = prompt_cache.get()});
 
   kylin::server::http::Limits limits = o.limits;
   limits.max_body = o.max_body;
@@ -129,6 +138,9 @@ int main(int argc, char** argv) {
   app.add_flag("--special-tokens-in-content", o.special_in_content,
                "Tokenize control-token text in messages (<|im_start|>, <tool_call>, ...) as those tokens, as transformers "
                "does; by default it stays text so clients cannot forge turns (docs/CHAT.md)");
+  app.add_option("--cache-dir", o.cache_dir,
+                 "Directory of stored prompt prefixes (KV cache on disk, reused across requests and restarts) and slot files");
+  app.add_option("--cache-size", o.cache_size, "Most bytes of prompt prefixes in --cache-dir (8GiB, 512MiB, ...); least recently used go first");
   app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")
       ->check(CLI::Range(0.0, 3600.0));

@@ -83,6 +83,21 @@ bool same_key(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// The value of `key` in the query of a request target ("/slots/0?action=save" -> "save"), or "".
+std::string query_value(std::string_view target, std::string_view key) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    if (pair.size() > key.size() && pair.starts_with(key) && pair[key.size()] == '=') return std::string(pair.substr(key.size() + 1));
+    if (amp == std::string_view::npos) break;
+    rest.remove_prefix(amp + 1);
+  }
+  return {};
+}
+
 struct Route {
   std::string_view path;
   bool prefix;         // path + "{id}"
@@ -101,6 +116,8 @@ std::vector<Route> routes(srv::Service& service) {
        [&service](http::Request& q, std::string_view) { return generation(service.complete(q.body, q.watch)); }},
       {"/tokenize", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.tokenize(q.body)); }},
       {"/detokenize", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.detokenize(q.body)); }},
+      {"/slots/", true, "POST",
+       [&service](http::Request& q, std::string_view id) { return reply(service.slot(id, query_value(q.target, "action"), q.body)); }},
   };
 }
 

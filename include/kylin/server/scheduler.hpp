@@ -25,6 +25,9 @@ struct SchedulerOptions {
   int slots = 1;                  // KV caches, each a Session
   std::size_t max_queued = 16;    // jobs waiting beyond the one running; more are refused
   std::optional<std::int64_t> context_length;  // per slot; default: the engine's
+  // Disk cache of prompt prefixes (--cache-dir) or null: a job loads its longest stored prefix,
+  // and its prompt's KV is queued for writing after on_done, off the request's path.
+  PromptCache* prompt_cache = nullptr;
 };
 
 // One generation. `on_piece` runs on the inference thread; returning false (or setting
@@ -36,11 +39,15 @@ struct Job {
   std::function<bool(const Piece&)> on_piece;
   std::function<void(Generation&&, std::exception_ptr)> on_done;
   std::atomic<bool> cancelled{false};
+  // Instead of a generation: work on slot `slot`'s Session between generations (slot save,
+  // restore, erase); on_done gets an empty Generation and its error, if any.
+  std::function<void(Session&)> slot_task;
+  int slot = -1;
 };
 
 class Scheduler {
  public:
-  Scheduler(Engine& engine, const SchedulerOptions& o) : max_queued_(o.max_queued) {
+  Scheduler(Engine& engine, const SchedulerOptions& o) : max_queued_(o.max_queued), prompt_cache_(o.prompt_cache) {
     const int n = o.slots < 1 ? 1 : o.slots;
     for (int i = 0; i < n; ++i) slots_.push_back(Slot{std::make_unique<Session>(engine, o.context_length), 0});
     worker_ = std::thread([this] { run(); });
@@ -114,23 +121,35 @@ class Scheduler {
   void execute(Job& job) {
     Generation g;
     std::exception_ptr error;
-    if (job.cancelled.load()) {
+    Session* session = nullptr;
+    if (job.slot_task) {
+      try {
+        job.slot_task(*slots_.at(static_cast<std::size_t>(job.slot)).session);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    } else if (job.cancelled.load()) {
       g.stop_reason = StopReason::cancelled;
     } else {
       try {
         GenerateOptions o = job.options;
         o.on_piece = [&job](const Piece& p) { return !job.cancelled.load() && (!job.on_piece || job.on_piece(p)); };
-        g = pick_slot(job.prompt).generate(job.prompt, o, job.start);
+        o.prompt_cache = prompt_cache_;
+        o.store_prompt = false;  // below, once the answer is out
+        session = &pick_slot(job.prompt);
+        g = session->generate(job.prompt, o, job.start);
       } catch (...) {
         error = std::current_exception();
       }
     }
     job.on_done(std::move(g), error);
+    if (prompt_cache_ && session && !error) session->store_prompt(*prompt_cache_, job.prompt);
   }
 
   std::vector<Slot> slots_;
   std::uint64_t clock_ = 0;
   std::size_t max_queued_;
+  PromptCache* prompt_cache_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;

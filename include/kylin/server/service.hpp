@@ -15,6 +15,7 @@
 #include "kylin/server/request.hpp"
 #include "kylin/server/responses.hpp"
 #include "kylin/server/scheduler.hpp"
+#include "kylin/server/slots.hpp"
 
 namespace kylin::server {
 
@@ -33,6 +34,7 @@ struct ServiceOptions {
   // plain (the server's default): text in messages that spells <|im_start|>, <tool_call> etc. stays
   // text, so a client cannot forge turns; special: transformers' behaviour (docs/CHAT.md).
   ContentTokens content_tokens = ContentTokens::plain;
+  PromptCache* prompt_cache = nullptr;  // --cache-dir: also where slot files go
 };
 
 class Service {
@@ -104,6 +106,11 @@ class Service {
   // queued or running, streamed or not.
   Started chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   Started complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+
+  // POST /slots/{id}?action=save|restore|erase (server/slots.hpp).
+  Reply slot(std::string_view id, std::string_view action, std::string_view body) {
+    return {status::ok, json::dump(slot_action(scheduler_, options_.prompt_cache, id, action, body))};
+  }
 
   // Shutdown: refuse new generations; in_flight() counts those still being answered.
   void drain() { draining_ = true; }
