@@ -64,6 +64,23 @@ TEST_CASE("framing that request smuggling relies on is refused with 400, encoded
   CHECK(feed("GET http://h/ HTTP/1.1\r\nHost: h\r\n\r\n").error.status == 400);
 }
 
+TEST_CASE("up to 4 bytes of blank lines before a request are skipped however they arrive; more, or an empty request line, is a 400") {
+  // Found by fuzz_server: whole input skipped 4 bytes and then read an empty request line as the
+  // end of the headers ("needs a Host header"), trickled input skipped any number of blank lines.
+  for (std::size_t step : {std::size_t{1}, std::size_t{2}, std::size_t{1000}}) {
+    CAPTURE(step);
+    const Parsed ok = feed("\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", step);
+    REQUIRE(ok.state == RequestParser::State::complete);
+    CHECK(ok.request.path == "/");
+    for (const std::string lead : {"\r\n\r\n\r\n", "\n\n\n\n\n", "\r\r\n\r\nX HT\r\n"}) {
+      const Parsed p = feed(lead + "GET / HTTP/1.1\r\nHost: h\r\n\r\n", step);
+      REQUIRE(p.state == RequestParser::State::error);
+      CHECK(p.error.status == 400);
+      CHECK(p.error.message == "malformed request line");
+    }
+  }
+}
+
 TEST_CASE("the limits cut a request off while it arrives: 414, 431 by count and by bytes, 413 before the body") {
   Limits limits;
   limits.max_uri = 100;

@@ -106,10 +106,13 @@ class RequestParser {
     return false;
   }
 
-  void skip_leading_newlines(std::string& in) const {
+  // At most 4 bytes in all, however they arrive (counted across calls), so a request means the
+  // same whole or trickled in.
+  void skip_leading_newlines(std::string& in) {
     std::size_t n = 0;
-    while (n < in.size() && n < 4 && (in[n] == '\r' || in[n] == '\n')) ++n;
+    while (n < in.size() && skipped_ + n < 4 && (in[n] == '\r' || in[n] == '\n')) ++n;
     in.erase(0, n);
+    skipped_ += n;
   }
 
   // Finds the blank line that ends the header section without rescanning, checking the limits
@@ -179,6 +182,7 @@ class RequestParser {
       std::string_view line = head.substr(pos, end - pos);
       pos = end + 1;
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty() && first) return fail(400, "malformed request line");  // a blank line where it belongs
       if (line.empty()) break;
       if (first ? !parse_request_line(line, limits) : !parse_header_line(line)) return false;
       if (request_.headers.size() > limits.max_headers)
@@ -222,6 +226,7 @@ class RequestParser {
     return true;
   }
 
+  std::size_t skipped_ = 0;   // blank-line bytes dropped before the request line
   std::size_t scanned_ = 0;   // bytes of the input already searched for the end of the headers
   std::size_t head_len_ = 0;  // request line + headers + blank line; 0 until complete
   std::size_t body_len_ = 0;  // from Content-Length
