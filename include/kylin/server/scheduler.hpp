@@ -5,6 +5,7 @@
 // recently used on ties), so several interleaved conversations all keep their prefix reuse.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -82,6 +83,15 @@ class Scheduler {
     return queue_.size();
   }
   bool busy() const { return busy_.load(); }
+  // Queued jobs already cancelled (their client left): still in queued() until skipped.
+  std::size_t queued_cancelled() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::size_t>(std::count_if(queue_.begin(), queue_.end(), [](const auto& j) { return j->cancelled.load(); }));
+  }
+  // Since start: jobs skipped because they were cancelled before they ran, and tokens generated.
+  // Both are updated before the job's on_done, so a client that has its answer sees them.
+  std::uint64_t skipped() const { return skipped_.load(); }
+  std::uint64_t generated_tokens() const { return generated_tokens_.load(); }
   int slots() const { return static_cast<int>(slots_.size()); }
   std::int64_t context_length() const { return slots_.front().session->cache().capacity(); }
 
@@ -130,6 +140,7 @@ class Scheduler {
       }
     } else if (job.cancelled.load()) {
       g.stop_reason = StopReason::cancelled;
+      ++skipped_;
     } else {
       try {
         GenerateOptions o = job.options;
@@ -141,6 +152,7 @@ class Scheduler {
       } catch (...) {
         error = std::current_exception();
       }
+      generated_tokens_ += static_cast<std::uint64_t>(g.tokens.size());
     }
     job.on_done(std::move(g), error);
     if (prompt_cache_ && session && !error) session->store_prompt(*prompt_cache_, job.prompt);
@@ -155,6 +167,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
   std::atomic<bool> busy_{false};
+  std::atomic<std::uint64_t> skipped_{0}, generated_tokens_{0};
   std::thread worker_;
 };
 
