@@ -114,9 +114,11 @@ TEST_CASE("parallel_shares: while the calling thread stalls on its first chunk, 
   std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
   kylin::parallel_shares(pool, n, grain, [&](int, std::int64_t b, std::int64_t e) {
     if (std::this_thread::get_id() == caller) {
+      // This thread stalls inside its first chunk until the worker has taken every other chunk
+      // (an event, bounded at a minute so a pool that never steals fails instead of hanging).
       caller_chunks.fetch_add(1);
-      while (worker_chunks.load() == 0) std::this_thread::yield();  // the worker is running
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));   // ... and this thread is "descheduled"
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      while (worker_chunks.load() < n / grain - 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
     } else {
       worker_chunks.fetch_add(1);
     }
