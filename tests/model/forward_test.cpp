@@ -74,8 +74,8 @@ const char* const models[] = {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16
 // the KV cache to f16 (~5e-4) or BF16, while leaving room for a different summation order.
 constexpr double f32_bar = 1e-5;
 // An f16 KV cache rounds every key and value to 11 significant bits by design: measured 3.9e-4
-// (tiny-qwen3-untied) to 8.2e-4 (tiny-qwen3-yarn), the maximum over positions per checkpoint. 2e-3 is 2.5x the worst; BF16 rounding (8 bits,
-// ~4e-3) or a wrong value would fail.
+// (tiny-qwen3-untied) to 8.2e-4 (tiny-qwen3-yarn), the maximum over positions per checkpoint.
+// 2e-3 is 2.5x the worst; BF16 rounding (8 bits, ~4e-3) or a wrong value would fail.
 constexpr double f16_kv_bar = 2e-3;
 
 // The largest relative L2 error over every reference row of `name` (every position of the
