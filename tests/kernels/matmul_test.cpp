@@ -1,5 +1,6 @@
 // matmul (decode matvec and prefill GEMM) against a double-precision oracle written in the test
-// (helpers.hpp, not the kernel's own matmul_ref), for every weight dtype, sizes that leave tails in every blocking dimension, with and without bias.
+// (helpers.hpp, not the kernel's own matmul_ref), for every weight dtype, sizes that leave tails
+// in every blocking dimension, with and without bias.
 #include <doctest/doctest.h>
 
 #include "helpers.hpp"
