@@ -26,6 +26,8 @@ struct Options {
   bool no_think = false;
   bool hide_think = false;
   std::vector<std::string> stop;
+  std::string cache_dir;  // prompt prefixes on disk (docs/PROMPT_CACHE.md); empty: none
+  std::string cache_size = "8GiB";
   kylin::cli::SamplingFlags sampling;
 };
 
@@ -71,12 +73,22 @@ kylin::GenerateOptions generate_options(const Options& o) {
 
 void print_stats(const kylin::Generation& r) {
   const auto& s = r.stats;
+  char disk[48] = "";  // time spent loading a stored prefix (--cache-dir)
+  if (s.cache_load_ms > 0) std::snprintf(disk, sizeof disk, ", %.1f ms from disk", s.cache_load_ms);
   std::fprintf(stderr,
-               "\n[kylin] load %.0f ms | prompt %lld tok (cached %lld, prefilled %lld) at %.1f tok/s | ttft %.0f ms | "
+               "\n[kylin] load %.0f ms | prompt %lld tok (cached %lld%s, prefilled %lld) at %.1f tok/s | ttft %.0f ms | "
                "%lld tok at %.1f tok/s | stop: %s\n",
                s.load_ms, static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
+               disk,
                static_cast<long long>(s.prefill_tokens), s.prefill_tok_s, s.ttft_ms,
                static_cast<long long>(s.generated_tokens), s.decode_tok_s, std::string(kylin::to_string(r.stop_reason)).c_str());
+}
+
+// The prompt cache of --cache-dir, or null.
+std::unique_ptr<kylin::PromptCache> open_prompt_cache(const kylin::Engine& engine, const Options& o) {
+  if (o.cache_dir.empty()) return nullptr;
+  return std::make_unique<kylin::PromptCache>(
+      engine, kylin::PromptCacheOptions{.dir = o.cache_dir, .max_bytes = kylin::parse_byte_size(o.cache_size), .min_tokens = 16, .warn = {}});
 }
 
 kylin::json::Value message(const std::string& role, const std::string& content) {
@@ -88,12 +100,15 @@ kylin::json::Value message(const std::string& role, const std::string& content) 
 
 int run(const Options& o) {
   auto engine = load_engine(o);
+  const auto prompt_cache = open_prompt_cache(*engine, o);  // its destructor finishes the write
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
   if (!o.system.empty()) messages.push_back(message("system", o.system));
   messages.push_back(message("user", o.prompt));
   std::signal(SIGINT, on_sigint);
-  const auto result = session.chat(messages, {.enable_thinking = !o.no_think, .tools = {}, .extra_kwargs = {}}, generate_options(o));
+  auto g = generate_options(o);
+  g.prompt_cache = prompt_cache.get();
+  const auto result = session.chat(messages, {.enable_thinking = !o.no_think, .tools = {}, .extra_kwargs = {}}, g);
   std::fputs("\n", stdout);
   std::fflush(stdout);
   print_stats(result);
@@ -111,6 +126,7 @@ void install_interrupt_handler() {
 
 int chat(const Options& o) {
   auto engine = load_engine(o);
+  const auto prompt_cache = open_prompt_cache(*engine, o);
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
   if (!o.system.empty()) messages.push_back(message("system", o.system));
@@ -145,7 +161,9 @@ int chat(const Options& o) {
     }
     if (line.empty()) continue;
     messages.push_back(message("user", line));
-    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = {}}, generate_options(o));
+    auto g = generate_options(o);
+    g.prompt_cache = prompt_cache.get();
+    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = {}}, g);
     messages.push_back(message("assistant", result.content));
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -167,6 +185,8 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");
   cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");
+  cmd->add_option("--cache-dir", o.cache_dir, "Keep prompt prefixes' KV state in this directory and reuse it (docs/PROMPT_CACHE.md)");
+  cmd->add_option("--cache-size", o.cache_size, "Most bytes kept in --cache-dir (8GiB, 512MiB, ...)");
   o.sampling.add_to(cmd);
 }
 
