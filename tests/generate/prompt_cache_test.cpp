@@ -218,7 +218,9 @@ TEST_CASE("damaged, foreign and stale entries are ignored with a warning, delete
          b = read_bytes(p);
        }},
   };
-  for (const auto& [name, damage] : kinds) {
+  for (const auto& kind : kinds) {
+    const std::string& name = kind.first;  // not a structured binding: clang 14 cannot capture those in CAPTURE
+    const Damage& damage = kind.second;
     CAPTURE(name);
     TempDir dir;
     Warnings w;
