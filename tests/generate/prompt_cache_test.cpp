@@ -118,6 +118,16 @@ TEST_CASE("Session::save then Session::load in another session gives the same st
   CHECK(again.tokens == first.tokens);
 }
 
+TEST_CASE("an empty session saves and loads as zero tokens (what saving an erased slot does)") {
+  TempDir dir;
+  kylin::Session empty(engine());
+  empty.save(dir.path / "empty.kvc");
+  kylin::Session b(engine());
+  b.generate(prompt_of("hello there"), greedy(2));
+  CHECK(b.load(dir.path / "empty.kvc") == 0);
+  CHECK(b.cache().size() == 0);
+}
+
 TEST_CASE("Session::load refuses every kind of bad file with an io error naming the problem, leaving the cache usable") {
   TempDir dir;
   kylin::Session a(engine());

@@ -36,6 +36,7 @@ static_assert(std::endian::native == std::endian::little, "KV files are little-e
 class Xxh64 {
  public:
   Xxh64& update(std::span<const std::byte> in) {
+    if (in.empty()) return *this;  // its data() may be null, which memcpy must not get
     total_ += in.size();
     const std::byte* p = in.data();
     std::size_t n = in.size();
@@ -189,6 +190,7 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
   Xxh64 sum;
   bool ok = true;
   auto put = [&](std::span<const std::byte> b) {
+    if (b.empty()) return;  // no tokens: data() may be null
     sum.update(b);
     ok = ok && std::fwrite(b.data(), 1, b.size(), out) == b.size();
   };
