@@ -12,7 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/temp_dir.hpp"
 #include "kylin/generate/session.hpp"
+
+using kylin::test::TempDir;
 
 namespace {
 
@@ -24,25 +27,6 @@ kylin::Engine& engine() {
   static auto e = kylin::Engine::load(chat_model, {.threads = 2, .max_chunk = 512, .context_length = 1024});
   return *e;
 }
-
-// A fresh directory under the temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "kylin-prompt-cache-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::vector<fs::path> files() const {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path());
-    return out;
-  }
-};
 
 kylin::GenerateOptions greedy(std::int64_t n, kylin::PromptCache* cache = nullptr) {
   kylin::GenerateOptions o;
@@ -104,7 +88,7 @@ TEST_CASE("Session::save then Session::load in another session gives the same st
   kylin::Session a(engine());
   const auto prompt = prompt_of(long_text);
   const auto first = a.generate(prompt, greedy(8));
-  const fs::path file = dir.path / "state.kvc";
+  const fs::path file = dir / "state.kvc";
   const std::size_t bytes = a.save(file);
   CHECK(bytes == fs::file_size(file));
   CHECK(dir.files().size() == 1);  // no temporary file left
@@ -121,10 +105,10 @@ TEST_CASE("Session::save then Session::load in another session gives the same st
 TEST_CASE("an empty session saves and loads as zero tokens (what saving an erased slot does)") {
   TempDir dir;
   kylin::Session empty(engine());
-  empty.save(dir.path / "empty.kvc");
+  empty.save(dir / "empty.kvc");
   kylin::Session b(engine());
   b.generate(prompt_of("hello there"), greedy(2));
-  CHECK(b.load(dir.path / "empty.kvc") == 0);
+  CHECK(b.load(dir / "empty.kvc") == 0);
   CHECK(b.cache().size() == 0);
 }
 
@@ -132,7 +116,7 @@ TEST_CASE("Session::load refuses every kind of bad file with an io error naming 
   TempDir dir;
   kylin::Session a(engine());
   a.generate(prompt_of(long_text), greedy(4));
-  const fs::path good = dir.path / "good.kvc";
+  const fs::path good = dir / "good.kvc";
   a.save(good);
   const std::string bytes = read_bytes(good);
   const kylin::KVFileMeta meta = kylin::kv_file_meta(engine());
@@ -148,29 +132,29 @@ TEST_CASE("Session::load refuses every kind of bad file with an io error naming 
     }
     CHECK(b.generate(prompt_of("hello there"), greedy(2)).stats.cached_tokens == 0);
   };
-  refused(dir.path / "missing.kvc", "no such file");
-  write_bytes(dir.path / "empty.kvc", "");
-  refused(dir.path / "empty.kvc", "not a kylin KV file");
-  write_bytes(dir.path / "garbage.kvc", std::string(4096, 'x'));
-  refused(dir.path / "garbage.kvc", "not a kylin KV file");
-  write_bytes(dir.path / "truncated.kvc", bytes.substr(0, bytes.size() - 100));
-  refused(dir.path / "truncated.kvc", "truncated or damaged");
+  refused(dir / "missing.kvc", "no such file");
+  write_bytes(dir / "empty.kvc", "");
+  refused(dir / "empty.kvc", "not a kylin KV file");
+  write_bytes(dir / "garbage.kvc", std::string(4096, 'x'));
+  refused(dir / "garbage.kvc", "not a kylin KV file");
+  write_bytes(dir / "truncated.kvc", bytes.substr(0, bytes.size() - 100));
+  refused(dir / "truncated.kvc", "truncated or damaged");
   std::string flipped = bytes;
   flipped[bytes.size() / 2] = static_cast<char>(flipped[bytes.size() / 2] ^ 0x10);
-  write_bytes(dir.path / "flipped.kvc", flipped);
-  refused(dir.path / "flipped.kvc", "checksum mismatch");
+  write_bytes(dir / "flipped.kvc", flipped);
+  refused(dir / "flipped.kvc", "checksum mismatch");
   std::string version = bytes;
   version[8] = 99;
-  write_bytes(dir.path / "version.kvc", version);
-  refused(dir.path / "version.kvc", "format version 99");
+  write_bytes(dir / "version.kvc", version);
+  refused(dir / "version.kvc", "format version 99");
   kylin::KVFileMeta foreign = meta;
   foreign.identity ^= 1;
-  kylin::write_kv_file(dir.path / "foreign.kvc", foreign, a.cache(), a.cache().size());
-  refused(dir.path / "foreign.kvc", "another model");
+  kylin::write_kv_file(dir / "foreign.kvc", foreign, a.cache(), a.cache().size());
+  refused(dir / "foreign.kvc", "another model");
   kylin::KVFileMeta f16 = meta;
   f16.dtype = kylin::DType::f16;
-  kylin::write_kv_file(dir.path / "f16.kvc", f16, a.cache(), a.cache().size() / 2);
-  refused(dir.path / "f16.kvc", "KV dtype");
+  kylin::write_kv_file(dir / "f16.kvc", f16, a.cache(), a.cache().size() / 2);
+  refused(dir / "f16.kvc", "KV dtype");
   kylin::Session tiny(engine(), 8);
   CHECK_THROWS_WITH_AS(tiny.load(good), doctest::Contains("the context is 8"), kylin::Error);
 }
@@ -181,14 +165,14 @@ TEST_CASE("restart round trip: a new PromptCache over the same directory loads t
   const auto prompt = prompt_of(long_text);
   std::vector<int> first_tokens;
   {
-    kylin::PromptCache cache(engine(), w.options(dir.path));
+    kylin::PromptCache cache(engine(), w.options(dir.path()));
     kylin::Session s(engine());
     const auto first = s.generate(prompt, greedy(8, &cache));
     CHECK(first.stats.cached_tokens == 0);
     first_tokens = first.tokens;
   }  // the destructor finishes the write
   REQUIRE(dir.files().size() == 1);
-  kylin::PromptCache cache(engine(), w.options(dir.path));
+  kylin::PromptCache cache(engine(), w.options(dir.path()));
   kylin::Session s(engine());
   const auto again = s.generate(prompt, greedy(8, &cache));
   CHECK(again.stats.cached_tokens == static_cast<std::int64_t>(prompt.size()) - 1);
@@ -234,7 +218,7 @@ TEST_CASE("damaged, foreign and stale entries are ignored with a warning, delete
     CAPTURE(name);
     TempDir dir;
     Warnings w;
-    kylin::PromptCache cache(engine(), w.options(dir.path));
+    kylin::PromptCache cache(engine(), w.options(dir.path()));
     {
       kylin::Session s(engine());
       s.generate(prompt, greedy(1, &cache));
@@ -261,10 +245,10 @@ TEST_CASE("damaged, foreign and stale entries are ignored with a warning, delete
 TEST_CASE("entries of other models sharing the directory are left alone") {
   TempDir dir;
   Warnings w;
-  kylin::PromptCache cache(engine(), w.options(dir.path));
+  kylin::PromptCache cache(engine(), w.options(dir.path()));
   kylin::KVFileMeta other = cache.meta();
   other.identity ^= 0xff;
-  kylin::PromptCache other_cache(other, w.options(dir.path));
+  kylin::PromptCache other_cache(other, w.options(dir.path()));
   kylin::Session s(engine());
   const auto prompt = prompt_of(long_text);
   s.generate(prompt, greedy(1));
@@ -284,7 +268,7 @@ TEST_CASE("above the size limit the least recently used entries go first; loadin
   for (int i = 1; i < 4; ++i) prompts[static_cast<std::size_t>(i)][0] += i;
   const std::size_t n = prompts[0].size();
   const std::uint64_t largest = 64 + 4 * n + 8 + kylin::kv_payload_bytes(kylin::kv_file_meta(engine()), n);
-  kylin::PromptCache cache(engine(), w.options(dir.path, 2 * largest + largest / 2));  // room for two entries
+  kylin::PromptCache cache(engine(), w.options(dir.path(), 2 * largest + largest / 2));  // room for two entries
   auto store = [&](std::size_t i) {
     kylin::Session s(engine());
     s.generate(prompts[i], greedy(1));
@@ -306,7 +290,7 @@ TEST_CASE("above the size limit the least recently used entries go first; loadin
   CHECK(dir.files().size() == 2);
 
   // An entry larger than the whole limit is never written.
-  kylin::PromptCache small(engine(), w.options(dir.path, 1000));
+  kylin::PromptCache small(engine(), w.options(dir.path(), 1000));
   kylin::Session s(engine());
   s.generate(prompts[1], greedy(1));
   CHECK_FALSE(small.store(s.cache(), static_cast<std::int64_t>(prompts[1].size())));
@@ -321,7 +305,7 @@ TEST_CASE("concurrent writers of the same and different entries never leave a fi
   s1.generate(p1, greedy(1));
   s2.generate(p2, greedy(1));
   const kylin::KVFileMeta meta = kylin::kv_file_meta(engine());
-  const fs::path shared = dir.path / "shared.kvc";
+  const fs::path shared = dir / "shared.kvc";
   std::atomic<bool> done{false};
   std::atomic<int> bad{0}, loads{0};
   std::string first_bad;  // written by the reader before it ends, read after join
@@ -346,8 +330,8 @@ TEST_CASE("concurrent writers of the same and different entries never leave a fi
       }
     }
   });
-  std::thread a(writer, std::cref(s1.cache()), static_cast<std::int64_t>(p1.size()), dir.path / "a.kvc");
-  std::thread b(writer, std::cref(s2.cache()), static_cast<std::int64_t>(p2.size()), dir.path / "b.kvc");
+  std::thread a(writer, std::cref(s1.cache()), static_cast<std::int64_t>(p1.size()), dir / "a.kvc");
+  std::thread b(writer, std::cref(s2.cache()), static_cast<std::int64_t>(p2.size()), dir / "b.kvc");
   a.join();
   b.join();
   done = true;
@@ -364,7 +348,7 @@ TEST_CASE("concurrent writers of the same and different entries never leave a fi
 
   // Two PromptCaches (as two processes would) storing the same and different prefixes at once.
   TempDir shared_dir;
-  kylin::PromptCache c1(engine(), w1.options(shared_dir.path)), c2(engine(), w2.options(shared_dir.path));
+  kylin::PromptCache c1(engine(), w1.options(shared_dir.path())), c2(engine(), w2.options(shared_dir.path()));
   std::thread t1([&] { c1.store(s1.cache(), static_cast<std::int64_t>(p1.size())); c1.store(s2.cache(), static_cast<std::int64_t>(p2.size())); });
   std::thread t2([&] { c2.store(s1.cache(), static_cast<std::int64_t>(p1.size())); c2.store(s2.cache(), static_cast<std::int64_t>(p2.size())); });
   t1.join();

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/temp_dir.hpp"
 #include "kylin/core/error.hpp"
 
 namespace kylin::test {
@@ -44,27 +45,6 @@ inline std::string tensor_entry(std::string_view name, std::string_view dtype, s
   s.append(",\"data_offsets\":[").append(std::to_string(begin)).append(",").append(std::to_string(end)).append("]}");
   return s;
 }
-
-// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kylin-test-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(std::string_view name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline void write_file(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream f(path, std::ios::binary);

@@ -6,32 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.hpp"
 #include "server_process.hpp"
 
 using namespace kylin::test;
 using kylin::json::Value;
 
 namespace {
-
-// A directory removed at the end of the test.
-struct CacheDir {
-  fs::path path;
-  CacheDir() {
-    std::string pattern = (fs::temp_directory_path() / "kylin-server-cache-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~CacheDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::vector<fs::path> entries() const {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(path))
-      if (e.path().extension() == ".kvc") out.push_back(e.path());
-    return out;
-  }
-};
 
 const std::string system_text =
     "You are the assistant of a lighthouse museum. Answer in one sentence, name the lighthouse when you can, and never "
@@ -62,13 +43,13 @@ Answer ask(ServerProcess& server, const std::string& question) {
 }
 
 // Waits until the background writer has put `n` entries in the directory.
-void wait_for_entries(const CacheDir& dir, std::size_t n) {
+void wait_for_entries(const TempDir& dir, std::size_t n) {
   const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (dir.entries().size() < n && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  REQUIRE(dir.entries().size() >= n);
+  while (dir.files(".kvc").size() < n && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  REQUIRE(dir.files(".kvc").size() >= n);
 }
 
-std::vector<std::string> with_cache(const CacheDir& dir) { return {"--cache-dir", dir.path.string(), "--cache-size", "256MiB"}; }
+std::vector<std::string> with_cache(const TempDir& dir) { return {"--cache-dir", dir.path().string(), "--cache-size", "256MiB"}; }
 
 std::pair<int, Value> post_slot(ServerProcess& server, const std::string& target, const std::string& body) {
   auto c = server.client();
@@ -80,7 +61,7 @@ std::pair<int, Value> post_slot(ServerProcess& server, const std::string& target
 }  // namespace
 
 TEST_CASE("restart round trip: after a restart the same request loads the stored prefix and answers the same") {
-  CacheDir dir;
+  TempDir dir;
   Answer first;
   {
     ServerProcess server(with_cache(dir));
@@ -98,14 +79,14 @@ TEST_CASE("restart round trip: after a restart the same request loads the stored
 }
 
 TEST_CASE("a damaged entry is ignored with a warning and deleted; the answer is the one without a cache") {
-  CacheDir dir;
+  TempDir dir;
   Answer first;
   {
     ServerProcess server(with_cache(dir));
     first = ask(server, "Is the museum open on Monday?");
     wait_for_entries(dir, 1);
   }
-  const fs::path entry = dir.entries().front();
+  const fs::path entry = dir.files(".kvc").front();
   {
     std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(fs::file_size(entry) / 2));
@@ -119,7 +100,7 @@ TEST_CASE("a damaged entry is ignored with a warning and deleted; the answer is 
 }
 
 TEST_CASE("two servers sharing one cache directory store the same and different prefixes without damaging any") {
-  CacheDir dir;
+  TempDir dir;
   std::vector<std::string> questions = {"Who keeps the light?", "How far does the beam reach?"};
   {
     ServerProcess a(with_cache(dir)), b(with_cache(dir));
@@ -139,11 +120,11 @@ TEST_CASE("two servers sharing one cache directory store the same and different 
   ServerProcess third(with_cache(dir));
   for (const auto& q : questions) CHECK(ask(third, q).cached > 0);
   CHECK(third.log().find("prompt cache") == std::string::npos);
-  for (const auto& e : fs::directory_iterator(dir.path)) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+  for (const auto& e : fs::directory_iterator(dir.path())) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
 TEST_CASE("slot save, erase and restore round-trip a slot's state through a file inside the cache directory") {
-  CacheDir dir;
+  TempDir dir;
   ServerProcess server(with_cache(dir));
   const Answer first = ask(server, "Which lighthouse is the oldest?");
   auto [saved_status, saved] = post_slot(server, "/slots/0?action=save", R"({"filename": "museum-1.bin"})");
@@ -152,7 +133,7 @@ TEST_CASE("slot save, erase and restore round-trip a slot's state through a file
   CHECK(at(saved, "filename").as_string() == "museum-1.bin");
   const std::int64_t n_saved = at(saved, "n_saved").as_int();
   CHECK(n_saved > 20);
-  CHECK(at(saved, "n_written").as_int() == static_cast<std::int64_t>(fs::file_size(dir.path / "museum-1.bin")));
+  CHECK(at(saved, "n_written").as_int() == static_cast<std::int64_t>(fs::file_size(dir / "museum-1.bin")));
   CHECK(at(at(saved, "timings"), "save_ms").is_number());
 
   auto [erased_status, erased] = post_slot(server, "/slots/0?action=erase", "");
@@ -168,7 +149,7 @@ TEST_CASE("slot save, erase and restore round-trip a slot's state through a file
 
   // A damaged or missing file is a 400 naming the problem.
   {
-    std::fstream f(dir.path / "museum-1.bin", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(dir / "museum-1.bin", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(100);
     f.put('\x01');
   }
@@ -179,7 +160,7 @@ TEST_CASE("slot save, erase and restore round-trip a slot's state through a file
 }
 
 TEST_CASE("slot file names that could leave the cache directory, bad ids and bad actions are refused with 400") {
-  CacheDir dir;
+  TempDir dir;
   ServerProcess server(with_cache(dir));
   for (const std::string& name : std::vector<std::string>{"../x", "/etc/passwd", "a/b", "", "..", ".hidden", "x\\u0000y", "a\\\\b", std::string(300, 'a'),
                                  std::string("0123456789abcdef-0123456789abcdef.kvc")}) {
@@ -196,9 +177,9 @@ TEST_CASE("slot file names that could leave the cache directory, bad ids and bad
   CHECK(post_slot(server, "/slots/0?action=delete", R"({"filename": "ok"})").first == 400);
   CHECK(post_slot(server, "/slots/0", R"({"filename": "ok"})").first == 400);
   std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir.path)) files += e.is_regular_file() ? 1 : 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) files += e.is_regular_file() ? 1 : 0;
   CHECK(files == 0);
-  CHECK_FALSE(fs::exists(dir.path.parent_path() / "x"));
+  CHECK_FALSE(fs::exists(dir.path().parent_path() / "x"));
 }
 
 TEST_CASE("without --cache-dir the slot endpoints answer 501 naming the flag") {
