@@ -34,12 +34,15 @@ std::string raw_exchange(int port, const std::string& request) {
   return s.read_all(std::chrono::seconds(60));
 }
 
-// Until a generation runs: an event, bounded at 2 minutes for a loaded machine under ASan.
-bool wait_busy(ServerProcess& server) {
+// Until a generation runs with `queued` more jobs behind it: an event, bounded at 2 minutes for a
+// loaded machine under ASan.
+bool wait_busy(ServerProcess& server, std::int64_t queued = 0) {
   auto c = server.client();
   for (const auto deadline = Clock::now() + std::chrono::minutes(2); Clock::now() < deadline;) {
-    auto h = c.Get("/health");
-    if (h && at(parse_json(h->body), "busy").as_bool()) return true;
+    if (auto h = c.Get("/health")) {
+      const Value health = parse_json(h->body);
+      if (at(health, "busy").as_bool() && at(health, "queued").as_int() >= queued) return true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
@@ -168,7 +171,8 @@ TEST_CASE("non-streamed requests whose clients disconnect are cancelled; the ser
     leaving.emplace_back(server.port());
     leaving.back().send(post("/v1/chat/completions", chat(3000)));  // ~10 s each in Release if left to run
   }
-  REQUIRE(wait_busy(server));
+  // All four in the scheduler before any leaves, so the 1-token request below queues behind them.
+  REQUIRE(wait_busy(server, 3));
   for (auto& s : leaving) s.close();
   auto c = server.client();
   auto r = post_json(c, "/v1/chat/completions", chat(1));
