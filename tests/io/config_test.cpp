@@ -138,20 +138,19 @@ TEST_CASE("unsupported model_type, hidden_act and sliding windows are errors nam
 
 TEST_CASE("the unsupported model_type error names every supported one") {
   CHECK(contains(config_error(with(base_config(), "model_type", "llama")),
-                 "unsupported model_type \"llama\" (kylin runs \"qwen3\" and \"qwen2\")"));
+                 "unsupported model_type \"llama\" (kylin runs \"qwen3\", \"qwen3_moe\" and \"qwen2\")"));
 }
 
-TEST_CASE("attention_bias must match the architecture: Qwen3 without, Qwen2 with q/k/v biases") {
-  CHECK(config_error(with(base_config(), "attention_bias", true)) ==
-        "[kylin.config] config.json: attention_bias: qwen3 with q/k/v biases is not supported");
+TEST_CASE("attention_bias: Qwen2 must have q/k/v biases; a Qwen3 config may say true (bias tensors are checked with the weights)") {
+  CHECK(kylin::parse_model_config(with(base_config(), "attention_bias", true)).attention_bias);
   const auto qwen2 = with(without(base_config(), "head_dim"), "model_type", "qwen2");
   CHECK(config_error(with(qwen2, "attention_bias", false)) ==
         "[kylin.config] config.json: attention_bias: qwen2 without q/k/v biases is not supported");
   CHECK(kylin::parse_model_config(with(qwen2, "attention_bias", true)).attention_bias);
   // The same rule on a hand-built config, without a file context.
-  kylin::ModelConfig c = kylin::parse_model_config(base_config());
-  c.attention_bias = true;
-  CHECK(error_text([&] { kylin::arch_checks(c); }) == "[kylin.config] attention_bias: qwen3 with q/k/v biases is not supported");
+  kylin::ModelConfig c = kylin::parse_model_config(with(qwen2, "attention_bias", true));
+  c.attention_bias = false;
+  CHECK(error_text([&] { kylin::arch_checks(c); }) == "[kylin.config] attention_bias: qwen2 without q/k/v biases is not supported");
 }
 
 TEST_CASE("an absent attention_bias takes the architecture's default and has_qk_norm follows model_type") {
@@ -249,4 +248,26 @@ TEST_CASE("the six test checkpoints' config.json files parse with their document
   CHECK(tiny.max_position_embeddings == 2048);
   CHECK(kylin::load_model_config(models / "e2e-qwen3-fullvocab").vocab_size == 151936);
   CHECK(kylin::load_model_config(models / "small-qwen3").num_hidden_layers == 4);
+}
+
+TEST_CASE("qwen3_moe: expert fields by their HF names, the sparse-layer rule, and a named error for each bad field") {
+  json::Value moe = with(base_config(), "model_type", "qwen3_moe");
+  for (auto [k, v] : {std::pair<std::string, std::int64_t>{"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 64}})
+    moe = with(moe, k, v);
+  auto c = kylin::parse_model_config(moe);
+  REQUIRE(c.moe);
+  CHECK(c.moe->num_experts == 8);
+  CHECK_FALSE(c.moe->norm_topk_prob);  // transformers' default
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) CHECK(c.is_sparse_layer(l));
+  // decoder_sparse_step 2: layers 1, 3, ... sparse; mlp_only_layers takes layer 3 out
+  c = kylin::parse_model_config(with(with(moe, "decoder_sparse_step", 2), "mlp_only_layers", json::parse("[3]")));
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) CHECK(c.is_sparse_layer(l) == (l == 1));
+  CHECK_FALSE(kylin::parse_model_config(base_config()).moe);  // a dense Qwen3 reads no expert fields
+  CHECK(config_error(without(moe, "num_experts")) == "[kylin.config] config.json: num_experts: missing required field");
+  CHECK(config_error(with(moe, "num_experts_per_tok", 9)) ==
+        "[kylin.config] config.json: num_experts_per_tok: value 9 outside [1, 8]");
+  CHECK(config_error(with(moe, "mlp_only_layers", json::parse("[0, 99]"))) ==
+        "[kylin.config] config.json: mlp_only_layers: entries must be layer indices in [0, " +
+            std::to_string(c.num_hidden_layers) + ")");
+  CHECK(config_error(with(moe, "decoder_sparse_step", 0)).starts_with("[kylin.config] config.json: decoder_sparse_step: value 0 outside"));
 }

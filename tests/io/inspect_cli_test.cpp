@@ -222,3 +222,16 @@ TEST_CASE("check_weights binds by the architecture: Qwen2 needs q/k/v biases and
   CHECK(contains(check.unexpected.front(), "self_attn."));
   CHECK(contains(check.unexpected.front(), "_proj.bias"));
 }
+
+TEST_CASE("a Qwen3 config with attention_bias true loads without bias tensors and refuses any it has, naming it") {
+  TempDir dir;
+  copy_checkpoint(tiny, dir.path(), [](Specs& specs) { specs.push_back({"model.layers.1.self_attn.o_proj.bias", kylin::DType::bf16, {64}}); });
+  auto config = kylin::load_model_config(dir.path());
+  config.attention_bias = true;
+  const kylin::io::Checkpoint ckpt(dir.path());
+  const auto check = kylin::check_weights(ckpt, config);
+  CHECK(check.problems == std::vector<std::string>{"model.layers.1.self_attn.o_proj.bias: qwen3 attention with biases is not supported"});
+  CHECK(check.unexpected.empty());
+  const kylin::io::Checkpoint plain(models / "tiny-qwen3-untied");
+  CHECK(kylin::check_weights(plain, config).loads());  // absent biases are zero, as transformers initialises them
+}

@@ -12,8 +12,8 @@
 namespace {
 
 const std::string data = KYLIN_TEST_DATA;
-const char* const models[] = {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16-sharded",
-                              "small-qwen2-f32",   "e2e-qwen3-fullvocab", "tiny-qwen3-yarn"};
+const char* const models[] = {"tiny-qwen3-untied",   "small-qwen3",     "odd-qwen3-f16-sharded", "small-qwen2-f32",
+                              "e2e-qwen3-fullvocab", "tiny-qwen3-yarn", "tiny-qwen3-moe",        "odd-qwen3-moe-f32-sharded"};
 
 double relative_l2(std::span<const float> a, std::span<const float> b) {
   double num = 0, den = 0;

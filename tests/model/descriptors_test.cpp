@@ -101,7 +101,7 @@ TEST_CASE("a changed field breaks the match and is listed with both values") {
 
 TEST_CASE("the test checkpoints match no preset and the closest one is named with the differing fields") {
   const auto dir = std::filesystem::path(KYLIN_TEST_DATA) / "models";
-  for (const char* m : {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16-sharded", "small-qwen2-f32"}) {
+  for (const char* m : {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16-sharded", "small-qwen2-f32", "tiny-qwen3-moe"}) {
     CAPTURE(m);
     const auto c = kylin::load_model_config(dir / m);
     CHECK(kylin::find_descriptor(c) == nullptr);
@@ -112,6 +112,23 @@ TEST_CASE("the test checkpoints match no preset and the closest one is named wit
   // The Qwen2 checkpoint is closest to a Qwen2.5 preset: model_type counts as a differing field.
   const auto qwen2 = kylin::load_model_config(dir / "small-qwen2-f32");
   CHECK(kylin::closest_descriptor(qwen2).model_type == "qwen2");
+  // The expert fields are compared too (this one's attention_bias makes a Qwen2.5 preset closest).
+  const auto moe = kylin::load_model_config(dir / "odd-qwen3-moe-f32-sharded");
+  CHECK(kylin::describe_preset_match(moe).find("num_experts=12 (preset ") != std::string::npos);
+}
+
+TEST_CASE("MoE presets: a config.json with the published 30B-A3B fields matches it; total and active parameters follow the model cards") {
+  const auto& d = kylin::presets::qwen3_30b_a3b;
+  CHECK(d.params_total() == 30'532'122'624);  // 48 x (attention + 128 experts + router + norms) + embeddings + lm_head
+  CHECK(d.params_active() == 3'353'032'704);   // the router and 8 experts per layer
+  kylin::ModelConfig c = kylin::parse_model_config(kylin::json::parse(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
+      "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
+      "vocab_size": 151936, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": false, "attention_bias": false,
+      "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, "norm_topk_prob": true})"));
+  CHECK(kylin::find_descriptor(c) == &d);
+  c.moe->num_experts_per_tok = 4;
+  CHECK(kylin::describe_preset_match(c) ==
+        "no preset matched (closest: Qwen3-30B-A3B; differs in: num_experts_per_tok=4 (preset 8))");
 }
 
 TEST_CASE("each Arch names its component types and traits; presets take model_type from the Arch") {
@@ -119,7 +136,9 @@ TEST_CASE("each Arch names its component types and traits; presets take model_ty
   static_assert(std::is_same_v<kylin::Qwen3Arch::Attention, kylin::GroupedQueryAttention<QKNorm::per_head, QKVBias::none>>);
   static_assert(std::is_same_v<kylin::Qwen2Arch::Attention, kylin::GroupedQueryAttention<QKNorm::none, QKVBias::qkv>>);
   static_assert(std::is_same_v<kylin::Qwen3Arch::Norm, kylin::RMSNorm> && std::is_same_v<kylin::Qwen2Arch::MLP, kylin::SwiGLU>);
-  static_assert(kylin::find_arch("qwen3") == &kylin::all_archs[0] && kylin::find_arch("qwen2") == &kylin::all_archs[1]);
+  static_assert(std::is_same_v<kylin::Qwen3MoeArch::Attention, kylin::Qwen3Arch::Attention> &&
+                std::is_same_v<kylin::Qwen3MoeArch::MLP, kylin::SparseMoE> && kylin::Qwen3MoeArch::info.has_experts());
+  static_assert(kylin::find_arch("qwen3") == &kylin::all_archs[0] && kylin::find_arch("qwen3_moe") == &kylin::all_archs[1] && kylin::find_arch("qwen2") == &kylin::all_archs[2]);
   static_assert(kylin::find_arch("llama") == nullptr && kylin::find_arch("") == nullptr);
   static_assert(!kylin::Qwen3Arch::info.default_attention_bias() && kylin::Qwen2Arch::info.default_attention_bias());
   static_assert(kylin::Qwen3Arch::info.head_dim_in_config && !kylin::Qwen2Arch::info.head_dim_in_config);
@@ -138,6 +157,7 @@ TEST_CASE("visit_arch calls the function with the Arch of model_type and refuses
   auto name_of = [](auto arch) { return std::string(decltype(arch)::name); };
   CHECK(kylin::visit_arch("qwen3", name_of) == "qwen3");
   CHECK(kylin::visit_arch("qwen2", name_of) == "qwen2");
+  CHECK(kylin::visit_arch("qwen3_moe", name_of) == "qwen3_moe");
   auto qk_norm = [](auto arch) -> bool { return decltype(arch)::info.has_qk_norm(); };
   CHECK(kylin::visit_arch("qwen3", qk_norm));
   CHECK_FALSE(kylin::visit_arch("qwen2", qk_norm));
@@ -149,7 +169,7 @@ TEST_CASE("visit_arch calls the function with the Arch of model_type and refuses
     } catch (const kylin::Error& e) {
       CHECK(e.category() == kylin::ErrorCategory::config);
       CHECK(std::string(e.what()) == std::string("[kylin.config] model_type: unsupported model_type \"") + bad +
-                                         "\" (kylin runs \"qwen3\" and \"qwen2\")");
+                                         "\" (kylin runs \"qwen3\", \"qwen3_moe\" and \"qwen2\")");
     }
     CHECK_THROWS_AS(kylin::arch_info(bad), kylin::Error);
   }

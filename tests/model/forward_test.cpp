@@ -66,8 +66,8 @@ std::vector<int> greedy(kylin::Model& model, kylin::KVCache& cache, std::vector<
   return out;
 }
 
-const char* const models[] = {"tiny-qwen3-untied", "small-qwen3", "odd-qwen3-f16-sharded",
-                              "small-qwen2-f32",   "e2e-qwen3-fullvocab", "tiny-qwen3-yarn"};
+const char* const models[] = {"tiny-qwen3-untied",   "small-qwen3",     "odd-qwen3-f16-sharded", "small-qwen2-f32",
+                              "e2e-qwen3-fullvocab", "tiny-qwen3-yarn", "tiny-qwen3-moe",        "odd-qwen3-moe-f32-sharded"};
 
 // The f32 path is exact up to f32 arithmetic: measured 1.3e-6 to 2.3e-6 relative L2 (the
 // references carry 6 significant digits), so 1e-5 fails on anything that rounds activations or
@@ -128,7 +128,7 @@ TEST_CASE("f16 KV: logits match the float64 reference to 2e-3 relative L2 at eve
 }
 
 TEST_CASE("one prefill == chunked prefill == token-by-token decode, to f32 rounding") {
-  for (const char* name : {"small-qwen3", "small-qwen2-f32", "odd-qwen3-f16-sharded"}) {
+  for (const char* name : {"small-qwen3", "small-qwen2-f32", "odd-qwen3-f16-sharded", "odd-qwen3-moe-f32-sharded"}) {
     CAPTURE(name);
     const Case c = load_cases(name).back();  // the 40-token prompt
     const auto T = c.tokens.size();

@@ -2,6 +2,7 @@
 // Missing required fields and impossible values are load errors naming the field.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -26,6 +27,16 @@ struct RopeScaling {
   bool truncate = true;
 };
 
+// The sparse-MLP fields of a qwen3_moe config.json (ArchInfo::has_experts), by their HF names.
+struct MoeConfig {
+  std::int64_t num_experts = 0;
+  std::int64_t num_experts_per_tok = 0;    // k: experts each token is routed to
+  std::int64_t moe_intermediate_size = 0;  // width of one expert's SwiGLU
+  bool norm_topk_prob = false;             // renormalise the k routing weights to sum to 1
+  std::int64_t decoder_sparse_step = 1;    // layer l is sparse when (l + 1) % step == 0 ...
+  std::vector<std::int64_t> mlp_only_layers;  // ... and l is not listed here
+};
+
 struct ModelConfig {
   std::string model_type;  // an ArchInfo::name of model/arch.hpp
   std::int64_t hidden_size = 0;
@@ -45,22 +56,29 @@ struct ModelConfig {
   std::vector<std::int64_t> eos_token_id;  // config.json has an int or a list
   std::string torch_dtype;
   std::string hidden_act = "silu";
+  std::optional<MoeConfig> moe;  // set exactly for archs with experts
 
   std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // width of q_proj output
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // width of k_proj/v_proj output
   std::int64_t n_groups() const { return num_attention_heads / num_key_value_heads; }
   bool has_qk_norm() const { return find_arch(model_type) && find_arch(model_type)->has_qk_norm(); }
+  // Whether layer l's MLP is the routed experts (transformers' Qwen3MoeDecoderLayer rule).
+  bool is_sparse_layer(std::int64_t l) const {
+    if (!moe || moe->num_experts == 0 || (l + 1) % moe->decoder_sparse_step != 0) return false;
+    return std::find(moe->mlp_only_layers.begin(), moe->mlp_only_layers.end(), l) == moe->mlp_only_layers.end();
+  }
 };
 
-// The rules the architecture puts on the other fields: today, q/k/v biases exactly when the
-// architecture has them (a Qwen3 with biases or a Qwen2 without would load weights kylin ignores
-// or lacks). `where` prefixes the error context, e.g. the config.json path.
+// The rules the architecture puts on the other fields: an architecture with q/k/v biases needs
+// attention_bias (a Qwen2 without them would lack weights kylin runs). The other way round is a
+// weight check (detail::bind_all): Qwen3 configs may say attention_bias true as long as the
+// checkpoint holds no bias tensors, which transformers then initialises to zero. `where`
+// prefixes the error context, e.g. the config.json path.
 inline void arch_checks(const ModelConfig& c, const std::string& where = "") {
   const ArchInfo& arch = arch_info(c.model_type);
-  if (c.attention_bias == arch.has_qkv_bias()) return;
+  if (c.attention_bias || !arch.has_qkv_bias()) return;
   const std::string context = where.empty() ? "attention_bias" : where + ": attention_bias";
-  throw Error(ErrorCategory::config, context,
-              std::string(arch.name) + (c.attention_bias ? " with q/k/v biases is not supported" : " without q/k/v biases is not supported"));
+  throw Error(ErrorCategory::config, context, std::string(arch.name) + " without q/k/v biases is not supported");
 }
 
 namespace detail {
@@ -146,6 +164,26 @@ inline std::optional<RopeScaling> read_rope_scaling(const ConfigReader& r) {
   return y;
 }
 
+// num_experts and friends of an arch with experts: the three sizes are required (no published
+// checkpoint leaves them to transformers' defaults), the layer pattern defaults as there.
+inline MoeConfig read_moe(const ConfigReader& r, std::int64_t layers) {
+  MoeConfig m;
+  m.num_experts = r.require_int("num_experts", 1, 1 << 16);
+  m.num_experts_per_tok = r.require_int("num_experts_per_tok", 1, m.num_experts);
+  m.moe_intermediate_size = r.require_int("moe_intermediate_size", 1, max_dim);
+  m.norm_topk_prob = r.get_bool("norm_topk_prob").value_or(false);
+  m.decoder_sparse_step = r.get_int("decoder_sparse_step", 1, layers).value_or(1);
+  if (const json::Value* v = r.get("mlp_only_layers"); v && !v->is_null()) {
+    if (!v->is_array()) r.fail("mlp_only_layers", "must be a list of layer indices");
+    for (const auto& e : v->as_array()) {
+      if (!e.is_int() || e.as_int() < 0 || e.as_int() >= layers)
+        r.fail("mlp_only_layers", "entries must be layer indices in [0, " + std::to_string(layers) + ")");
+      m.mlp_only_layers.push_back(e.as_int());
+    }
+  }
+  return m;
+}
+
 }  // namespace detail
 
 inline ModelConfig parse_model_config(const json::Value& root, const std::string& where = "config.json") {
@@ -197,6 +235,7 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   c.torch_dtype = r.get_string("torch_dtype").value_or(r.get_string("dtype").value_or(""));
   c.hidden_act = r.get_string("hidden_act").value_or("silu");
   if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation \"" + c.hidden_act + "\" (Qwen uses \"silu\")");
+  if (arch->has_experts()) c.moe = detail::read_moe(r, c.num_hidden_layers);
   if (r.get_bool("use_sliding_window").value_or(false))
     r.fail("use_sliding_window", "sliding-window attention is not supported");
   arch_checks(c, where);

@@ -1,11 +1,12 @@
 // Element-wise and per-row kernels of the forward pass: RMSNorm, rotary embedding, SwiGLU
-// gating, residual add, embedding lookup. All in f32 on activations; weights in stored dtype.
+// gating, residual add, embedding lookup, and the row gather/scatter of expert routing. All in f32 on activations; weights in stored dtype.
 // These are short loops the compiler vectorizes; each is its own scalar reference.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "kylin/kernels/matmul.hpp"
 
@@ -93,6 +94,27 @@ inline void silu_mul(float* gate, const float* up, std::int64_t n) {
 
 inline void add_inplace(float* acc, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+// Rows of an expert's group: rows[i] of the pass and the routing weight it gives the expert.
+struct RowSelection {
+  std::span<const std::int64_t> rows;
+  std::span<const float> weights;  // [rows.size()]; empty for a gather
+};
+
+// out[i, :] = x[sel.rows[i], :] for rows of width `width`.
+inline void gather_rows(const float* x, const RowSelection& sel, float* out, std::int64_t width) {
+  for (std::size_t i = 0; i < sel.rows.size(); ++i) std::copy_n(x + sel.rows[i] * width, width, out + static_cast<std::int64_t>(i) * width);
+}
+
+// acc[sel.rows[i], :] += sel.weights[i] * y[i, :]: an expert's outputs, weighted, into their rows.
+inline void add_rows_scaled(float* acc, const float* y, const RowSelection& sel, std::int64_t width) {
+  for (std::size_t i = 0; i < sel.rows.size(); ++i) {
+    float* a = acc + sel.rows[i] * width;
+    const float* yi = y + static_cast<std::int64_t>(i) * width;
+    const float w = sel.weights[i];
+    for (std::int64_t j = 0; j < width; ++j) a[j] += w * yi[j];
+  }
 }
 
 // out[dim] = row `id` of an embedding table [vocab, dim], widened to f32.

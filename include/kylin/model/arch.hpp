@@ -1,5 +1,5 @@
-// One place per config.json model_type: what separates Qwen3 from Qwen2 (q/k norm, q/k/v bias,
-// the component types, config rules, end-of-turn tokens). Light on purpose: io/config.hpp reads
+// One place per config.json model_type: what separates Qwen3, Qwen3-MoE and Qwen2 (q/k norm,
+// q/k/v bias, sparse expert MLPs, the component types, config rules, end-of-turn tokens). Light on purpose: io/config.hpp reads
 // it, so the component types are only declared here; model/components.hpp defines them.
 #pragma once
 
@@ -14,10 +14,12 @@ namespace kylin {
 
 enum class QKNorm { none, per_head };  // Qwen3 normalises each head's q and k before RoPE
 enum class QKVBias { none, qkv };      // Qwen2 adds biases to the q/k/v projections
+enum class MLPKind { dense, experts };  // Qwen3-MoE: a routed mixture of SwiGLU experts in (most) layers
 
 // Defined in model/components.hpp.
 struct RMSNorm;
 struct SwiGLU;
+struct SparseMoE;
 template <QKNorm qk_norm, QKVBias bias>
 struct GroupedQueryAttention;
 
@@ -27,12 +29,14 @@ struct ArchInfo {
   std::string_view architecture;  // config.json "architectures"[0], the transformers class
   QKNorm qk_norm;
   QKVBias qkv_bias;
+  MLPKind mlp = MLPKind::dense;  // experts: config.json's num_experts etc. are read and required
   bool head_dim_in_config;  // false: config.json has no head_dim; it is hidden_size / num_attention_heads
   // Chat end-of-turn tokens: generation stops at either when the tokenizer defines it.
   std::array<std::string_view, 2> end_of_turn;
 
   constexpr bool has_qk_norm() const { return qk_norm == QKNorm::per_head; }
   constexpr bool has_qkv_bias() const { return qkv_bias == QKVBias::qkv; }
+  constexpr bool has_experts() const { return mlp == MLPKind::experts; }
   // config.json's attention_bias when absent (Qwen2's config class has no such field).
   constexpr bool default_attention_bias() const { return has_qkv_bias(); }
 };
@@ -51,6 +55,22 @@ struct Qwen3Arch {
   using MLP = SwiGLU;
 };
 
+// Qwen3 attention; the MLP of a layer is either sparse (router + experts) or a dense SwiGLU, as
+// mlp_only_layers and decoder_sparse_step say (ModelConfig::is_sparse_layer).
+struct Qwen3MoeArch {
+  static constexpr ArchInfo info{.name = "qwen3_moe",
+                                 .architecture = "Qwen3MoeForCausalLM",
+                                 .qk_norm = QKNorm::per_head,
+                                 .qkv_bias = QKVBias::none,
+                                 .mlp = MLPKind::experts,
+                                 .head_dim_in_config = true,
+                                 .end_of_turn = {"<|im_end|>", "<|endoftext|>"}};
+  static constexpr std::string_view name = info.name;
+  using Norm = RMSNorm;
+  using Attention = GroupedQueryAttention<info.qk_norm, info.qkv_bias>;
+  using MLP = SparseMoE;
+};
+
 struct Qwen2Arch {
   static constexpr ArchInfo info{.name = "qwen2",
                                  .architecture = "Qwen2ForCausalLM",
@@ -65,7 +85,7 @@ struct Qwen2Arch {
 };
 
 // Every supported architecture; visit_arch and the lookups below follow this order.
-inline constexpr std::array<ArchInfo, 2> all_archs = {Qwen3Arch::info, Qwen2Arch::info};
+inline constexpr std::array<ArchInfo, 3> all_archs = {Qwen3Arch::info, Qwen3MoeArch::info, Qwen2Arch::info};
 
 // The architecture of `model_type`, or nullptr when kylin does not run it.
 constexpr const ArchInfo* find_arch(std::string_view model_type) {
@@ -74,7 +94,7 @@ constexpr const ArchInfo* find_arch(std::string_view model_type) {
   return nullptr;
 }
 
-// "unsupported model_type "llama" (kylin runs "qwen3" and "qwen2")"
+// "unsupported model_type "llama" (kylin runs "qwen3", "qwen3_moe" and "qwen2")"
 inline std::string unsupported_model_type_message(std::string_view model_type) {
   std::string names;
   for (std::size_t i = 0; i < all_archs.size(); ++i) {
@@ -90,14 +110,15 @@ inline const ArchInfo& arch_info(std::string_view model_type) {
   throw Error(ErrorCategory::config, "model_type", unsupported_model_type_message(model_type));
 }
 
-// Calls fn(Qwen3Arch{}) or fn(Qwen2Arch{}) by model_type, so the caller instantiates its code
+// Calls fn(Qwen3Arch{}), fn(Qwen3MoeArch{}) or fn(Qwen2Arch{}) by model_type, so the caller instantiates its code
 // for the one architecture; every call of fn must return the same type.
 template <class Fn>
 decltype(auto) visit_arch(std::string_view model_type, Fn&& fn) {
   if (model_type == Qwen3Arch::name) return std::forward<Fn>(fn)(Qwen3Arch{});
+  if (model_type == Qwen3MoeArch::name) return std::forward<Fn>(fn)(Qwen3MoeArch{});
   if (model_type == Qwen2Arch::name) return std::forward<Fn>(fn)(Qwen2Arch{});
   throw Error(ErrorCategory::config, "model_type", unsupported_model_type_message(model_type));
 }
-static_assert(all_archs.size() == 2, "visit_arch must dispatch every entry of all_archs");
+static_assert(all_archs.size() == 3, "visit_arch must dispatch every entry of all_archs");
 
 }  // namespace kylin

@@ -3,6 +3,7 @@
 // type, not a new model. CpuBackend is the first model of the concept: kernels/ on a jthread pool.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
@@ -64,7 +65,7 @@ struct BackendOptions {
 template <class B>
 concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOptions&> &&
     requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::span<const kernels::MatmulOut> outs,
-             const kernels::RowPlan& plan, std::int64_t n, double eps, const kernels::HeadRows& heads,
+             const kernels::RowPlan& plan, std::int64_t n, double eps, const kernels::RowSelection& sel, const kernels::HeadRows& heads,
              const kernels::RopeTables& tables, kernels::KVRef kv, const kernels::KVLayout& layout,
              const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              std::size_t bytes, std::span<float> host) {
@@ -78,6 +79,9 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.attention(in, out, seqs, ah);        // q, out, one entry per sequence
       b.silu_mul(out, in, n);
       b.add(out, in, n);
+      b.fill_zero(out, n);
+      b.gather_rows(in, sel, out, n);        // out[i] = in[sel.rows[i]], rows of width n
+      b.add_rows_scaled(out, in, sel, n);    // out[sel.rows[i]] += sel.weights[i] * in[i]
       b.embed(w, n, out);                    // row n of the table
       b.download(host, in);                  // host.size() floats from backend memory to the host
     };
@@ -88,7 +92,8 @@ class CpuBackend {
   // matrix input, attention scratch for the largest GQA group.
   CpuBackend(const ModelConfig& c, const BackendOptions& o)
       : pool_(o.threads),
-        matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim()}), std::max<std::int64_t>(1, o.max_tokens)),
+        matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0}),
+                        std::max<std::int64_t>(1, o.max_tokens)),
         attention_scratch_(pool_.size(), c.n_groups(), c.head_dim) {}
 
   ThreadPool& pool() { return pool_; }
@@ -129,6 +134,13 @@ class CpuBackend {
     pool_.parallel_for(n, 4096, [&](std::int64_t i0, std::int64_t i1) { kernels::silu_mul(gate + i0, up + i0, i1 - i0); });
   }
   void add(float* acc, const float* x, std::int64_t n) { kernels::add_inplace(acc, x, n); }
+  static void fill_zero(float* out, std::int64_t n) { std::fill_n(out, n, 0.0f); }
+  static void gather_rows(const float* x, const kernels::RowSelection& sel, float* out, std::int64_t width) {
+    kernels::gather_rows(x, sel, out, width);
+  }
+  static void add_rows_scaled(float* acc, const float* y, const kernels::RowSelection& sel, std::int64_t width) {
+    kernels::add_rows_scaled(acc, y, sel, width);
+  }
   void embed(const kernels::MatRef& table, std::int64_t id, float* out) { kernels::embed_row(table, id, out); }
 
  private:

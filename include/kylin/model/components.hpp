@@ -1,5 +1,6 @@
 // The transformer's building blocks as types: RMSNorm, grouped-query attention (with Qwen3's
-// per-head q/k RMSNorm or Qwen2's q/k/v biases, chosen at compile time), and the SwiGLU MLP.
+// per-head q/k RMSNorm or Qwen2's q/k/v biases, chosen at compile time), the SwiGLU MLP and
+// Qwen3-MoE's routed experts.
 // Each holds views of its weights and runs one Pass (rows of several sequences) on any Backend.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "kylin/model/backend.hpp"
 #include "kylin/model/kv_cache.hpp"
+#include "kylin/model/routing.hpp"
 #include "kylin/model/weights.hpp"
 
 namespace kylin {
@@ -48,19 +50,23 @@ class Workspace {
 
   template <Backend B>
   Workspace(B& b, const ModelConfig& c, std::int64_t max_tokens) : max_tokens(max_tokens) {
-    const std::int64_t T = max_tokens, H = c.hidden_size, I = c.intermediate_size, half = c.head_dim / 2;
+    const std::int64_t T = max_tokens, H = c.hidden_size, half = c.head_dim / 2;
+    const std::int64_t I = std::max(c.intermediate_size, c.moe ? c.moe->moe_intermediate_size : 0);
+    const std::int64_t E = c.moe ? c.moe->num_experts : 0, moe_rows = c.moe ? T : 0;
     const std::int64_t sizes[] = {T * H, T * H, T * H, T * c.q_dim(), T * c.kv_dim(), T * c.kv_dim(), T * c.q_dim(),
-                                  T * I, T * I, T * half, T * half, std::min(T, logit_rows) * c.vocab_size};
+                                  T * I, T * I, T * half, T * half, std::min(T, logit_rows) * c.vocab_size,
+                                  T * E, moe_rows * H, moe_rows * H};
     std::size_t bytes = 0;
     for (std::int64_t n : sizes) bytes += padded(n);
     memory_ = b.allocate(bytes);
-    float** views[] = {&x, &xn, &out, &q, &k, &v, &attn, &gate, &up, &cos, &sin, &logits};
+    float** views[] = {&x, &xn, &out, &q, &k, &v, &attn, &gate, &up, &cos, &sin, &logits, &router, &expert_in, &expert_out};
     std::size_t offset = 0;
     for (std::size_t i = 0; i < std::size(views); ++i) {
       *views[i] = memory_.as<float>(offset);
       offset += padded(sizes[i]);
     }
     attention_seqs.reserve(static_cast<std::size_t>(T));
+    if (c.moe) routing = ExpertRouting(T, *c.moe);
   }
 
   std::int64_t max_tokens;
@@ -71,11 +77,15 @@ class Workspace {
   float* k = nullptr;       // [T, n_kv_heads*head_dim]
   float* v = nullptr;       // [T, n_kv_heads*head_dim]
   float* attn = nullptr;    // [T, n_heads*head_dim]    attention output before o_proj
-  float* gate = nullptr;    // [T, intermediate]
-  float* up = nullptr;      // [T, intermediate]
+  float* gate = nullptr;    // [T, max(intermediate, moe_intermediate)]
+  float* up = nullptr;      // [T, max(intermediate, moe_intermediate)]
   float* cos = nullptr;     // [T, head_dim/2]          rotary table of each row's position
   float* sin = nullptr;     // [T, head_dim/2]
   float* logits = nullptr;  // [logit_rows, vocab]      LM-head output before it goes to the host
+  float* router = nullptr;      // [T, num_experts]     router logits       (MoE configs only)
+  float* expert_in = nullptr;   // [T, hidden]          one expert's rows, gathered
+  float* expert_out = nullptr;  // [T, hidden]          its outputs before they are weighted into `out`
+  ExpertRouting routing;        // host-side top-k choice and per-expert row groups
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
 
  private:
@@ -147,6 +157,8 @@ struct SwiGLU {
   const LayerWeights* w;
   std::int64_t intermediate_size;
 
+  static SwiGLU from(const LayerWeights& L, const ModelConfig& c) { return {&L, c.intermediate_size}; }
+
   // out[R, hidden] = down(silu(gate(xn)) * up(xn))
   template <Backend B>
   void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass) const {
@@ -154,6 +166,44 @@ struct SwiGLU {
     b.matmul_fused(xn, gate_up, pass.plan());
     b.silu_mul(ws.gate, ws.up, pass.rows * intermediate_size);
     b.matmul(ws.gate, w->down_proj, nullptr, out, pass.plan());
+  }
+};
+
+// Qwen3-MoE's MLP slot: in a sparse layer, each row's top-k experts (ExpertRouting) weighted by
+// the router; each expert runs once over the rows routed to it, so decode reads only the chosen
+// experts and prefill is one GEMM per expert. A dense layer (mlp_only_layers, decoder_sparse_step)
+// is a plain SwiGLU.
+struct SparseMoE {
+  const LayerWeights* w;
+  std::int64_t intermediate_size, moe_intermediate_size;
+
+  static SparseMoE from(const LayerWeights& L, const ModelConfig& c) {
+    return {&L, c.intermediate_size, c.moe ? c.moe->moe_intermediate_size : 0};
+  }
+
+  // out[R, hidden] = sum over each row's experts e (ascending) of weight_e * down_e(silu(gate_e(xn)) * up_e(xn))
+  template <Backend B>
+  void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass) const {
+    if (w->experts.empty()) return SwiGLU{w, intermediate_size}(b, ws, xn, out, pass);
+    const std::int64_t R = pass.rows, H = w->router.cols, M = moe_intermediate_size;
+    // router logits, then each row's top-k experts and weights on the host
+    b.matmul(xn, w->router, nullptr, ws.router, pass.plan());
+    b.download(ws.routing.logits(R), ws.router);
+    ws.routing.route(R);
+    // every expert with rows: gather them, its SwiGLU, weighted sum into their rows of out
+    b.fill_zero(out, R * H);
+    for (std::int64_t e = 0; e < ws.routing.experts(); ++e) {
+      const kernels::RowSelection group = ws.routing.group(e);
+      if (group.rows.empty()) continue;
+      const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
+      const kernels::RowPlan plan{static_cast<std::int64_t>(group.rows.size()), ExpertRouting::dot_rows(group, pass.dot_rows)};
+      b.gather_rows(xn, group, ws.expert_in, H);
+      const kernels::MatmulOut gate_up[] = {{x.gate_proj, nullptr, ws.gate}, {x.up_proj, nullptr, ws.up}};
+      b.matmul_fused(ws.expert_in, gate_up, plan);
+      b.silu_mul(ws.gate, ws.up, plan.rows * M);
+      b.matmul(ws.gate, x.down_proj, nullptr, ws.expert_out, plan);
+      b.add_rows_scaled(out, ws.expert_out, group, H);
+    }
   }
 };
 

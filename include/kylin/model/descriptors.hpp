@@ -1,4 +1,4 @@
-// Compile-time descriptors of the published dense Qwen3 / Qwen2.5 shapes: field names as in
+// Compile-time descriptors of the published Qwen3 (dense and MoE) / Qwen2.5 shapes: field names as in
 // config.json, derived sizes as constexpr members, every invariant a static_assert per preset.
 // Decision (measured, docs/ARCHITECTURE.md): a descriptor identifies a checkpoint and never
 // selects a compile-time-shaped instantiation or gates loading; `kylin inspect` reports the match
@@ -33,6 +33,12 @@ struct ModelDescriptor {
   bool tie_word_embeddings;
   bool attention_bias;
   double published_params_b;  // total parameters on the model card, in billions
+  // qwen3_moe only (every layer sparse in the published models); 0 for dense models
+  std::int64_t num_experts = 0;
+  std::int64_t num_experts_per_tok = 0;
+  std::int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  double published_active_params_b = 0;  // activated parameters per token on the model card
 
   constexpr std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // q_proj rows
   constexpr std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // k_proj/v_proj rows
@@ -47,7 +53,19 @@ struct ModelDescriptor {
     if (has_qk_norm()) n += 2 * head_dim;
     return n;
   }
-  constexpr std::int64_t params_mlp() const { return 3 * hidden_size * intermediate_size; }  // gate, up, down
+  constexpr bool has_experts() const { return arch().has_experts(); }
+  // gate, up, down; a sparse layer: every expert's plus the router
+  constexpr std::int64_t params_mlp() const {
+    return has_experts() ? num_experts * (3 * hidden_size * moe_intermediate_size + hidden_size) : 3 * hidden_size * intermediate_size;
+  }
+  // What one token runs through: the router and k experts of a sparse layer.
+  constexpr std::int64_t params_mlp_active() const {
+    return has_experts() ? num_experts * hidden_size + num_experts_per_tok * 3 * hidden_size * moe_intermediate_size : params_mlp();
+  }
+  constexpr std::int64_t params_active() const {
+    return num_hidden_layers * (params_attention() + params_mlp_active() + 2 * hidden_size) + hidden_size +
+           params_embedding() * (tie_word_embeddings ? 1 : 2);
+  }
   constexpr std::int64_t params_per_layer() const {
     return params_attention() + params_mlp() + 2 * hidden_size;  // + input/post-attention norms
   }
@@ -81,6 +99,12 @@ consteval bool check_descriptor() {
   static_assert(D.max_position_embeddings > 0, "max_position_embeddings must be positive");
   static_assert(detail::relative_gap(static_cast<double>(D.params_total()), D.published_params_b * 1e9) < 0.03,
                 "derived parameter count is more than 3% off the model card's total");
+  static_assert(D.has_experts() == (D.num_experts > 0), "num_experts is set exactly for an arch with experts");
+  static_assert(!D.has_experts() || (D.num_experts_per_tok >= 1 && D.num_experts_per_tok <= D.num_experts && D.moe_intermediate_size > 0),
+                "an MoE preset routes each token to 1..num_experts experts of positive width");
+  static_assert(!D.has_experts() ||
+                    detail::relative_gap(static_cast<double>(D.params_active()), D.published_active_params_b * 1e9) < 0.05,
+                "derived activated parameter count is more than 5% off the model card's");
   return true;
 }
 
@@ -148,15 +172,30 @@ inline constexpr ModelDescriptor qwen2_5_7b{
     .head_dim = 128, .intermediate_size = 18944, .vocab_size = 152064, .max_position_embeddings = 32768,
     .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = true,
     .published_params_b = 7.61};
+inline constexpr ModelDescriptor qwen3_30b_a3b{
+    .name = "Qwen3-30B-A3B", .model_type = Qwen3MoeArch::name,
+    .hidden_size = 2048, .num_hidden_layers = 48, .num_attention_heads = 32, .num_key_value_heads = 4,
+    .head_dim = 128, .intermediate_size = 6144, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 30.5, .num_experts = 128, .num_experts_per_tok = 8, .moe_intermediate_size = 768,
+    .norm_topk_prob = true, .published_active_params_b = 3.3};
+inline constexpr ModelDescriptor qwen3_235b_a22b{
+    .name = "Qwen3-235B-A22B", .model_type = Qwen3MoeArch::name,
+    .hidden_size = 4096, .num_hidden_layers = 94, .num_attention_heads = 64, .num_key_value_heads = 4,
+    .head_dim = 128, .intermediate_size = 12288, .vocab_size = 151936, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 235.0, .num_experts = 128, .num_experts_per_tok = 8, .moe_intermediate_size = 1536,
+    .norm_topk_prob = true, .published_active_params_b = 22.0};
 
-inline constexpr std::array<const ModelDescriptor*, 10> all = {&qwen3_0_6b, &qwen3_1_7b, &qwen3_4b,    &qwen3_8b,
-                                                               &qwen3_14b,  &qwen3_32b,  &qwen2_5_0_5b, &qwen2_5_1_5b,
-                                                               &qwen2_5_3b, &qwen2_5_7b};
+inline constexpr std::array<const ModelDescriptor*, 12> all = {
+    &qwen3_0_6b,   &qwen3_1_7b,   &qwen3_4b,   &qwen3_8b,   &qwen3_14b,     &qwen3_32b,      &qwen2_5_0_5b,
+    &qwen2_5_1_5b, &qwen2_5_3b,   &qwen2_5_7b, &qwen3_30b_a3b, &qwen3_235b_a22b};
 
 static_assert(check_descriptor<qwen3_0_6b>() && check_descriptor<qwen3_1_7b>() && check_descriptor<qwen3_4b>() &&
               check_descriptor<qwen3_8b>() && check_descriptor<qwen3_14b>() && check_descriptor<qwen3_32b>());
 static_assert(check_descriptor<qwen2_5_0_5b>() && check_descriptor<qwen2_5_1_5b>() && check_descriptor<qwen2_5_3b>() &&
               check_descriptor<qwen2_5_7b>());
+static_assert(check_descriptor<qwen3_30b_a3b>() && check_descriptor<qwen3_235b_a22b>());
 }  // namespace presets
 
 // The fields that identify a shape, each as "field=config value (preset value)". Not compared:
@@ -186,6 +225,11 @@ inline std::vector<std::string> mismatched_fields(const ModelDescriptor& d, cons
   cmp("rope_theta", c.rope_theta, d.rope_theta);
   cmp("tie_word_embeddings", c.tie_word_embeddings, d.tie_word_embeddings);
   cmp("attention_bias", c.attention_bias, d.attention_bias);
+  const MoeConfig moe = c.moe.value_or(MoeConfig{});
+  cmp("num_experts", moe.num_experts, d.num_experts);
+  cmp("num_experts_per_tok", moe.num_experts_per_tok, d.num_experts_per_tok);
+  cmp("moe_intermediate_size", moe.moe_intermediate_size, d.moe_intermediate_size);
+  cmp("norm_topk_prob", moe.norm_topk_prob, d.norm_topk_prob);
   return out;
 }
 

@@ -67,6 +67,8 @@ class BasicModel {
   std::int64_t hidden_size() const { return impl_->config.hidden_size; }
   std::int64_t max_chunk() const { return impl_->workspace.max_tokens; }
   DType kv_dtype() const { return impl_->kv_dtype; }
+  // False for an embedding model saved without lm_head: it gives hidden states, never logits.
+  bool has_lm_head() const { return impl_->lm_head != LmHead::none; }
   B& backend() { return impl_->backend; }
 
   // A cache in the backend's memory; it must not outlive this model.
@@ -116,13 +118,15 @@ class BasicModel {
           backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
           net(make_net(config, bind_weights(*checkpoint, config))),
-          kv_dtype(o.kv_dtype) {
+          kv_dtype(o.kv_dtype),
+          lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
       pass_seqs.reserve(static_cast<std::size_t>(workspace.max_tokens));
     }
 
     // One alternative per architecture of model/arch.hpp; visit_arch picks it from model_type.
-    using Net = std::variant<std::unique_ptr<ArchTransformer<Qwen3Arch>>, std::unique_ptr<ArchTransformer<Qwen2Arch>>>;
+    using Net = std::variant<std::unique_ptr<ArchTransformer<Qwen3Arch>>, std::unique_ptr<ArchTransformer<Qwen3MoeArch>>,
+                             std::unique_ptr<ArchTransformer<Qwen2Arch>>>;
     static Net make_net(const ModelConfig& c, const ModelWeights& w) {
       return visit_arch(c.model_type, [&]<class Arch>(Arch) -> Net { return std::make_unique<ArchTransformer<Arch>>(c, w); });
     }
@@ -134,6 +138,7 @@ class BasicModel {
     Workspace workspace;
     Net net;
     DType kv_dtype;
+    LmHead lm_head;
     double load_seconds = 0;
     std::vector<std::int64_t> fed;         // [batch] tokens of each sequence already run
     std::vector<PassSequence> pass_seqs;   // [<= max_chunk] the pass being planned
@@ -203,6 +208,8 @@ class BasicModel {
       // built only for an error: validation runs on every decode step and must not allocate
       auto where = [&] { return batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": "; };
       if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where() + "empty token list");
+      if (!s.out.logits.empty() && !has_lm_head())
+        throw Error(ErrorCategory::request, "logits", checkpoint().dir().string() + " has no lm_head: it is an embedding model; use embed");
       for (int id : s.tokens)
         if (id < 0 || id >= vocab_size())
           throw Error(ErrorCategory::request, "tokens", where() + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +

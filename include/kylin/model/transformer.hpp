@@ -21,7 +21,7 @@ class Transformer {
     for (const LayerWeights& L : weights_.layers)
       blocks_.push_back(Block{Norm{L.input_layernorm, c.rms_norm_eps},
                               Attn{&L, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps},
-                              Norm{L.post_attention_layernorm, c.rms_norm_eps}, MLP{&L, c.intermediate_size}});
+                              Norm{L.post_attention_layernorm, c.rms_norm_eps}, MLP::from(L, c)});
   }
   Transformer(const Transformer&) = delete;  // blocks point into weights_
   Transformer& operator=(const Transformer&) = delete;

@@ -16,6 +16,13 @@ namespace kylin {
 
 using kernels::MatRef;
 
+// One expert of a sparse layer: a SwiGLU of width moe_intermediate_size.
+struct ExpertWeights {
+  MatRef gate_proj;  // [moe_intermediate, hidden]
+  MatRef up_proj;    // [moe_intermediate, hidden]
+  MatRef down_proj;  // [hidden, moe_intermediate]
+};
+
 struct LayerWeights {
   MatRef input_layernorm;           // [hidden]
   MatRef q_proj;                    // [n_heads*head_dim, hidden]
@@ -28,9 +35,11 @@ struct LayerWeights {
   std::vector<float> k_bias;        // [n_kv_heads*head_dim]
   std::vector<float> v_bias;        // [n_kv_heads*head_dim]
   MatRef post_attention_layernorm;  // [hidden]
-  MatRef gate_proj;                 // [intermediate, hidden]
+  MatRef gate_proj;                 // [intermediate, hidden]   (dense layers)
   MatRef up_proj;                   // [intermediate, hidden]
   MatRef down_proj;                 // [hidden, intermediate]
+  MatRef router;                    // [num_experts, hidden]    (sparse layers: mlp.gate)
+  std::vector<ExpertWeights> experts;  // [num_experts]
 };
 
 struct ModelWeights {
@@ -75,6 +84,12 @@ class Binder {
   }
 
   bool has(const std::string& name) const { return ckpt_.find(name) != nullptr; }
+
+  // A tensor kylin would have to run but cannot: a problem when the checkpoint has it.
+  void refuse(const std::string& name, const std::string& why) {
+    bound_.insert(name);
+    if (has(name)) problems_.push_back(name + ": " + why);
+  }
 
   const std::vector<std::string>& problems() const { return problems_; }
 
@@ -121,8 +136,21 @@ inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
       L.q_bias = b.bind_f32(p + "self_attn.q_proj.bias", c.q_dim());
       L.k_bias = b.bind_f32(p + "self_attn.k_proj.bias", c.kv_dim());
       L.v_bias = b.bind_f32(p + "self_attn.v_proj.bias", c.kv_dim());
+    } else if (c.attention_bias) {  // transformers would add these; absent, it zero-initialises them
+      for (const char* proj : {"q", "k", "v", "o"})
+        b.refuse(p + "self_attn." + proj + "_proj.bias", std::string(arch.name) + " attention with biases is not supported");
     }
     L.post_attention_layernorm = b.bind(p + "post_attention_layernorm.weight", {H});
+    if (c.is_sparse_layer(l)) {
+      const std::int64_t E = c.moe->num_experts, M = c.moe->moe_intermediate_size;
+      L.router = b.bind(p + "mlp.gate.weight", {E, H});
+      for (std::int64_t e = 0; e < E; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        L.experts.push_back({b.bind(x + "gate_proj.weight", {M, H}), b.bind(x + "up_proj.weight", {M, H}),
+                             b.bind(x + "down_proj.weight", {H, M})});
+      }
+      continue;
+    }
     L.gate_proj = b.bind(p + "mlp.gate_proj.weight", {I, H});
     L.up_proj = b.bind(p + "mlp.up_proj.weight", {I, H});
     L.down_proj = b.bind(p + "mlp.down_proj.weight", {H, I});
