@@ -4,11 +4,13 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
 #include "kylin/io/checkpoint.hpp"
 #include "kylin/io/config.hpp"
+#include "kylin/io/sentence_transformers.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/model/arch.hpp"
 
@@ -46,16 +48,27 @@ struct ModelWeights {
   MatRef embed_tokens;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   MatRef norm;          // [hidden]
-  MatRef lm_head;       // [vocab, hidden]: lm_head.weight, or embed_tokens when tied and absent
+  MatRef lm_head;       // [vocab, hidden]: lm_head.weight, or embed_tokens when tied and absent; empty: LmHead::none
 };
+
+// Where the LM head comes from. An embedding model (a sentence-transformers directory) may be
+// saved as the bare Qwen3Model, without one; any other untied checkpoint must have lm_head.weight.
+enum class LmHead { own, tied, none };
+
+inline LmHead lm_head_source(const io::Checkpoint& ckpt, const ModelConfig& c) {
+  if (ckpt.find("lm_head.weight")) return LmHead::own;
+  if (c.tie_word_embeddings) return LmHead::tied;
+  return io::is_sentence_transformers_dir(ckpt.dir()) ? LmHead::none : LmHead::own;
+}
 
 namespace detail {
 
 class Binder {
  public:
-  explicit Binder(const io::Checkpoint& ckpt) : ckpt_(ckpt) {}
+  explicit Binder(const io::Checkpoint& ckpt) : ckpt_(ckpt), bare_(is_bare(ckpt)) {}
 
-  MatRef bind(const std::string& name, std::vector<std::int64_t> shape) {
+  MatRef bind(const std::string& hf_name, std::vector<std::int64_t> shape) {
+    const std::string name = resolve(hf_name);
     bound_.insert(name);
     const io::TensorView* t = ckpt_.find(name);
     if (!t) {
@@ -83,15 +96,16 @@ class Binder {
     return out;
   }
 
-  bool has(const std::string& name) const { return ckpt_.find(name) != nullptr; }
+  bool has(const std::string& name) const { return ckpt_.find(resolve(name)) != nullptr; }
 
   // A tensor kylin would have to run but cannot: a problem when the checkpoint has it.
   void refuse(const std::string& name, const std::string& why) {
-    bound_.insert(name);
+    bound_.insert(resolve(name));
     if (has(name)) problems_.push_back(name + ": " + why);
   }
 
   const std::vector<std::string>& problems() const { return problems_; }
+  const io::Checkpoint& checkpoint() const { return ckpt_; }
 
   // Checkpoint tensors that no bind() asked for, in checkpoint order.
   std::vector<std::string> unbound() const {
@@ -109,7 +123,20 @@ class Binder {
   }
 
  private:
+  // A checkpoint saved as the bare base model (Qwen3-Embedding's Qwen3Model) names its tensors
+  // without the "model." prefix of the ForCausalLM checkpoints: "layers.0.mlp.up_proj.weight".
+  static bool is_bare(const io::Checkpoint& ckpt) {
+    for (const io::TensorView* t : ckpt.tensors())
+      if (t->name.starts_with("model.")) return false;
+    return !ckpt.tensors().empty();
+  }
+  std::string resolve(const std::string& hf_name) const {
+    constexpr std::string_view prefix = "model.";
+    return bare_ && hf_name.starts_with(prefix) ? hf_name.substr(prefix.size()) : hf_name;
+  }
+
   const io::Checkpoint& ckpt_;
+  bool bare_;  // names lack "model."
   std::vector<std::string> problems_;
   std::unordered_set<std::string> bound_;  // every name bind() asked for, present or not
 };
@@ -156,10 +183,11 @@ inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
     L.down_proj = b.bind(p + "mlp.down_proj.weight", {H, I});
   }
   w.norm = b.bind("model.norm.weight", {H});
-  if (b.has("lm_head.weight") || !c.tie_word_embeddings)
-    w.lm_head = b.bind("lm_head.weight", {V, H});
-  else
-    w.lm_head = w.embed_tokens;
+  switch (lm_head_source(b.checkpoint(), c)) {
+    case LmHead::own: w.lm_head = b.bind("lm_head.weight", {V, H}); break;
+    case LmHead::tied: w.lm_head = w.embed_tokens; break;
+    case LmHead::none: break;
+  }
   return w;
 }
 
