@@ -108,12 +108,17 @@ double peak_rss_mb() {
 }
 
 // Weight bytes one decode step reads: every tensor except the embedding table, which is read
-// one row at a time, unless it doubles as the (tied) LM head.
+// one row at a time, unless it doubles as the (tied) LM head. Of an MoE layer's experts a token
+// reads k of num_experts (its router's choice), so expert tensors count k / num_experts.
 double weight_bytes_per_token(const kylin::Model& m) {
   double total = 0;
   const bool tied = m.checkpoint().find("lm_head.weight") == nullptr;
-  for (const auto* t : m.checkpoint().tensors())
-    if (t->name != "model.embed_tokens.weight" || tied) total += static_cast<double>(t->nbytes);
+  const auto& moe = m.config().moe;
+  const double expert_share = moe ? static_cast<double>(moe->num_experts_per_tok) / static_cast<double>(moe->num_experts) : 1.0;
+  for (const auto* t : m.checkpoint().tensors()) {
+    if (t->name == "model.embed_tokens.weight" && !tied) continue;
+    total += static_cast<double>(t->nbytes) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
+  }
   return total;
 }
 

@@ -94,6 +94,16 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
       add(p + "self_attn.v_proj.bias", {d.kv_dim()}, linear);
     }
     add(p + "post_attention_layernorm.weight", {H}, norm);
+    if (d.has_experts()) {  // every layer sparse, as in the published MoE models
+      add(p + "mlp.gate.weight", {d.num_experts, H}, linear);
+      for (std::int64_t e = 0; e < d.num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        add(x + "gate_proj.weight", {d.moe_intermediate_size, H}, linear);
+        add(x + "up_proj.weight", {d.moe_intermediate_size, H}, linear);
+        add(x + "down_proj.weight", {H, d.moe_intermediate_size}, linear);
+      }
+      continue;
+    }
     add(p + "mlp.gate_proj.weight", {I, H}, linear);
     add(p + "mlp.up_proj.weight", {I, H}, linear);
     add(p + "mlp.down_proj.weight", {H, I}, linear);
@@ -128,6 +138,14 @@ kylin::json::Value config_json(const kylin::ModelDescriptor& d) {
       {"sliding_window", Value(nullptr)},
       {"use_sliding_window", Value(false)}};
   if (arch.head_dim_in_config) o.insert(o.begin() + 7, {"head_dim", Value(d.head_dim)});
+  if (arch.has_experts())
+    for (auto& field : kylin::json::Object{{"num_experts", Value(d.num_experts)},
+                                           {"num_experts_per_tok", Value(d.num_experts_per_tok)},
+                                           {"moe_intermediate_size", Value(d.moe_intermediate_size)},
+                                           {"norm_topk_prob", Value(d.norm_topk_prob)},
+                                           {"decoder_sparse_step", Value(1)},
+                                           {"mlp_only_layers", Value(Array{})}})
+      o.push_back(std::move(field));
   return Value(std::move(o));
 }
 
@@ -141,6 +159,7 @@ struct Options {
   std::string preset = "qwen3-0.6b";
   std::uint64_t seed = 0;
   std::string out;
+  std::int64_t layers = 0;    // 0: the preset's; fewer keep the per-layer shape in a smaller file
   std::string tokenizer_dir;  // copied into the checkpoint when given (e.g. tests/data/qwen3-tokenizer)
 };
 
@@ -152,6 +171,10 @@ int run(const Options& o) {
     if (lower(p->name) == lower(o.preset)) d = p;
   }
   if (!d) throw kylin::Error(kylin::ErrorCategory::request, "--preset", "unknown preset '" + o.preset + "' (known: " + names + ")");
+  kylin::ModelDescriptor shape = *d;
+  if (o.layers < 0) throw kylin::Error(kylin::ErrorCategory::request, "--layers", "must be positive");
+  if (o.layers > 0) shape.num_hidden_layers = o.layers;
+  d = &shape;
   const fs::path dir(o.out);
   fs::create_directories(dir);
   write_text(dir / "config.json", kylin::json::dump(config_json(*d)) + "\n");
@@ -187,8 +210,9 @@ int run(const Options& o) {
 const kylin::cli::Registrar registrar{"make-test-model", [](CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight checkpoint of a preset shape (HF layout, BF16)");
-  cmd->add_option("--preset", o->preset, "Shape preset, e.g. qwen3-0.6b, qwen3-1.7b, qwen2.5-0.5b, tiny-qwen3");
+  cmd->add_option("--preset", o->preset, "Shape preset, e.g. qwen3-0.6b, qwen3-1.7b, qwen2.5-0.5b, qwen3-30b-a3b, tiny-qwen3");
   cmd->add_option("--seed", o->seed, "Random seed");
+  cmd->add_option("--layers", o->layers, "Number of layers (default: the preset's), e.g. 4 of Qwen3-30B-A3B's shape");
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->add_option("--tokenizer-from", o->tokenizer_dir, "Directory whose tokenizer.json / tokenizer_config.json to copy");
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });

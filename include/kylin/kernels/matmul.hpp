@@ -36,6 +36,14 @@ struct MatmulOut {
   float* y = nullptr;           // [T, w.rows]
 };
 
+// One product of a decode pass with its own input: y[n, w.rows] = x[n, w.cols] · W^T + bias
+// (an MoE layer's experts, each over the decode rows routed to it).
+struct DotProduct {
+  const float* x = nullptr;  // [n, w.cols]
+  std::int64_t n = 0;
+  MatmulOut out;
+};
+
 // Which kernel each row of x goes through: rows [0, dot_rows) take the dot-product kernel (one
 // token of each decoding sequence), rows [dot_rows, rows) the GEMM (prefill chunks). A row's sums
 // depend only on its kernel, never on the other rows of the call, so a sequence gets the same
@@ -304,25 +312,36 @@ void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1
   }
 }
 
-// Decode rows: the weight rows of all products form one range, split into one contiguous share
-// per thread (stolen from in chunks of whole row blocks), so one fork-join streams every weight
-// of e.g. q/k/v once, for all n token rows.
-inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool) {
+// Decode rows: the weight rows of all products (product(i) -> DotProduct, i < count) form one
+// range, split into one contiguous share per thread (stolen from in chunks of whole row blocks),
+// so one fork-join streams every weight of e.g. q/k/v, or of an MoE layer's chosen experts, once.
+template <class Product>
+void dot_pass(std::size_t count, Product product, ThreadPool& pool) {
   std::int64_t rows = 0;
-  for (const auto& o : outs) rows += o.w.rows;
+  for (std::size_t i = 0; i < count; ++i) rows += product(i).out.w.rows;
   const std::int64_t unit = std::lcm<std::int64_t>(16, dot_tile_rows);
   const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
   parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
-    for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+    std::int64_t base = 0;
+    for (std::size_t i = 0; i < count && base < r1; ++i) {
+      const DotProduct p = product(i);
+      const MatmulOut& o = p.out;
+      const std::int64_t b = std::max(r0, base) - base, e = std::min(r1, base + o.w.rows) - base;
+      base += o.w.rows;
+      if (b >= e) continue;
       visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
         const T* w = static_cast<const T*>(o.w.data);
-        if (n == 1)
-          dot_rows<1>(x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
+        if (p.n == 1)
+          dot_rows<1>(p.x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
         else
-          dot_rows_n(x, n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
+          dot_rows_n(p.x, p.n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
       });
-    });
+    }
   });
+}
+
+inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool) {
+  dot_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, pool);
 }
 
 // Prefill: x is packed once, then the weight panels of all products are split between threads.
@@ -397,6 +416,15 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
   detail::gemm_fused(x + plan.dot_rows * K, std::span<const MatmulOut>(shifted, outs.size()), gemm_rows, pool,
                      scratch.packed_x.get(), scratch.packed_w_ptrs);
+}
+
+// Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass.
+inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool) {
+  if constexpr (!simd_enabled) {
+    for (const auto& p : products) matmul_ref(p.x, p.out.w, p.out.bias, p.out.y, p.n);
+  } else {
+    detail::dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, pool);
+  }
 }
 
 // y[rows, w.rows] = x[rows, w.cols] · W^T + bias (bias may be null, [w.rows] f32).

@@ -65,7 +65,8 @@ struct BackendOptions {
 template <class B>
 concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOptions&> &&
     requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::span<const kernels::MatmulOut> outs,
-             const kernels::RowPlan& plan, std::int64_t n, double eps, const kernels::RowSelection& sel, const kernels::HeadRows& heads,
+             const kernels::RowPlan& plan, std::int64_t n, double eps, const kernels::RowSelection& sel,
+             std::span<const kernels::DotProduct> products, const kernels::HeadRows& heads,
              const kernels::RopeTables& tables, kernels::KVRef kv, const kernels::KVLayout& layout,
              const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              std::size_t bytes, std::span<float> host) {
@@ -73,6 +74,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       { b.threads() } -> std::convertible_to<int>;
       b.matmul(in, w, in, out, plan);        // out[rows, w.rows] = in[rows, w.cols] · w^T + bias
       b.matmul_fused(in, outs, plan);        // several such products of one input in one pass
+      b.matmul_each(products);               // decode products with inputs of their own, one pass
       b.rms_norm(in, w, out, n, eps);        // n rows of width w.cols, in place allowed
       b.rope(out, heads, tables);
       b.store_kv(kv, layout, rows);
@@ -114,6 +116,8 @@ class CpuBackend {
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
     kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_);
   }
+  // An MoE layer's experts over their decode rows: one fork-join for all of them.
+  void matmul_each(std::span<const kernels::DotProduct> products) { kernels::matmul_each(products, pool_); }
   // Norms of fewer than `min_parallel_norm` elements (every norm of a decode step) run on the
   // calling thread: a fork-join would cost more than the work.
   static constexpr std::int64_t min_parallel_norm = std::int64_t{1} << 15;

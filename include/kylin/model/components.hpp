@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -42,6 +43,13 @@ struct Pass {
   kernels::RowPlan plan() const { return {rows, dot_rows}; }
 };
 
+// One expert's decode rows in a SparseMoE pass: gathered at row `at` of Workspace::expert_in.
+struct ExpertBlock {
+  kernels::RowSelection rows;
+  const ExpertWeights* expert;
+  std::int64_t at;
+};
+
 // Activation buffers for a pass of up to `max_tokens` rows, in one allocation of the backend.
 class Workspace {
  public:
@@ -66,7 +74,11 @@ class Workspace {
       offset += padded(sizes[i]);
     }
     attention_seqs.reserve(static_cast<std::size_t>(T));
-    if (c.moe) routing = ExpertRouting(T, *c.moe);
+    if (c.moe) {
+      routing = ExpertRouting(T, *c.moe);
+      expert_blocks.reserve(static_cast<std::size_t>(c.moe->num_experts));
+      expert_products.reserve(static_cast<std::size_t>(2 * c.moe->num_experts));
+    }
   }
 
   std::int64_t max_tokens;
@@ -86,6 +98,8 @@ class Workspace {
   float* expert_in = nullptr;   // [T, hidden]          one expert's rows, gathered
   float* expert_out = nullptr;  // [T, hidden]          its outputs before they are weighted into `out`
   ExpertRouting routing;        // host-side top-k choice and per-expert row groups
+  std::vector<ExpertBlock> expert_blocks;             // [<= num_experts] decode rows gathered per expert
+  std::vector<kernels::DotProduct> expert_products;   // [<= 2 * num_experts] their products of one pass
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
 
  private:
@@ -170,9 +184,9 @@ struct SwiGLU {
 };
 
 // Qwen3-MoE's MLP slot: in a sparse layer, each row's top-k experts (ExpertRouting) weighted by
-// the router; each expert runs once over the rows routed to it, so decode reads only the chosen
-// experts and prefill is one GEMM per expert. A dense layer (mlp_only_layers, decoder_sparse_step)
-// is a plain SwiGLU.
+// the router. Decode rows run every chosen expert in two parallel passes (gate/up, then down),
+// reading only the chosen experts; prefill rows run each expert once as a GEMM over its rows.
+// A dense layer (mlp_only_layers, decoder_sparse_step) is a plain SwiGLU.
 struct SparseMoE {
   const LayerWeights* w;
   std::int64_t intermediate_size, moe_intermediate_size;
@@ -185,25 +199,68 @@ struct SparseMoE {
   template <Backend B>
   void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass) const {
     if (w->experts.empty()) return SwiGLU{w, intermediate_size}(b, ws, xn, out, pass);
-    const std::int64_t R = pass.rows, H = w->router.cols, M = moe_intermediate_size;
+    const std::int64_t R = pass.rows;
     // router logits, then each row's top-k experts and weights on the host
     b.matmul(xn, w->router, nullptr, ws.router, pass.plan());
     b.download(ws.routing.logits(R), ws.router);
     ws.routing.route(R);
-    // every expert with rows: gather them, its SwiGLU, weighted sum into their rows of out
-    b.fill_zero(out, R * H);
+    b.fill_zero(out, R * w->router.cols);
+    // decode rows in blocks whose routed rows (k per row) fit the [T, *] buffers
+    const std::int64_t block = std::max<std::int64_t>(1, ws.max_tokens / ws.routing.experts_per_row());
+    for (std::int64_t r0 = 0; r0 < pass.dot_rows; r0 += block) decode_rows(b, ws, xn, out, {r0, std::min(pass.dot_rows, r0 + block)});
+    for (std::int64_t e = 0; e < ws.routing.experts(); ++e) prefill_rows(b, ws, xn, out, e, pass.dot_rows);
+  }
+
+ private:
+  struct RowRange {
+    std::int64_t begin, end;
+  };
+
+  // Rows [rows.begin, rows.end) of the pass, all decode rows: every expert's share gathered one
+  // after another, gate/up of all experts in one pass, down of all in another.
+  template <Backend B>
+  void decode_rows(B& b, Workspace& ws, const float* xn, float* out, RowRange rows) const {
+    const std::int64_t H = w->router.cols, M = moe_intermediate_size;
+    auto& blocks = ws.expert_blocks;
+    auto& products = ws.expert_products;
+    blocks.clear();
+    products.clear();
+    std::int64_t at = 0;  // routed rows gathered so far
     for (std::int64_t e = 0; e < ws.routing.experts(); ++e) {
-      const kernels::RowSelection group = ws.routing.group(e);
-      if (group.rows.empty()) continue;
+      const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), rows.begin, rows.end);
+      if (part.rows.empty()) continue;
+      const auto n = static_cast<std::int64_t>(part.rows.size());
       const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
-      const kernels::RowPlan plan{static_cast<std::int64_t>(group.rows.size()), ExpertRouting::dot_rows(group, pass.dot_rows)};
-      b.gather_rows(xn, group, ws.expert_in, H);
-      const kernels::MatmulOut gate_up[] = {{x.gate_proj, nullptr, ws.gate}, {x.up_proj, nullptr, ws.up}};
-      b.matmul_fused(ws.expert_in, gate_up, plan);
-      b.silu_mul(ws.gate, ws.up, plan.rows * M);
-      b.matmul(ws.gate, x.down_proj, nullptr, ws.expert_out, plan);
-      b.add_rows_scaled(out, ws.expert_out, group, H);
+      b.gather_rows(xn, part, ws.expert_in + at * H, H);
+      products.push_back({ws.expert_in + at * H, n, {x.gate_proj, nullptr, ws.gate + at * M}});
+      products.push_back({ws.expert_in + at * H, n, {x.up_proj, nullptr, ws.up + at * M}});
+      blocks.push_back({part, &x, at});
+      at += n;
     }
+    b.matmul_each(products);
+    b.silu_mul(ws.gate, ws.up, at * M);
+    products.clear();
+    for (const ExpertBlock& blk : blocks)
+      products.push_back({ws.gate + blk.at * M, static_cast<std::int64_t>(blk.rows.rows.size()),
+                          {blk.expert->down_proj, nullptr, ws.expert_out + blk.at * H}});
+    b.matmul_each(products);
+    for (const ExpertBlock& blk : blocks) b.add_rows_scaled(out, ws.expert_out + blk.at * H, blk.rows, H);
+  }
+
+  // Expert e over its GEMM rows (those past the pass's decode rows).
+  template <Backend B>
+  void prefill_rows(B& b, Workspace& ws, const float* xn, float* out, std::int64_t e, std::int64_t dot_rows) const {
+    const std::int64_t H = w->router.cols, M = moe_intermediate_size;
+    const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), dot_rows, std::numeric_limits<std::int64_t>::max());
+    if (part.rows.empty()) return;
+    const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
+    const kernels::RowPlan plan{static_cast<std::int64_t>(part.rows.size()), 0};
+    b.gather_rows(xn, part, ws.expert_in, H);
+    const kernels::MatmulOut gate_up[] = {{x.gate_proj, nullptr, ws.gate}, {x.up_proj, nullptr, ws.up}};
+    b.matmul_fused(ws.expert_in, gate_up, plan);
+    b.silu_mul(ws.gate, ws.up, plan.rows * M);
+    b.matmul(ws.gate, x.down_proj, nullptr, ws.expert_out, plan);
+    b.add_rows_scaled(out, ws.expert_out, part, H);
   }
 };
 

@@ -57,11 +57,14 @@ class ExpertRouting {
     const auto n = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(e + 1)]) - b;
     return {std::span(rows_).subspan(b, n), std::span(weights_).subspan(b, n)};
   }
-  // How many of expert e's rows are among the pass's first `pass_dot_rows` rows.
-  static std::int64_t dot_rows(const kernels::RowSelection& g, std::int64_t pass_dot_rows) {
-    return std::lower_bound(g.rows.begin(), g.rows.end(), pass_dot_rows) - g.rows.begin();
+  // The part of a group whose rows lie in [begin, end).
+  static kernels::RowSelection within(const kernels::RowSelection& g, std::int64_t begin, std::int64_t end) {
+    const auto b = static_cast<std::size_t>(std::lower_bound(g.rows.begin(), g.rows.end(), begin) - g.rows.begin());
+    const auto e = static_cast<std::size_t>(std::lower_bound(g.rows.begin(), g.rows.end(), end) - g.rows.begin());
+    return {g.rows.subspan(b, e - b), g.weights.subspan(b, e - b)};
   }
   std::int64_t experts() const { return experts_; }
+  std::int64_t experts_per_row() const { return k_; }
 
  private:
   // Row r: softmax over the experts (in double), the k largest (ties to the lower index), their
