@@ -21,6 +21,7 @@ struct TokenizeArgs {
   std::string text;
   bool jsonl = false;
   bool split_special = false;
+  bool add_special_tokens = false;
 };
 
 // --jsonl: one JSON string per input line -> one JSON id array per output line.
@@ -37,7 +38,7 @@ void tokenize_jsonl(const kylin::Tokenizer& tokenizer, const kylin::EncodeOption
 
 void run_tokenize(const TokenizeArgs& args) {
   const auto tokenizer = kylin::Tokenizer::from_dir(args.model);
-  const kylin::EncodeOptions options{.parse_special = !args.split_special};
+  const kylin::EncodeOptions options{.parse_special = !args.split_special, .add_special_tokens = args.add_special_tokens};
   if (args.jsonl) return tokenize_jsonl(tokenizer, options);
   const auto ids = tokenizer.encode(args.text, options);
   if (args.format == "json") {
@@ -57,6 +58,8 @@ const kylin::cli::Registrar tokenize_command("tokenize", [](CLI::App& app) {
   cmd->add_flag("--jsonl", args->jsonl, "Read one JSON string per stdin line, print one JSON id array per line");
   cmd->add_flag("--split-special", args->split_special,
                 "Encode special-token text such as <|im_start|> as plain text");
+  cmd->add_flag("--add-special-tokens", args->add_special_tokens,
+                "Apply tokenizer.json's post_processor (HF add_special_tokens=True), e.g. Qwen3-Embedding's trailing <|endoftext|>");
   CLI::Option* text = cmd->add_option("text", args->text, "The text to tokenize");
   cmd->callback([args, text] {
     if (!args->jsonl && text->count() == 0)

@@ -1,6 +1,7 @@
 // kylin::Tokenizer: Qwen's byte-level BPE tokenizer, identical to HF tokenizers on its
-// tokenizer.json: added tokens -> NFC -> Qwen2 split -> byte level -> BPE; decode is the
-// ByteLevel decoder. Invalid UTF-8 input is rejected (kylin::Error naming the byte offset).
+// tokenizer.json: added tokens -> NFC -> Qwen2 split -> byte level -> BPE (-> post-processor on
+// request); decode is the ByteLevel decoder. Invalid UTF-8 input is rejected (kylin::Error naming
+// the byte offset).
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "kylin/tokenizer/added_tokens.hpp"
 #include "kylin/tokenizer/bpe.hpp"
 #include "kylin/tokenizer/nfc.hpp"
+#include "kylin/tokenizer/post_processor.hpp"
 #include "kylin/tokenizer/pretokenizer.hpp"
 #include "kylin/tokenizer/text_range.hpp"
 #include "kylin/tokenizer/tokenizer_files.hpp"
@@ -31,6 +33,9 @@ struct EncodeOptions {
   // false: no added token at all is recognized (neither <|im_end|> nor <think>, <tool_call>):
   // the safe choice for untrusted text spliced into a prompt.
   bool parse_added = true;
+  // true: the post_processor's special tokens around the ids (HF's add_special_tokens=True; a
+  // Qwen3-Embedding tokenizer appends <|endoftext|>). Off by default: chat prompts carry their own.
+  bool add_special_tokens = false;
 };
 
 struct DecodeOptions {
@@ -69,12 +74,25 @@ class Tokenizer {
         raw_matcher_.add(t, t.content);
       }
     }
+    post_processor_ = PostProcessor(spec.post_processor, source_, [&](int id) {
+      return id >= 0 && id < vocab_size() && present_[static_cast<std::size_t>(id)];
+    });
   }
   Tokenizer(Tokenizer&& other) noexcept = default;
 
   std::vector<int> encode(std::string_view text, EncodeOptions options = {}) const {
-    return encode_with_plain(text, {}, options);
+    std::vector<int> ids = encode_with_plain(text, {}, options);
+    return options.add_special_tokens ? post_processor_.process(ids) : ids;
   }
+  // A pair of texts through the pair template (with add_special_tokens; else `a`'s ids then `b`'s).
+  std::vector<int> encode_pair(std::string_view a, std::string_view b, EncodeOptions options = {}) const {
+    const std::vector<int> ia = encode_with_plain(a, {}, options), ib = encode_with_plain(b, {}, options);
+    if (options.add_special_tokens) return post_processor_.process(ia, ib);
+    std::vector<int> ids = ia;
+    ids.insert(ids.end(), ib.begin(), ib.end());
+    return ids;
+  }
+  const PostProcessor& post_processor() const { return post_processor_; }
 
   // Like encode(text), except that no added token (special or not) is recognized in a byte of
   // `plain` (sorted, disjoint ranges of `text`): a chat prompt's message content is encoded as
@@ -317,6 +335,7 @@ class Tokenizer {
   std::vector<AddedToken> added_;
   detail::AddedTokenMatcher raw_matcher_, normalized_matcher_;
   detail::WordCache cache_;
+  PostProcessor post_processor_;
 };
 
 }  // namespace kylin

@@ -1,6 +1,6 @@
 // Reads a model directory's tokenizer files into a TokenizerSpec: tokenizer.json (BPE model,
-// NFC normalizer, Qwen2 Split + ByteLevel pre-tokenizer, ByteLevel decoder), or else the older
-// vocab.json + merges.txt pair with added tokens from tokenizer_config.json.
+// NFC normalizer, Qwen2 Split + ByteLevel pre-tokenizer, ByteLevel decoder, post_processor), or
+// else the older vocab.json + merges.txt pair with added tokens from tokenizer_config.json.
 #pragma once
 
 #include <simdjson.h>
@@ -14,6 +14,7 @@
 
 #include "kylin/core/error.hpp"
 #include "kylin/tokenizer/added_tokens.hpp"
+#include "kylin/tokenizer/post_processor.hpp"
 #include "kylin/tokenizer/pretokenizer.hpp"
 
 namespace kylin {
@@ -25,6 +26,7 @@ struct TokenizerSpec {
   std::vector<AddedToken> added_tokens;
   bool nfc = true;
   bool ignore_merges = false;
+  PostProcessorSpec post_processor;  // vocab.json + merges.txt: none
   std::string source;  // the file it came from, for error messages
 };
 
@@ -176,7 +178,7 @@ inline TokenizerSpec parse_tokenizer_json(const simdjson::padded_string& text, c
         throw Error(ErrorCategory::tokenizer, file, "added token without a valid id");
       spec.added_tokens.push_back(parse_added_token(a, static_cast<int>(id), file));
     }
-  element normalizer, pre_tokenizer, decoder;
+  element normalizer, pre_tokenizer, decoder, post_processor;
   spec.nfc = false;  // no "normalizer" key: none
   if (!root["normalizer"].get(normalizer)) check_normalizer(normalizer, file, spec.nfc);
   if (root["pre_tokenizer"].get(pre_tokenizer))
@@ -185,6 +187,7 @@ inline TokenizerSpec parse_tokenizer_json(const simdjson::padded_string& text, c
   if (!root["decoder"].get(decoder))
     if (std::string type = component_type(decoder); type != "ByteLevel" && type != "null")
       throw Error(ErrorCategory::tokenizer, file, "unsupported decoder '" + type + "' (only ByteLevel)");
+  if (!root["post_processor"].get(post_processor)) spec.post_processor = parse_post_processor(post_processor, file);
   return spec;
 }
 
