@@ -56,6 +56,18 @@ void print_config(const kylin::ModelConfig& c) {
   row("torch_dtype", c.torch_dtype.empty() ? "(absent)" : c.torch_dtype);
   row("bos_token_id", c.bos_token_id ? std::to_string(*c.bos_token_id) : "(absent)");
   row("eos_token_id", kylin::json::dump(kylin::json::Value(std::move(eos)), {.item_separator = ", "}));
+  if (c.moe) {
+    kylin::json::Array dense(c.moe->mlp_only_layers.begin(), c.moe->mlp_only_layers.end());
+    row("num_experts", std::to_string(c.moe->num_experts));
+    row("num_experts_per_tok", std::to_string(c.moe->num_experts_per_tok));
+    row("moe_intermediate_size", std::to_string(c.moe->moe_intermediate_size));
+    row("norm_topk_prob", c.moe->norm_topk_prob ? "true" : "false");
+    row("decoder_sparse_step", std::to_string(c.moe->decoder_sparse_step));
+    row("mlp_only_layers", kylin::json::dump(kylin::json::Value(std::move(dense)), {.item_separator = ", "}));
+    std::int64_t sparse = 0;
+    for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) sparse += c.is_sparse_layer(l);
+    std::cout << "derived: " << sparse << " of " << c.num_hidden_layers << " layers sparse\n";
+  }
   std::cout << "derived: q_dim " << c.q_dim() << ", kv_dim " << c.kv_dim() << ", " << c.n_groups()
             << " query heads per kv head, qk_norm " << (c.has_qk_norm() ? "yes" : "no") << '\n';
 }

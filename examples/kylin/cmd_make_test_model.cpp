@@ -33,6 +33,14 @@ constexpr kylin::ModelDescriptor tiny_qwen2{
     .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true, .attention_bias = true,
     .published_params_b = 0.0};
 
+constexpr kylin::ModelDescriptor tiny_qwen3_moe{
+    .name = "tiny-qwen3-moe", .model_type = kylin::Qwen3MoeArch::name,
+    .hidden_size = 128, .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .head_dim = 32, .intermediate_size = 256, .vocab_size = 4096, .max_position_embeddings = 40960,
+    .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 0.0, .num_experts = 8, .num_experts_per_tok = 2, .moe_intermediate_size = 64,
+    .norm_topk_prob = true};
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -43,6 +51,7 @@ std::vector<const kylin::ModelDescriptor*> presets() {
   std::vector<const kylin::ModelDescriptor*> all(kylin::presets::all.begin(), kylin::presets::all.end());
   all.push_back(&tiny_qwen3);
   all.push_back(&tiny_qwen2);
+  all.push_back(&tiny_qwen3_moe);
   return all;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/process.hpp"
+#include "common/temp_dir.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
 
@@ -66,7 +67,7 @@ TEST_CASE("kylin logits --positions all prints every position's logits within th
 }
 
 TEST_CASE("kylin generate --tokens --greedy --format json prints the reference greedy continuation") {
-  for (const char* model : {"small-qwen3", "odd-qwen3-f16-sharded", "tiny-qwen3-yarn"}) {
+  for (const char* model : {"small-qwen3", "odd-qwen3-f16-sharded", "tiny-qwen3-yarn", "tiny-qwen3-moe"}) {
     CAPTURE(model);
     const auto& c = reference_case(model, 2);
     const Run r = run(kylin_bin + " generate --model " + data + "/models/" + model + " --tokens " +
@@ -160,4 +161,19 @@ TEST_CASE("kylin bench --batch reports the batch size, aggregate tok/s and its r
   CHECK(out.find("tg_batch_tok_s")->as_double() > 0);
   CHECK(out.find("tg_batch_speedup")->as_double() > 0);
   CHECK(out.find("tg_tok_s") != nullptr);
+}
+
+TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the depth) that inspect accepts and generate runs") {
+  kylin::test::TempDir dir;
+  const std::string out = (dir.path() / "moe").string();
+  const Run made = run(kylin_bin + " make-test-model --preset tiny-qwen3-moe --layers 3 --out " + out);
+  REQUIRE(made.exit_code == 0);
+  const Run inspected = run(kylin_bin + " inspect --model " + out);
+  CHECK(inspected.exit_code == 0);
+  CHECK(inspected.out.find("num_experts               8\n") != std::string::npos);
+  CHECK(inspected.out.find("derived: 3 of 3 layers sparse\n") != std::string::npos);
+  CHECK(inspected.out.find("model.layers.2.mlp.experts.7.down_proj.weight") != std::string::npos);
+  const Run generated = run(kylin_bin + " generate --model " + out + " --tokens 1,2,3 --tokens 4 -n 4 --greedy --format json");
+  REQUIRE(generated.exit_code == 0);
+  CHECK(kylin::json::parse(generated.out).find("sequences")->size() == 2);
 }
