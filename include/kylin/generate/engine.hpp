@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kylin/chat/chat_template.hpp"
+#include "kylin/generate/rerank.hpp"
 #include "kylin/generate/sampler.hpp"
 #include "kylin/model/model.hpp"
 #include "kylin/tokenizer/tokenizer.hpp"
@@ -58,6 +59,15 @@ class Engine {
   std::int64_t context_length() const { return context_length_; }
   double load_ms() const { return load_ms_; }
   const std::filesystem::path& dir() const { return dir_; }
+
+  // Relevance of each document to `query` as a Qwen3-Reranker scores it (generate/rerank.hpp).
+  Reranking rerank(std::string_view query, std::span<const std::string> documents, const RerankOptions& o = {}) {
+    if (!model_.has_lm_head())
+      throw Error(ErrorCategory::request, dir_.string(), "cannot rerank: the model has no lm_head (an embedding model?)");
+    const RerankAnswerIds answer = rerank_answer_ids(tokenizer_);
+    const auto ids = rerank_ids(tokenizer_, query, documents, o, context_length_);  // [documents][tokens]
+    return rerank_scores(model_, answer, ids, o.top_n);
+  }
 
  private:
   Engine(const std::filesystem::path& dir, const EngineOptions& o)
