@@ -17,4 +17,6 @@
 #include "kylin/chat/chat_template.hpp"
 #include "kylin/generate/sampler.hpp"
 #include "kylin/generate/session.hpp"
+#include "kylin/generate/embed.hpp"
+#include "kylin/io/sentence_transformers.hpp"
 #include "kylin/eigen.hpp"

@@ -2,6 +2,7 @@
 // on the full-vocabulary checkpoint with the real Qwen3 tokenizer files.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -156,4 +157,29 @@ TEST_CASE("Ctrl-C (SIGINT) in kylin chat stops the current answer, and the progr
   for (std::size_t pos = 0; (pos = err.find("stop: cancelled", pos)) != std::string::npos; ++pos) ++cancelled;
   CHECK(cancelled == 2);  // both answers were interrupted, and the program kept reading lines
   std::filesystem::remove_all(work);
+}
+
+TEST_CASE("kylin embed prints Engine::embed's vectors exactly (json and text), with --prompt-name and --dimensions; a chat model is refused") {
+  const std::string embedding_dir = std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-embedding";
+  const Run r = run(kylin_bin + " embed --model " + embedding_dir +
+                    " --prompt-name query --dimensions 16 -t 1 'What is the capital of China?' 'Explain gravity'");
+  REQUIRE(r.exit_code == 0);
+  auto engine = kylin::Engine::load(embedding_dir, {.threads = 1, .context_length = 256});
+  const std::vector<std::string> texts{"What is the capital of China?", "Explain gravity"};
+  const kylin::EmbedResult want = engine->embed(texts, {.prompt_name = "query", .dimensions = 16});
+  const kylin::json::Value got = kylin::json::parse(r.out);
+  REQUIRE(got.find("embeddings") != nullptr);
+  CHECK(got.find("prompt_tokens")->as_int() == want.prompt_tokens);
+  REQUIRE(got.find("embeddings")->size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& row = got.find("embeddings")->as_array()[i].as_array();
+    REQUIRE(row.size() == 16);
+    for (std::size_t j = 0; j < 16; ++j) CHECK(static_cast<float>(row[j].as_double()) == want.embeddings[i][j]);
+  }
+  const Run text = run(kylin_bin + " embed --model " + embedding_dir + " --format text -t 1 a b");
+  CHECK(text.exit_code == 0);
+  CHECK(std::count(text.out.begin(), text.out.end(), '\n') == 2);
+  const Run refused = run(kylin_bin + " embed --model " + model_dir + " -t 1 a 2>&1");
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.out.find("cannot embed") != std::string::npos);
 }

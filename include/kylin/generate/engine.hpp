@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kylin/chat/chat_template.hpp"
+#include "kylin/generate/embed.hpp"
 #include "kylin/generate/rerank.hpp"
 #include "kylin/generate/sampler.hpp"
 #include "kylin/model/model.hpp"
@@ -60,6 +61,20 @@ class Engine {
   double load_ms() const { return load_ms_; }
   const std::filesystem::path& dir() const { return dir_; }
 
+  // Embeddings (generate/embed.hpp) of a sentence-transformers directory: texts get the prompt and
+  // the tokenizer's post-processor; token inputs run as given.
+  bool can_embed() const { return embedding_.has_value(); }
+  EmbedResult embed(std::span<const std::string> texts, const EmbedOptions& o = {}) {
+    const io::EmbeddingInfo& info = embedding_info();
+    if (texts.empty()) throw Error(ErrorCategory::request, "input", "no inputs to embed");
+    return embed_ids(model_, info, context_length_, embedding_ids(tokenizer_, info, texts, o), o);
+  }
+  EmbedResult embed_tokens(std::span<const std::vector<int>> inputs, const EmbedOptions& o = {}) {
+    const io::EmbeddingInfo& info = embedding_info();
+    if (!o.prompt_name.empty())
+      throw Error(ErrorCategory::request, "prompt_name", "applies to text inputs only; token inputs run as given");
+    return embed_ids(model_, info, context_length_, inputs, o);
+  }
   // Relevance of each document to `query` as a Qwen3-Reranker scores it (generate/rerank.hpp).
   Reranking rerank(std::string_view query, std::span<const std::string> documents, const RerankOptions& o = {}) {
     if (!model_.has_lm_head())
@@ -67,6 +82,11 @@ class Engine {
     const RerankAnswerIds answer = rerank_answer_ids(tokenizer_);
     const auto ids = rerank_ids(tokenizer_, query, documents, o, context_length_);  // [documents][tokens]
     return rerank_scores(model_, answer, ids, o.top_n);
+  }
+  const io::EmbeddingInfo& embedding_info() const {
+    if (!embedding_)
+      throw Error(ErrorCategory::request, dir_.string(), "cannot embed: not a sentence-transformers embedding model (no modules.json)");
+    return *embedding_;
   }
 
  private:
@@ -82,6 +102,11 @@ class Engine {
     const json::Value& gen = model_.generation_config();
     default_sampling_ = from_generation_config(gen.is_null() ? json::Value(json::Object{}) : gen);
     collect_eos_ids();
+    embedding_ = io::load_embedding_info(dir);
+    if (embedding_ && embedding_->dimension != model_.hidden_size())
+      throw Error(ErrorCategory::config, (dir / "modules.json").string(), "the Pooling module's word_embedding_dimension " +
+                                                                              std::to_string(embedding_->dimension) + " is not hidden_size " +
+                                                                              std::to_string(model_.hidden_size()));
     context_length_ = o.context_length.value_or(default_context_length(model_.config(), o.kv_dtype));
     if (context_length_ <= 0) throw Error(ErrorCategory::config, "context length", "must be positive");
     load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
@@ -123,6 +148,7 @@ class Engine {
   std::vector<int> eos_ids_;
   SampleableIds sampleable_ids_;
   std::int64_t context_length_ = 0;
+  std::optional<io::EmbeddingInfo> embedding_;  // a sentence-transformers directory's pooling and prompts
   double load_ms_ = 0;
 };
 
