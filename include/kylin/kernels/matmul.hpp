@@ -80,9 +80,11 @@ inline float dot_tail(const float* x, const T* w, std::int64_t from, std::int64_
   return acc;
 }
 
-// How far ahead of its reads the matvec prefetches: measured on the Zen 4 VM of PERFORMANCE.md
-// over the mapped checkpoint, 4 KiB gave +5-7 % (2 threads: 56 -> 60 GB/s), 8 KiB and more lost.
-inline constexpr std::int64_t matvec_prefetch_bytes = 4096;
+// How far ahead of its reads the matvec prefetches. On the Zen 4 (AVX-512) VM of PERFORMANCE.md,
+// 4 KiB gave +5-7 % (2 threads: 56 -> 60 GB/s), 8 KiB and more lost; on the Zen 3 (AVX2) VM any
+// software prefetch lost 8-20 % of decode speed to the hardware prefetcher alone, so AVX2 builds
+// leave it to the hardware.
+inline constexpr std::int64_t matvec_prefetch_bytes = lanes >= 16 ? 4096 : 0;
 
 // y[t, r] = x[t, :] · w[r, :] + bias[r] for NB token rows and weight rows [r0, r1), y with row
 // stride ldy. One weight row at a time, so the weights stream through memory strictly in order
@@ -100,7 +102,7 @@ void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int6
     for (auto& row : a) row[0] = row[1] = row[2] = row[3] = fbatch(0.f);
     std::int64_t c = 0;
     for (; c < end4; c += 4 * L) {
-      prefetch_lines(wr + c, matvec_prefetch_bytes, 4 * L * static_cast<std::int64_t>(sizeof(T)));
+      if constexpr (matvec_prefetch_bytes > 0) prefetch_lines(wr + c, matvec_prefetch_bytes, 4 * L * static_cast<std::int64_t>(sizeof(T)));
       const fbatch w0 = load_as_float(wr + c), w1 = load_as_float(wr + c + L), w2 = load_as_float(wr + c + 2 * L),
                    w3 = load_as_float(wr + c + 3 * L);
       for (int t = 0; t < NB; ++t) {
