@@ -32,6 +32,7 @@ struct Options {
   double request_timeout = 30;
   std::string cache_dir;            // prompt cache and slot files; empty: none
   std::string cache_size = "8GiB";
+  std::string task;                 // generate | embed | rerank; empty: embed if the model can, else generate
   kylin::server::http::Limits limits;
 };
 
@@ -59,6 +60,23 @@ bool wait_for(F done, Ms timeout) {
   return true;
 }
 
+// --task, checked against the model at startup so that a wrong pairing fails before serving.
+kylin::server::ServerTask server_task(const std::string& name, const kylin::Engine& engine) {
+  using kylin::server::ServerTask;
+  if (name.empty()) return engine.can_embed() ? ServerTask::embed : ServerTask::generate;
+  if (name == "embed") {
+    engine.embedding_info();  // throws, naming the directory, when it is not an embedding model
+    return ServerTask::embed;
+  }
+  if (name == "rerank") {
+    if (!engine.model().has_lm_head())
+      throw kylin::Error(kylin::ErrorCategory::config, "--task rerank", "the model has no lm_head; a reranker needs its logits");
+    kylin::rerank_answer_ids(engine.tokenizer());  // throws when "yes" or "no" is not a token
+    return ServerTask::rerank;
+  }
+  return ServerTask::generate;
+}
+
 int serve(const Options& o) {
   const sigset_t signals = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
@@ -69,6 +87,7 @@ int serve(const Options& o) {
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
+  const kylin::server::ServerTask task = server_task(o.task, *engine);
   // Declared before the scheduler, so it outlives it and finishes the last queued write on exit.
   std::unique_ptr<kylin::PromptCache> prompt_cache;
   if (!o.cache_dir.empty())
@@ -79,7 +98,7 @@ int serve(const Options& o) {
   std::string id = std::filesystem::weakly_canonical(o.model).filename().string();
   kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id,
                                  {.content_tokens = o.special_in_content ? kylin::ContentTokens::special : kylin::ContentTokens::plain,
-                                  .prompt_cache = prompt_cache.get()});
+                                  .prompt_cache = prompt_cache.get(), .task = task});
 
   kylin::server::http::Limits limits = o.limits;
   limits.max_body = o.max_body;
@@ -90,8 +109,9 @@ int serve(const Options& o) {
   kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors_origin = o.cors_origin}),
                                    kylin_server::transport_error);
   http.bind(o.host, o.port);
-  std::fprintf(stderr, "kylin-server: %s (context %lld, %d slot(s)) on http://%s:%d\n", service.model_id().c_str(),
-               static_cast<long long>(scheduler.context_length()), scheduler.slots(), o.host.c_str(), o.port);
+  std::fprintf(stderr, "kylin-server: %s (task %s, context %lld, %d slot(s)) on http://%s:%d\n", service.model_id().c_str(),
+               std::string(kylin::server::to_string(task)).c_str(), static_cast<long long>(scheduler.context_length()),
+               scheduler.slots(), o.host.c_str(), o.port);
 
   std::thread waiter([&] {
     int sig = 0;
@@ -121,7 +141,7 @@ int serve(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kylin-server: OpenAI-compatible HTTP server (chat/completions, completions, models, tokenize)"};
+  CLI::App app{"kylin-server: OpenAI-compatible HTTP server (chat/completions, completions, embeddings, rerank, models, tokenize)"};
   Options o;
   app.add_option("--model", o.model, "Model directory (config.json, safetensors, tokenizer files)")->required();
   app.add_option("--host", o.host, "Address to bind (default loopback only)");
@@ -141,6 +161,10 @@ int main(int argc, char** argv) {
   app.add_option("--cache-dir", o.cache_dir,
                  "Directory of stored prompt prefixes (KV cache on disk, reused across requests and restarts) and slot files");
   app.add_option("--cache-size", o.cache_size, "Most bytes of prompt prefixes in --cache-dir (8GiB, 512MiB, ...); least recently used go first");
+  app.add_option("--task", o.task,
+                 "generate: chat and completions; embed: /v1/embeddings (a sentence-transformers model such as Qwen3-Embedding); "
+                 "rerank: /v1/rerank (a Qwen3-Reranker). Default: embed when the model directory is an embedding model, else generate")
+      ->check(CLI::IsMember({"generate", "embed", "rerank"}));
   app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")
       ->check(CLI::Range(0.0, 3600.0));

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kylin/server/http/server.hpp"
+#include "kylin/server/retrieval.hpp"
 #include "kylin/server/service.hpp"
 
 namespace kylin_server {

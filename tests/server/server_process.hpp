@@ -47,20 +47,28 @@ inline int free_port() {
   return ntohs(addr.sin_port);
 }
 
-// A model directory holding the e2e checkpoint and the Qwen3 tokenizer; its name is the model id.
+// Which checkpoint a test server runs: a directory of tests/data/models (a symlinked copy of it is
+// served; the Qwen3 tokenizer is added when it has none).
+struct ServedModel {
+  std::string name = "e2e-qwen3-fullvocab";
+  std::string id = "e2e-qwen3";  // the copy's directory name, which is the server's model id
+};
+
+// A model directory holding the checkpoint and a tokenizer; its name is the model id.
 class TempModelDir {
  public:
-  TempModelDir() {
+  explicit TempModelDir(const ServedModel& model = {}) {
     std::string pattern = (fs::temp_directory_path() / "kylin-server-test-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     root_ = pattern;
-    dir_ = root_ / "e2e-qwen3";
+    dir_ = root_ / model.id;
     fs::create_directory(dir_);
     const fs::path data = KYLIN_TEST_DATA;
-    for (const auto& entry : fs::directory_iterator(data / "models" / "e2e-qwen3-fullvocab"))
+    for (const auto& entry : fs::directory_iterator(data / "models" / model.name))
       fs::create_symlink(fs::absolute(entry.path()), dir_ / entry.path().filename());
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-      fs::create_symlink(fs::absolute(data / "qwen3-tokenizer" / f), dir_ / f);
+    if (!fs::exists(dir_ / "tokenizer.json"))
+      for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        fs::create_symlink(fs::absolute(data / "qwen3-tokenizer" / f), dir_ / f);
   }
   TempModelDir(const TempModelDir&) = delete;
   TempModelDir& operator=(const TempModelDir&) = delete;
@@ -80,7 +88,8 @@ class ServerProcess {
   // Starts kylin-server with `args` added to --model/--port/--threads; throws if it does not
   // answer /health within the timeout (it is killed then).
   // `asan_options` are appended to ASAN_OPTIONS in the server's environment (sanitizer builds).
-  explicit ServerProcess(std::vector<std::string> args = {}, std::string asan_options = {}) : port_(free_port()) {
+  explicit ServerProcess(std::vector<std::string> args = {}, std::string asan_options = {}, const ServedModel& served = {})
+      : model_(served), port_(free_port()) {
     if (!fs::exists(server_binary)) throw std::runtime_error("kylin-server is not built: " + server_binary.string());
     log_ = model_.root() / "server.log";
     std::vector<std::string> argv_s = {server_binary.string(), "--model", model_.path().string(), "--port",

@@ -36,6 +36,23 @@ struct CompletionRequest : GenerationRequest {
   std::vector<int> prompt_tokens;  // set instead of `prompt` when the request sent token ids
 };
 
+// What a server answers (kylin-server --task): generations (chat, completions), embeddings or
+// reranking. One model serves one task; a request for another is a 400 saying how to get it.
+enum class ServerTask { generate, embed, rerank };
+
+constexpr std::string_view to_string(ServerTask t) {
+  return t == ServerTask::generate ? "generate" : t == ServerTask::embed ? "embed" : "rerank";
+}
+
+inline void require_task(ServerTask have, ServerTask need, std::string_view what) {
+  if (have == need) return;
+  const std::string hint = need == ServerTask::embed ? " and an embedding model"
+                           : need == ServerTask::rerank ? " and a reranker model" : "";
+  throw ApiError(status::bad_request, std::string(what) + ": this server runs task " + std::string(to_string(have)) +
+                                          "; start kylin-server with --task " + std::string(to_string(need)) + hint,
+                 "model", "wrong_task");
+}
+
 namespace detail {
 
 constexpr std::size_t max_stop_strings = 16;

@@ -44,6 +44,10 @@ struct Job {
   // restore, erase); on_done gets an empty Generation and its error, if any.
   std::function<void(Session&)> slot_task;
   int slot = -1;
+  // Instead of a generation: other work on the engine's model (embeddings, reranking), which is
+  // not thread-safe, so it too runs here; on_done gets an empty Generation and its error, if any.
+  // Skipped when the job was cancelled before it ran.
+  std::function<void()> engine_task;
 };
 
 class Scheduler {
@@ -141,6 +145,12 @@ class Scheduler {
     } else if (job.cancelled.load()) {
       g.stop_reason = StopReason::cancelled;
       ++skipped_;
+    } else if (job.engine_task) {
+      try {
+        job.engine_task();
+      } catch (...) {
+        error = std::current_exception();
+      }
     } else {
       try {
         GenerateOptions o = job.options;

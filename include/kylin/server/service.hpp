@@ -35,6 +35,7 @@ struct ServiceOptions {
   // text, so a client cannot forge turns; special: transformers' behaviour (docs/CHAT.md).
   ContentTokens content_tokens = ContentTokens::plain;
   PromptCache* prompt_cache = nullptr;  // --cache-dir: also where slot files go
+  ServerTask task = ServerTask::generate;  // the endpoints that answer; the others say how to get them
 };
 
 class Service {
@@ -109,6 +110,9 @@ class Service {
   // queued or running, streamed or not.
   Started chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   Started complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  // POST /v1/embeddings and /v1/rerank, defined in server/retrieval.hpp.
+  Reply embeddings(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  Reply rerank(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
 
   // POST /slots/{id}?action=save|restore|erase (server/slots.hpp).
   Reply slot(std::string_view id, std::string_view action, std::string_view body) {
@@ -136,12 +140,13 @@ class Service {
     ResponseHead head;
   };
 
-  void check_model(const GenerationRequest& r) const {
-    if (!r.model.empty() && r.model != model_id_)
-      throw ApiError(status::not_found, "model '" + r.model + "' not found (this server serves '" + model_id_ + "')",
+  void check_model(const std::string& model) const {
+    if (!model.empty() && model != model_id_)
+      throw ApiError(status::not_found, "model '" + model + "' not found (this server serves '" + model_id_ + "')",
                      "model", "model_not_found");
   }
 
+  Reply run_engine_task(std::function<void()> work, const std::shared_ptr<ClientWatch>& watch);  // retrieval.hpp
   Prepared prepare(const GenerationRequest& r, std::vector<int> prompt, Channel start, const char* prompt_param) const {
     const std::int64_t ctx = scheduler_.context_length();
     const auto n = static_cast<std::int64_t>(prompt.size());
@@ -272,8 +277,9 @@ class Service {
 };
 
 inline Started Service::chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
+  require_task(options_.task, ServerTask::generate, "/v1/chat/completions");
   ChatRequest r = parse_chat_request(text, engine_.default_sampling());
-  check_model(r);
+  check_model(r.model);
   std::size_t bytes = 0;
   for (const auto& m : r.messages.as_array()) bytes += m.find("content")->as_string().size();
   check_prompt_bytes(bytes, "messages");
@@ -338,8 +344,9 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
 }
 
 inline Started Service::complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
+  require_task(options_.task, ServerTask::generate, "/v1/completions");
   CompletionRequest r = parse_completion_request(text, engine_.default_sampling(), engine_.tokenizer().vocab_size());
-  check_model(r);
+  check_model(r.model);
   check_prompt_bytes(r.prompt.size(), "prompt");
   std::vector<int> tokens = r.prompt_tokens;
   if (tokens.empty()) {
