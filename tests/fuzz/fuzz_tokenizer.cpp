@@ -2,7 +2,8 @@
 // encoded by the real Qwen3 tokenizer (tests/data/qwen3-tokenizer, loaded once): invalid UTF-8 is
 // a kylin::Error, valid text round-trips to its NFC form, and streaming decode equals decode.
 // Odd: the rest is a tokenizer.json; loading throws kylin::Error or gives a tokenizer that
-// encodes and decodes without crashing. A crash, hang or sanitizer report is a bug.
+// encodes (with and without its post-processor) and decodes without crashing. A crash, hang or
+// sanitizer report is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,6 +66,9 @@ void load_and_use(std::string_view json) {
       const auto ids = t->encode(text);
       require(valid_ids(*t, ids));
       check_stream(*t, ids);
+      // The post-processor's ids were checked against the vocabulary at load.
+      require(valid_ids(*t, t->encode(text, {.add_special_tokens = true})));
+      require(valid_ids(*t, t->encode_pair(text, text, {.add_special_tokens = true})));
     } catch (const kylin::Error&) {
       // invalid UTF-8, or a text the vocabulary cannot spell: refused by name
     }

@@ -5,9 +5,9 @@
 
 #include <simdjson.h>
 
-#include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -40,8 +40,9 @@ class PostProcessor {
   // `valid(id)` says whether an id exists in the vocabulary; errors name `source` (the file).
   template <class ValidId>
   PostProcessor(const PostProcessorSpec& spec, const std::string& source, ValidId valid) : type_(spec.type) {
-    single_ = resolve(spec, spec.single, "single", source, valid);
-    pair_ = resolve(spec, spec.pair, "pair", source, valid);
+    const std::unordered_map<std::string, std::vector<int>> specials(spec.special_tokens.begin(), spec.special_tokens.end());
+    single_ = resolve(specials, spec.single, "single", source, valid);
+    pair_ = resolve(specials, spec.pair, "pair", source, valid);
   }
 
   // `a` with the single template applied (HF: tokenizer.post_process(encoding, None, True)).
@@ -51,32 +52,31 @@ class PostProcessor {
   const std::string& type() const { return type_; }
 
  private:
-  // A resolved piece: sequence A (-1), sequence B (-2), or the ids it adds.
+  using Kind = TemplatePiece::Kind;
   struct Piece {
-    int sequence = 0;
-    std::vector<int> ids;
+    Kind kind = Kind::sequence_a;
+    std::vector<int> ids;  // [ids of the special token] when kind == special
   };
 
   template <class ValidId>
-  static std::vector<Piece> resolve(const PostProcessorSpec& spec, const std::vector<TemplatePiece>& pieces, const char* which,
-                                    const std::string& source, ValidId valid) {
+  static std::vector<Piece> resolve(const std::unordered_map<std::string, std::vector<int>>& specials,
+                                    const std::vector<TemplatePiece>& pieces, const char* which, const std::string& source,
+                                    ValidId valid) {
     std::vector<Piece> out;
     for (const TemplatePiece& p : pieces) {
-      if (p.kind != TemplatePiece::Kind::special) {
-        out.push_back({p.kind == TemplatePiece::Kind::sequence_a ? -1 : -2, {}});
+      if (p.kind != Kind::special) {
+        out.push_back({p.kind, {}});
         continue;
       }
-      const std::vector<int>* ids = nullptr;
-      for (const auto& [name, token_ids] : spec.special_tokens)
-        if (name == p.special) ids = &token_ids;
-      if (!ids)
+      const auto it = specials.find(p.special);
+      if (it == specials.end())
         throw Error(ErrorCategory::tokenizer, source, "post_processor: the " + std::string(which) + " template uses special token '" +
                                                           p.special + "', which its special_tokens do not define");
-      for (int id : *ids)
+      for (int id : it->second)
         if (!valid(id))
           throw Error(ErrorCategory::tokenizer, source, "post_processor: special token '" + p.special + "' has id " +
                                                             std::to_string(id) + ", which is not in the vocabulary");
-      out.push_back({0, *ids});
+      out.push_back({Kind::special, it->second});
     }
     return out;
   }
@@ -84,15 +84,14 @@ class PostProcessor {
   static std::vector<int> apply(const std::vector<Piece>& pieces, std::span<const int> a, std::span<const int> b) {
     std::vector<int> out;
     for (const Piece& p : pieces) {
-      if (p.sequence == -1) out.insert(out.end(), a.begin(), a.end());
-      else if (p.sequence == -2) out.insert(out.end(), b.begin(), b.end());
-      else out.insert(out.end(), p.ids.begin(), p.ids.end());
+      const std::span<const int> ids = p.kind == Kind::sequence_a ? a : p.kind == Kind::sequence_b ? b : std::span<const int>(p.ids);
+      out.insert(out.end(), ids.begin(), ids.end());
     }
     return out;
   }
 
-  std::vector<Piece> single_ = {{-1, {}}};        // [pieces]
-  std::vector<Piece> pair_ = {{-1, {}}, {-2, {}}};  // [pieces]
+  std::vector<Piece> single_ = {{Kind::sequence_a, {}}};                          // [pieces]
+  std::vector<Piece> pair_ = {{Kind::sequence_a, {}}, {Kind::sequence_b, {}}};  // [pieces]
   std::string type_ = "null";
 };
 
