@@ -1,6 +1,7 @@
 // The official openai npm client against a running kylin-server (KYLIN_SERVER_URL, e.g.
 // http://127.0.0.1:8080/v1): a non-streaming and a streaming chat completion, greedy, must agree;
-// models.list must name the served model. Exits non-zero on any mismatch.
+// models.list must name the served model; with KYLIN_EMBED_URL (a server with --task embed),
+// embeddings.create in the client's default base64 and in float must agree. Exits non-zero on any mismatch.
 import OpenAI from "openai";
 
 const baseURL = process.env.KYLIN_SERVER_URL;
@@ -68,5 +69,20 @@ try {
   rejected = e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "messages[0].role";
 }
 check(rejected, "a bad role is a BadRequestError naming messages[0].role");
+
+if (process.env.KYLIN_EMBED_URL) {
+  const embed = new OpenAI({ baseURL: process.env.KYLIN_EMBED_URL, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
+  const input = ["The capital of China is Beijing.", "Gravity is a force."];
+  const b64 = await embed.embeddings.create({ model: "e2e-qwen3-embedding", input, dimensions: 16 });  // the client asks for base64
+  const flt = await embed.embeddings.create({ model: "e2e-qwen3-embedding", input, dimensions: 16, encoding_format: "float" });
+  check(b64.data.length === 2 && flt.data.length === 2, "one embedding per input");
+  for (let i = 0; i < 2; i++) {
+    const a = b64.data[i].embedding, b = flt.data[i].embedding;
+    check(b64.data[i].index === i && a.length === 16 && b.length === 16, `embedding ${i}: index and 16 dimensions`);
+    check(a.every((x, j) => x === Math.fround(b[j])), `embedding ${i}: base64 decodes to the float values`);
+    check(Math.abs(a.reduce((s, x) => s + x * x, 0) - 1) < 1e-5, `embedding ${i}: unit length`);
+  }
+  check(b64.usage.prompt_tokens > 0 && b64.usage.total_tokens === b64.usage.prompt_tokens, "embeddings usage");
+}
 
 console.log(`ok: ${JSON.stringify(text)} (${chunks} chunks)`);
