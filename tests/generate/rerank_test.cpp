@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/process.hpp"
 #include "kylin/generate/engine.hpp"
-#include "kylin/io/mapped_file.hpp"
+#include "kylin/io/checkpoint.hpp"
 
 namespace {
 
@@ -142,4 +143,26 @@ TEST_CASE("rerank: request errors name what is wrong: no documents, an empty que
     CHECK(std::string(e.what()).find("document 1") != std::string::npos);
     CHECK(std::string(e.what()).find("context length of 256") != std::string::npos);
   }
+}
+
+TEST_CASE("rerank CLI: kylin rerank prints the library's results as JSON, best first, cut by --top-n; text format one line each") {
+  const Reference& ref = reference();
+  std::string command = kylin::test::kylin_bin + " rerank --model " + model_dir + " -t 2 --top-n 2 --query '" + ref.query + "'";
+  for (const auto& d : ref.documents) command += " '" + d + "'";
+  const auto json_run = kylin::test::run_shell(command);
+  REQUIRE(json_run.exit_code == 0);
+  const auto v = kylin::json::parse(json_run.out, "kylin rerank output");
+  const kylin::Reranking lib = engine().rerank(ref.query, ref.documents, options());
+  const auto& results = v.find("results")->as_array();
+  REQUIRE(results.size() == 2);
+  for (std::size_t k = 0; k < 2; ++k) {
+    CHECK(results[k].find("index")->as_int() == lib.results[k].index);
+    CHECK(results[k].find("score")->as_double() == lib.results[k].score);
+    CHECK(results[k].find("document")->as_string() == ref.documents[static_cast<std::size_t>(lib.results[k].index)]);
+  }
+  CHECK(v.find("prompt_tokens")->as_int() == lib.prompt_tokens);
+  const auto text_run = kylin::test::run_shell(command + " --format text");
+  REQUIRE(text_run.exit_code == 0);
+  CHECK(std::count(text_run.out.begin(), text_run.out.end(), '\n') == 2);
+  CHECK(kylin::test::run_shell(kylin::test::kylin_bin + " rerank --model " + model_dir + " doc 2>/dev/null").exit_code != 0);  // no --query
 }
