@@ -20,7 +20,7 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/model/model.hpp"
 
-namespace {
+namespace cmd_bench {
 
 using Clock = std::chrono::steady_clock;
 
@@ -338,4 +338,4 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 
-}  // namespace
+}  // namespace cmd_bench

@@ -8,7 +8,7 @@
 #include "kylin/cli.hpp"
 #include "kylin/core/json.hpp"
 
-namespace {
+namespace cmd_chat_template {
 
 // {"messages": [...], "kwargs": {...}?, "tools": [...]?, "add_generation_prompt": bool?}
 // add_generation_prompt defaults to true here; tools may also sit inside kwargs.
@@ -49,4 +49,4 @@ const kylin::cli::Registrar registrar{"chat-template", [](CLI::App& app) {
   cmd->callback([model] { kylin::cli::exit_code() = run(*model); });
 }};
 
-}  // namespace
+}  // namespace cmd_chat_template

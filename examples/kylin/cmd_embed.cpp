@@ -9,7 +9,7 @@
 #include "kylin/cli.hpp"
 #include "kylin/generate/engine.hpp"
 
-namespace {
+namespace cmd_embed {
 
 struct Options {
   std::string model;
@@ -64,4 +64,4 @@ const kylin::cli::Registrar registrar{"embed", [](CLI::App& app) {
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 
-}  // namespace
+}  // namespace cmd_embed

@@ -7,7 +7,7 @@
 #include "kylin/generate/session.hpp"
 #include "kylin/sampling_options.hpp"
 
-namespace {
+namespace cmd_generate {
 
 struct Options {
   std::string model;
@@ -138,4 +138,4 @@ const kylin::cli::Registrar registrar{"generate", [](CLI::App& app) {
   });
 }};
 
-}  // namespace
+}  // namespace cmd_generate

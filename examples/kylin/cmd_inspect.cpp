@@ -15,7 +15,7 @@
 #include "kylin/model/descriptors.hpp"
 #include "kylin/model/weights.hpp"
 
-namespace {
+namespace cmd_inspect {
 
 // 1000000.0 rather than the shortest round-trip "1e+06", as config.json writers print it.
 std::string number_text(double v) {
@@ -129,4 +129,4 @@ const kylin::cli::Registrar inspect_command("inspect", [](CLI::App& app) {
   cmd->callback([dir] { run_inspect(*dir); });
 });
 
-}  // namespace
+}  // namespace cmd_inspect

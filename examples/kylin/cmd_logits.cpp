@@ -6,7 +6,7 @@
 #include "kylin/core/json.hpp"
 #include "kylin/model/model.hpp"
 
-namespace {
+namespace cmd_logits {
 
 struct Options {
   std::string model;
@@ -54,4 +54,4 @@ const kylin::cli::Registrar registrar{"logits", [](CLI::App& app) {
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 
-}  // namespace
+}  // namespace cmd_logits

@@ -15,7 +15,7 @@
 #include "kylin/io/safetensors_writer.hpp"
 #include "kylin/model/descriptors.hpp"
 
-namespace {
+namespace cmd_make_test_model {
 
 namespace fs = std::filesystem;
 
@@ -227,4 +227,4 @@ const kylin::cli::Registrar registrar{"make-test-model", [](CLI::App& app) {
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 
-}  // namespace
+}  // namespace cmd_make_test_model

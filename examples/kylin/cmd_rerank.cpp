@@ -9,7 +9,7 @@
 #include "kylin/core/json.hpp"
 #include "kylin/generate/engine.hpp"
 
-namespace {
+namespace cmd_rerank {
 
 struct Options {
   std::string model;
@@ -71,4 +71,4 @@ const kylin::cli::Registrar registrar{"rerank", [](CLI::App& app) {
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 
-}  // namespace
+}  // namespace cmd_rerank

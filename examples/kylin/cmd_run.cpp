@@ -13,7 +13,7 @@
 #include "kylin/generate/session.hpp"
 #include "kylin/sampling_options.hpp"
 
-namespace {
+namespace cmd_run {
 
 struct Options {
   std::string model;
@@ -205,4 +205,4 @@ const kylin::cli::Registrar chat_registrar{"chat", [](CLI::App& app) {
   cmd->callback([o] { kylin::cli::exit_code() = chat(*o); });
 }};
 
-}  // namespace
+}  // namespace cmd_run

@@ -8,7 +8,7 @@
 #include "kylin/core/json.hpp"
 #include "kylin/tokenizer/tokenizer.hpp"
 
-namespace {
+namespace cmd_tokenize {
 
 std::string ids_to_json(const std::vector<int>& ids) {
   kylin::json::Array array(ids.begin(), ids.end());
@@ -87,4 +87,4 @@ const kylin::cli::Registrar detokenize_command("detokenize", [](CLI::App& app) {
   });
 });
 
-}  // namespace
+}  // namespace cmd_tokenize
