@@ -15,7 +15,7 @@
 
 using namespace kylin;
 
-namespace {
+namespace similarity_test {
 
 const std::string models = std::string(KYLIN_TEST_DATA) + "/models/";
 const std::string similarity_bin = std::string(KYLIN_BIN_DIR) + "/kylin-similarity";
@@ -49,7 +49,6 @@ double cosine(const std::vector<double>& a, const std::vector<double>& b) {
   return ab / std::sqrt(aa * bb);
 }
 
-}  // namespace
 
 TEST_CASE("logits equal the mapped hidden states [tokens, hidden] times the mapped lm_head, in one forward call") {
   for (const char* name : {"tiny-qwen3-untied", "odd-qwen3-f16-sharded", "small-qwen2-f32"}) {
@@ -138,3 +137,5 @@ TEST_CASE("kylin-similarity refuses a model without a tokenizer and an empty tex
   CHECK(empty.exit_code == 1);
   CHECK(empty.out.find("text 1: is empty") != std::string::npos);
 }
+
+}  // namespace similarity_test

@@ -17,7 +17,7 @@
 
 using kylin::test::TempDir;
 
-namespace {
+namespace prompt_cache_test {
 
 namespace fs = std::filesystem;
 
@@ -56,7 +56,6 @@ std::string read_bytes(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-}  // namespace
 
 TEST_CASE("XXH64: the reference value of the empty input, and streaming in any pieces equals one call") {
   CHECK(kylin::xxh64({}) == 0xEF46DB3751D8E999ULL);
@@ -360,3 +359,5 @@ TEST_CASE("concurrent writers of the same and different entries never leave a fi
   CHECK(w1.lines.empty());
   CHECK(w2.lines.empty());
 }
+
+}  // namespace prompt_cache_test

@@ -13,7 +13,7 @@
 #include "kylin/generate/engine.hpp"
 #include "kylin/io/checkpoint.hpp"
 
-namespace {
+namespace rerank_test {
 
 const std::string model_dir = std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat";
 
@@ -51,7 +51,6 @@ kylin::Engine& engine() {
 
 kylin::RerankOptions options() { return {.instruction = reference().instruction, .top_n = std::nullopt}; }
 
-}  // namespace
 
 TEST_CASE("rerank: the prompt text and its ids equal the reference's byte for byte; yes/no ids are the reference's") {
   const Reference& ref = reference();
@@ -166,3 +165,5 @@ TEST_CASE("rerank CLI: kylin rerank prints the library's results as JSON, best f
   CHECK(std::count(text_run.out.begin(), text_run.out.end(), '\n') == 2);
   CHECK(kylin::test::run_shell(kylin::test::kylin_bin + " rerank --model " + model_dir + " doc 2>/dev/null").exit_code != 0);  // no --query
 }
+
+}  // namespace rerank_test

@@ -15,7 +15,7 @@
 #include "kylin/generate/sampler.hpp"
 #include "kylin/generate/sampler_reference.hpp"
 
-namespace {
+namespace sampler_extremes {
 
 using kylin::SampleableIds;
 using kylin::SamplingParams;
@@ -101,7 +101,6 @@ std::string describe(const SamplingParams& p) {
          std::to_string(p.greedy);
 }
 
-}  // namespace
 
 TEST_CASE("total: extreme params x hostile rows x sampleable sets give a sampleable id with reference probability > 0") {
   const float temperatures[] = {0.0f,  kDenorm, 1e-45f, 1e-40f, 2.9e-39f, 3e-39f, Limits::min(),
@@ -260,3 +259,5 @@ TEST_CASE("draw: candidates with no token (made by hand) give the fallback id in
   s.candidates(row);  // sets the fallback for this row
   CHECK(s.draw(kylin::SamplingCandidates{}) == 1);
 }
+
+}  // namespace sampler_extremes

@@ -9,7 +9,7 @@
 #include "kylin/generate/sampler.hpp"
 #include "kylin/generate/sampler_params.hpp"
 
-namespace {
+namespace sampler_params {
 
 using kylin::ErrorCategory;
 using kylin::SamplingParams;
@@ -28,7 +28,6 @@ std::string rejected_field(const SamplingParams& p) {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-}  // namespace
 
 TEST_CASE("SamplingParams: defaults validate and mean plain temperature-1 sampling") {
   SamplingParams p;
@@ -161,3 +160,5 @@ TEST_CASE("apply_overrides: an invalid override is a request error naming the fi
     CHECK(e.context() == "min_p");
   }
 }
+
+}  // namespace sampler_params

@@ -13,7 +13,7 @@
 #include "kylin/generate/sampler.hpp"
 #include "kylin/generate/sampler_reference.hpp"
 
-namespace {
+namespace sampler_reference {
 
 using kylin::SamplingParams;
 
@@ -46,7 +46,6 @@ void check_probs(const std::vector<double>& got, const std::vector<double>& want
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-}  // namespace
 
 TEST_CASE("exp_nonpositive: within 2 ulp of exp over [-87, 0]; exact 1 at 0; weights 0 past the floor") {
   double worst = 0.0;
@@ -206,3 +205,5 @@ TEST_CASE("Sampler: matches the reference over a full 151,936-token row with Qwe
     check_probs(fast(sampler, logits), reference(logits, p));
   }
 }
+
+}  // namespace sampler_reference

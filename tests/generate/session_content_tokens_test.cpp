@@ -8,7 +8,7 @@
 
 #include "kylin/generate/session.hpp"
 
-namespace {
+namespace session_content_tokens_test {
 
 kylin::Engine& engine() {
   static auto e = kylin::Engine::load(std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat",
@@ -23,7 +23,6 @@ kylin::json::Value one_user(const std::string& text) {
   return kylin::json::Array{m};
 }
 
-}  // namespace
 
 TEST_CASE("content_tokens picks HF's ids (special) or the content's text (plain) for the same prompt text") {
   kylin::Session session(engine());
@@ -62,3 +61,5 @@ TEST_CASE("a <think> typed by the user opens the reasoning channel only in speci
   CHECK(kylin::Session::opens_reasoning(session.tokenize_chat(p, special), open, close));
   CHECK_FALSE(kylin::Session::opens_reasoning(session.tokenize_chat(p, plain), open, close));
 }
+
+}  // namespace session_content_tokens_test

@@ -12,7 +12,7 @@
 
 #include "kylin/generate/session.hpp"
 
-namespace {
+namespace session_test {
 
 const std::string chat_model = std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat";
 
@@ -70,7 +70,6 @@ std::vector<int> manual_greedy(const std::vector<int>& prompt, int n, kylin::Eng
   return out;
 }
 
-}  // namespace
 
 TEST_CASE("greedy chat output is the detokenized argmax continuation of the rendered prompt") {
   kylin::Session session(engine());
@@ -305,3 +304,5 @@ TEST_CASE("a subnormal temperature (1e-45, as a request may send) generates exac
     CHECK(g.content == want.content);
   }
 }
+
+}  // namespace session_test

@@ -19,7 +19,7 @@
 
 using namespace kylin::test;
 
-namespace {
+namespace inspect_cli_test {
 
 using kylin::test::kylin_bin;
 const std::filesystem::path models = std::filesystem::path(KYLIN_TEST_DATA) / "models";
@@ -70,7 +70,6 @@ std::string after_table(const std::string& out) {
 
 const auto tiny = models / "tiny-qwen3-untied";  // hidden 64, intermediate 128, 2 layers, untied
 
-}  // namespace
 
 TEST_CASE("kylin inspect lists config fields, the preset line and one row per tensor with dtype, shape and bytes") {
   const auto dir = models / "odd-qwen3-f16-sharded";
@@ -235,3 +234,5 @@ TEST_CASE("a Qwen3 config with attention_bias true loads without bias tensors an
   const kylin::io::Checkpoint plain(models / "tiny-qwen3-untied");
   CHECK(kylin::check_weights(plain, config).loads());  // absent biases are zero, as transformers initialises them
 }
+
+}  // namespace inspect_cli_test

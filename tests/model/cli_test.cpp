@@ -13,7 +13,7 @@
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
 
-namespace {
+namespace cli_test {
 
 const std::string data = KYLIN_TEST_DATA;
 using kylin::test::kylin_bin;
@@ -39,7 +39,6 @@ const kylin::json::Value& reference_case(const std::string& model, std::size_t i
   return v.find("cases")->as_array()[i];
 }
 
-}  // namespace
 
 TEST_CASE("kylin logits --positions all prints every position's logits within the exactness bar") {
   for (const char* model : {"tiny-qwen3-untied", "small-qwen2-f32"}) {
@@ -177,3 +176,5 @@ TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the dept
   REQUIRE(generated.exit_code == 0);
   CHECK(kylin::json::parse(generated.out).find("sequences")->size() == 2);
 }
+
+}  // namespace cli_test

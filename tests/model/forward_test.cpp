@@ -10,7 +10,7 @@
 
 #include "kylin/model/model.hpp"
 
-namespace {
+namespace forward_test {
 
 const std::string data = KYLIN_TEST_DATA;
 
@@ -106,7 +106,6 @@ double max_reference_error(const char* name, int threads, kylin::DType kv_dtype,
   return worst;
 }
 
-}  // namespace
 
 TEST_CASE("f32 KV: logits match the float64 reference to 1e-5 relative L2 at every position, greedy continuations identical") {
   for (const char* name : models)
@@ -257,3 +256,5 @@ TEST_CASE("an f16 KV cache gets the longest default context that fits the same b
   c.max_position_embeddings = 4096;
   CHECK(kylin::default_context_length(c, kylin::DType::f16) == 4096);
 }
+
+}  // namespace forward_test

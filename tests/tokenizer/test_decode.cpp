@@ -12,7 +12,8 @@ using kylin::test::qwen3;
 
 namespace {
 
-std::string error_text(auto&& f) {
+// error_text that also checks the category is tokenizer
+std::string tokenizer_error_text(auto&& f) {
   try {
     f();
   } catch (const kylin::Error& e) {
@@ -91,26 +92,26 @@ TEST_CASE("skip_special drops special tokens only, in decode and in the stream")
 
 TEST_CASE("an id outside the vocabulary is a kylin::Error naming the id and the vocab size") {
   const std::vector<int> bad = {9707, 151669};
-  const std::string what = error_text([&] { (void)qwen3().decode(bad); });
+  const std::string what = tokenizer_error_text([&] { (void)qwen3().decode(bad); });
   CHECK(what.find("151669") != std::string::npos);
   CHECK(what.find("vocab size 151669") != std::string::npos);
-  CHECK(error_text([&] { (void)qwen3().decode(std::vector<int>{-1}); }).find("-1") != std::string::npos);
+  CHECK(tokenizer_error_text([&] { (void)qwen3().decode(std::vector<int>{-1}); }).find("-1") != std::string::npos);
   kylin::StreamDecoder stream(qwen3());
-  CHECK(error_text([&] { (void)stream.push(1 << 30); }).find(std::to_string(1 << 30)) != std::string::npos);
+  CHECK(tokenizer_error_text([&] { (void)stream.push(1 << 30); }).find(std::to_string(1 << 30)) != std::string::npos);
 }
 
 TEST_CASE("invalid UTF-8 input to encode is a kylin::Error naming the byte offset") {
-  const std::string what = error_text([] { (void)qwen3().encode("abc\xff rest"); });
+  const std::string what = tokenizer_error_text([] { (void)qwen3().encode("abc\xff rest"); });
   CHECK(what.find("invalid UTF-8 at byte offset 3") != std::string::npos);
   CHECK(what.find("0xff") != std::string::npos);
-  CHECK(error_text([] { (void)qwen3().encode("\xed\xa0\x80"); }).find("offset 0") != std::string::npos);
-  CHECK(error_text([] { (void)qwen3().encode("ok \xe4\xbd"); }).find("offset 3") != std::string::npos);
+  CHECK(tokenizer_error_text([] { (void)qwen3().encode("\xed\xa0\x80"); }).find("offset 0") != std::string::npos);
+  CHECK(tokenizer_error_text([] { (void)qwen3().encode("ok \xe4\xbd"); }).find("offset 3") != std::string::npos);
 }
 
 TEST_CASE("check_model_vocab accepts an embedding at least as large and names both sizes otherwise") {
   CHECK_NOTHROW(qwen3().check_model_vocab(151936));
   CHECK_NOTHROW(qwen3().check_model_vocab(151669));
-  const std::string what = error_text([] { qwen3().check_model_vocab(151643, "config.json"); });
+  const std::string what = tokenizer_error_text([] { qwen3().check_model_vocab(151643, "config.json"); });
   CHECK(what.find("151643") != std::string::npos);
   CHECK(what.find("151669") != std::string::npos);
   CHECK(what.find("151668") != std::string::npos);
