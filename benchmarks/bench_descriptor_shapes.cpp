@@ -50,7 +50,7 @@ std::vector<bf16_t> randn_bf16(std::int64_t n, unsigned seed) {
   return v;
 }
 
-// kylin's decode matvec loop (kernels/matmul.hpp matvec_rows_simd): one row at a time, four
+// kylin's decode matvec loop (kernels/dot.hpp dot_rows): one row at a time, four
 // accumulators, prefetch 4 KiB ahead. Rows/Cols: std::int64_t or Const<N>.
 template <class Rows, class Cols>
 void matvec(const float* x, const bf16_t* w, float* y, Rows rows, Cols cols) {
