@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kylin/core/error.hpp"
+#include "kylin/generate/token_groups.hpp"
 #include "kylin/io/sentence_transformers.hpp"
 #include "kylin/model/model.hpp"
 #include "kylin/tokenizer/tokenizer.hpp"
@@ -136,15 +137,10 @@ inline EmbedResult embed_ids(Model& model, const io::EmbeddingInfo& info, std::i
   detail::check_embed_inputs(inputs, model.vocab_size(), context_length);
   const std::int64_t width = detail::embed_width(o, model.hidden_size());
   EmbedResult result;
-  for (std::size_t begin = 0; begin < inputs.size();) {
-    std::size_t end = begin;
-    std::int64_t tokens = 0;
-    while (end < inputs.size() && (end == begin || tokens + static_cast<std::int64_t>(inputs[end].size()) <= model.max_chunk()))
-      tokens += static_cast<std::int64_t>(inputs[end++].size());
+  detail::for_each_token_group(inputs, model.max_chunk(), [&](std::size_t begin, std::size_t end, std::int64_t tokens) {
     detail::embed_group(model, info.pooling, inputs.subspan(begin, end - begin), width, result);
     result.prompt_tokens += tokens;
-    begin = end;
-  }
+  });
   return result;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kylin/core/error.hpp"
+#include "kylin/generate/token_groups.hpp"
 #include "kylin/model/model.hpp"
 #include "kylin/tokenizer/tokenizer.hpp"
 
@@ -119,15 +120,10 @@ inline std::vector<std::vector<int>> rerank_ids(const Tokenizer& tokenizer, std:
 inline Reranking rerank_scores(Model& model, RerankAnswerIds answer, std::span<const std::vector<int>> ids,
                                std::optional<std::int64_t> top_n) {
   Reranking r;
-  for (std::size_t begin = 0; begin < ids.size();) {
-    std::size_t end = begin;
-    std::int64_t tokens = 0;
-    while (end < ids.size() && (end == begin || tokens + static_cast<std::int64_t>(ids[end].size()) <= model.max_chunk()))
-      tokens += static_cast<std::int64_t>(ids[end++].size());
+  detail::for_each_token_group(ids, model.max_chunk(), [&](std::size_t begin, std::size_t end, std::int64_t tokens) {
     detail::score_group(model, answer, ids.subspan(begin, end - begin), static_cast<std::int64_t>(begin), r.results);
     r.prompt_tokens += tokens;
-    begin = end;
-  }
+  });
   std::stable_sort(r.results.begin(), r.results.end(), [](const RerankResult& a, const RerankResult& b) { return a.score > b.score; });
   if (top_n && *top_n < static_cast<std::int64_t>(r.results.size())) r.results.resize(static_cast<std::size_t>(*top_n));
   return r;
