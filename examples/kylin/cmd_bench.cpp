@@ -1,6 +1,7 @@
 // `kylin bench`: llama-bench-style throughput of one checkpoint: prefill (pp) and decode (tg)
-// tokens/s, each the median of repetitions, against the machine's measured read bandwidth:
-// decode reads every weight once per token, so bandwidth / bytes-per-token is its roofline.
+// tokens/s, each the median of repetitions, against the machine's measured limits: decode reads
+// every weight once per token (roofline: read bandwidth / bytes per token), prefill is judged
+// against the f32 FMA peak.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -77,6 +78,41 @@ double measure_read_bandwidth(int threads, std::size_t bytes = std::size_t{1} <<
   return best;
 }
 
+// `chains` independent multiply-add chains of one vector each, `steps` steps: the FMA units'
+// throughput when there are more chains than an FMA's latency times the units per core.
+template <int chains>
+float fma_chains(std::int64_t steps, float seed) {
+  using kylin::kernels::fbatch;
+  fbatch acc[chains];
+  for (int i = 0; i < chains; ++i) acc[i] = fbatch(seed + static_cast<float>(i));
+  const fbatch m(0.999999f), c(1e-7f);
+  for (std::int64_t s = 0; s < steps; ++s)
+    for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], m, c);
+  fbatch sum = acc[0];
+  for (int i = 1; i < chains; ++i) sum += acc[i];
+  return xsimd::hadd(sum);
+}
+
+// The f32 FMA peak of `threads` threads in GFLOP/s (2 per lane per FMA): the best of 20 short
+// passes (so a busy machine still shows a quiet one) of fma_chains on every thread, 12 chains on
+// AVX2's 16 registers, 24 where there are 32. Prefill is judged against it as decode against the
+// read bandwidth.
+double measure_fma_gflops(int threads) {
+  constexpr int chains = kylin::kernels::lanes >= 16 ? 24 : 12;
+  constexpr std::int64_t steps = std::int64_t{1} << 21;  // ~4 ms a pass at 100 GFLOP/s a thread
+  kylin::ThreadPool pool(threads);
+  std::vector<float> sink(static_cast<std::size_t>(pool.size()) * 16);
+  double best = 0;
+  for (int pass = 0; pass < 20; ++pass) {
+    const auto t0 = Clock::now();
+    pool.run([&](int t, int) { sink[static_cast<std::size_t>(t) * 16] += fma_chains<chains>(steps, static_cast<float>(pass)); });
+    const double flops = 2.0 * kylin::kernels::lanes * chains * static_cast<double>(steps) * pool.size();
+    best = std::max(best, flops / seconds_since(t0) / 1e9);
+  }
+  if (sink[0] == 42.f) std::printf(" ");  // keeps the sums observable
+  return best;
+}
+
 // CPU seconds (user + system, all threads) used by the process so far: on a busy machine,
 // tokens per CPU-second shows the kernels' own speed when wall-clock rates are depressed.
 double cpu_seconds() {
@@ -120,6 +156,24 @@ double weight_bytes_per_token(const kylin::Model& m) {
     total += static_cast<double>(t->nbytes) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
   }
   return total;
+}
+
+// FLOPs of one n-token prefill from an empty cache: 2 per weight of every linear layer per token
+// (an MoE layer's experts at k / num_experts, as above; embedding rows are looked up), the LM head
+// once (the last token's logits), and attention's QK^T and PV over the causal context.
+double prefill_flops(const kylin::Model& m, std::int64_t n) {
+  const auto& c = m.config();
+  const auto& moe = c.moe;
+  const double expert_share = moe ? static_cast<double>(moe->num_experts_per_tok) / static_cast<double>(moe->num_experts) : 1.0;
+  double per_token = 0;
+  for (const auto* t : m.checkpoint().tensors()) {
+    if (t->shape.size() != 2 || t->name.find(".layers.") == std::string::npos) continue;
+    per_token += 2.0 * static_cast<double>(t->numel()) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
+  }
+  const double lm_head = 2.0 * static_cast<double>(m.vocab_size()) * static_cast<double>(m.hidden_size());
+  const double keys = static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
+  const double attention = 4.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) * keys;
+  return per_token * static_cast<double>(n) + lm_head + attention;
 }
 
 // Bandwidth samples allocate 512 MB each: the peak RSS reported is the highest VmHWM seen just
@@ -225,6 +279,7 @@ int run(const Options& o) {
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   BandwidthSampler sampler{threads};
   const double bandwidth_idle = sampler.sample();  // used when there is no decode test
+  const double compute_gflops = measure_fma_gflops(threads);
   const auto t_load = Clock::now();
   kylin::ModelOptions options;
   options.threads = threads;
@@ -270,6 +325,7 @@ int run(const Options& o) {
   const double tg_tok_s = median(dec.tg), pp_tok_s = median(pp);
   const double roofline = bandwidth * 1e9 / bytes_per_token;
   const double fraction = median(dec.fraction);
+  const double pp_gflops = o.prompt > 0 ? prefill_flops(model, o.prompt) / o.prompt * pp_tok_s / 1e9 : 0.0;
   kylin::json::Object out{{"model", kylin::json::Value(o.model)},
                           {"arch", kylin::json::Value(kylin::kernels::simd_arch_name())},
                           {"threads", kylin::json::Value(threads)},
@@ -287,6 +343,9 @@ int run(const Options& o) {
                           {"kv_bytes_per_token", kylin::json::Value(kv_bytes)},
                           {"tg_roofline_tok_s", kylin::json::Value(roofline)},
                           {"tg_roofline_fraction", kylin::json::Value(fraction)},
+                          {"compute_gflops", kylin::json::Value(compute_gflops)},
+                          {"pp_gflops", kylin::json::Value(pp_gflops)},
+                          {"pp_compute_fraction", kylin::json::Value(pp_gflops / compute_gflops)},
                           {"peak_rss_mb", kylin::json::Value(peak_rss)},
                           {"checkpoint_mb", kylin::json::Value(static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0)},
                           {"kv_cache_mb", kylin::json::Value(static_cast<double>(cache.bytes()) / 1048576.0)},
@@ -308,6 +367,8 @@ int run(const Options& o) {
   std::printf("model %s  arch %s  threads %d  kv %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(), threads, o.kv_dtype.c_str());
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
+  std::printf("pp%-5d %8.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f GFLOP/s)\n", o.prompt, pp_gflops,
+              100.0 * pp_gflops / compute_gflops, compute_gflops);
   std::printf("tg%-5d %8.2f tok/s at depth %lld  (roofline %.2f tok/s = %.1f GB/s / %.1f MB per token: %.1f%%)\n", o.gen,
               tg_tok_s, static_cast<long long>(o.depth), roofline, bandwidth, bytes_per_token / 1e6, 100.0 * fraction);
   if (!dec.depth_ratio.empty())

@@ -114,6 +114,14 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   CHECK(num("tg_roofline_fraction") == doctest::Approx(num("tg_tok_s") / num("tg_roofline_tok_s")));
   // peak RSS leaves out the 512 MB bandwidth buffers, so it stays far below them for a tiny model
   CHECK(num("peak_rss_mb") < 400);
+  // prefill FLOPs of tiny-qwen3-untied's config.json (hidden 64, 2 layers, 4 q / 2 kv heads of 16,
+  // intermediate 128, vocab 256) for 8 tokens: the projections per token, the LM head once, and
+  // QK^T + PV over 1 + 2 + ... + 8 keys per head
+  const double H = 64, L = 2, q = 4 * 16, kv = 2 * 16, I = 128, V = 256, n = 8;
+  const double flops = n * 2 * L * (H * q + 2 * H * kv + q * H + 3 * H * I) + 2 * V * H + 4 * L * q * (n * (n + 1) / 2);
+  CHECK(num("pp_gflops") == doctest::Approx(num("pp_tok_s") * flops / n / 1e9));
+  CHECK(num("compute_gflops") > 0);
+  CHECK(num("pp_compute_fraction") == doctest::Approx(num("pp_gflops") / num("compute_gflops")));
 }
 
 TEST_CASE("kylin bench --depth also decodes from depth 0 in the same repetitions and reports the ratio") {
