@@ -72,6 +72,7 @@ http::Response generation(const srv::Started& started) {
 std::string bearer(const http::Request& req) {
   const std::string auth = req.header_value("authorization");
   constexpr std::string_view prefix = "Bearer ";
+  if (auth.empty()) return req.header_value("x-api-key");  // how Anthropic clients send the key
   return auth.starts_with(prefix) ? auth.substr(prefix.size()) : std::string();
 }
 
@@ -114,6 +115,10 @@ std::vector<Route> routes(srv::Service& service) {
        [&service](http::Request& q, std::string_view) { return generation(service.chat(q.body, q.watch)); }},
       {"/v1/completions", false, "POST",
        [&service](http::Request& q, std::string_view) { return generation(service.complete(q.body, q.watch)); }},
+      {"/v1/messages", false, "POST",
+       [&service](http::Request& q, std::string_view) { return generation(service.messages(q.body, q.watch)); }},
+      {"/v1/messages/count_tokens", false, "POST",
+       [&service](http::Request& q, std::string_view) { return reply(service.count_message_tokens(q.body)); }},
       {"/v1/embeddings", false, "POST",
        [&service](http::Request& q, std::string_view) { return reply(service.embeddings(q.body, q.watch)); }},
       {"/v1/rerank", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.rerank(q.body, q.watch)); }},

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kylin/server/anthropic_service.hpp"
 #include "kylin/server/http/server.hpp"
 #include "kylin/server/retrieval.hpp"
 #include "kylin/server/service.hpp"

@@ -113,6 +113,9 @@ class Service {
   // POST /v1/embeddings and /v1/rerank, defined in server/retrieval.hpp.
   Reply embeddings(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   Reply rerank(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  // POST /v1/messages and /v1/messages/count_tokens (Anthropic), defined in server/anthropic_service.hpp.
+  Started messages(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  Reply count_message_tokens(std::string_view text);
 
   // POST /slots/{id}?action=save|restore|erase (server/slots.hpp).
   Reply slot(std::string_view id, std::string_view action, std::string_view body) {
