@@ -1,5 +1,6 @@
 # test_server talks HTTP through cpp-httplib (the same pkg-config flags as kylin-server) and runs
-# the built kylin-server; server_openai_client runs the official openai npm client against it.
+# the built kylin-server; server_openai_client and server_anthropic_client run the official openai
+# and @anthropic-ai/sdk npm clients against it.
 find_package(PkgConfig REQUIRED)
 if(NOT TARGET PkgConfig::CPP_HTTPLIB)
   pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
@@ -11,4 +12,8 @@ if(TARGET kylin_server)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/openai_client.sh $<TARGET_FILE:kylin_server>
                    ${CMAKE_CURRENT_SOURCE_DIR}/data)
   set_tests_properties(server_openai_client PROPERTIES TIMEOUT 300)
+  add_test(NAME server_anthropic_client
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/anthropic_client.sh $<TARGET_FILE:kylin_server>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/data)
+  set_tests_properties(server_anthropic_client PROPERTIES TIMEOUT 300)
 endif()
