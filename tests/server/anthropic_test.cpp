@@ -58,9 +58,7 @@ std::vector<std::pair<std::string, Value>> events_of(const std::string& sse) {
   return out;
 }
 
-}  // namespace anthropic_test
-
-using namespace anthropic_test;
+// The cases stay in the namespace too, so a unity build of tests/server sees none of these names.
 
 TEST_CASE("system, text blocks, thinking, tool_use and tool_result map onto the OpenAI messages the template renders") {
   const MessagesRequest r = parse(R"({"model": "m", "max_tokens": 8,
@@ -197,3 +195,5 @@ TEST_CASE("Anthropic error bodies: type error, the error type for each status, t
   const Value from = anthropic::error_from_openai(503, error_body(503, "queue full"));
   CHECK(from.find("error")->find("message")->as_string() == "queue full");
 }
+
+}  // namespace anthropic_test
