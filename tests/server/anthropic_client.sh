@@ -24,12 +24,14 @@ ln -s "$data"/qwen3-tokenizer/tokenizer.json "$data"/qwen3-tokenizer/tokenizer_c
 port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
 "$bin" --model "$model" --port "$port" --ctx 1024 --threads 2 >"$work/server.log" 2>&1 &
 pid=$!
+healthy=""
 for _ in $(seq 1 300); do
   if node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
-       "http://127.0.0.1:$port/health"; then break; fi
+       "http://127.0.0.1:$port/health"; then healthy=1; break; fi
   kill -0 "$pid" 2>/dev/null || { cat "$work/server.log" >&2; echo "kylin-server exited early" >&2; exit 1; }
   sleep 0.2
 done
+[[ -n "$healthy" ]] || { cat "$work/server.log" >&2; echo "kylin-server never became healthy" >&2; exit 1; }
 
 cd "$here/anthropic-client"
 npm ci --no-audit --no-fund --loglevel=error
