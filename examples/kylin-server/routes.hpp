@@ -6,6 +6,7 @@
 
 #include "kylin/server/anthropic_service.hpp"
 #include "kylin/server/http/server.hpp"
+#include "kylin/server/openai_service.hpp"
 #include "kylin/server/retrieval.hpp"
 #include "kylin/server/service.hpp"
 

@@ -17,3 +17,6 @@ if(TARGET kylin_server)
                    ${CMAKE_CURRENT_SOURCE_DIR}/data)
   set_tests_properties(server_anthropic_client PROPERTIES TIMEOUT 300)
 endif()
+if(TARGET kylin_cli)
+  add_dependencies(test_${area} kylin_cli)  # logprobs_http_test compares with `kylin logits`
+endif()

@@ -41,6 +41,9 @@ struct GenerateOptions {
   // May edit each step's logit row [model vocab] before sampling (a logit bias, a constraint).
   // Whatever it writes, only the tokenizer's ids are sampled (Engine::sampleable_ids).
   std::function<void(std::span<float> logits)> on_logits;
+  // Each sampled token except an ending EOS, before its text reaches on_piece (logprobs pair
+  // the row on_logits saw with the id drawn from it).
+  std::function<void(int id)> on_token;
   // A disk cache of prompt prefixes (generate/prompt_cache.hpp) or null. The prefill loads its
   // longest stored prefix of the prompt when that beats what the session's cache holds; with
   // store_prompt, the prompt's keys and values are handed to its background writer at the end.
@@ -232,6 +235,7 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
       break;
     }
     g.tokens.push_back(id);
+    if (o.on_token) o.on_token(id);
     bool keep = true;
     if (id == think_open_ && emit.channel() == Channel::answer) keep = emit.switch_to(Channel::reasoning);
     else if (id == think_close_ && emit.channel() == Channel::reasoning) keep = emit.switch_to(Channel::answer);

@@ -1,6 +1,6 @@
 // OpenAI request bodies parsed and validated into typed requests: every wrong field is a 400
-// naming it (ApiError::param), before any work is queued. Unknown fields are ignored, as
-// OpenAI-compatible servers do, except the few whose meaning kylin cannot honour (n > 1, logprobs).
+// naming it (ApiError::param), before any work is queued. OpenAI parameters kylin cannot honour
+// are refused (request_params.hpp); fields OpenAI does not define are ignored, as OpenAI does.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,8 @@
 #include "kylin/generate/sampler_params.hpp"
 #include "kylin/generate/session.hpp"
 #include "kylin/server/api_error.hpp"
+#include "kylin/server/request_fields.hpp"
+#include "kylin/server/request_params.hpp"
 
 namespace kylin::server {
 
@@ -24,11 +26,13 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
+  LogprobRequest logprob;                  // logprobs, top_logprobs, logit_bias
 };
 
 struct ChatRequest : GenerationRequest {
   json::Value messages;  // normalized: content is always a string, roles checked
   ChatOptions chat;      // enable_thinking, tools, other chat_template_kwargs
+  bool parallel_tool_calls = true;  // false: only the first parsed call is returned
 };
 
 struct CompletionRequest : GenerationRequest {
@@ -56,39 +60,6 @@ inline void require_task(ServerTask have, ServerTask need, std::string_view what
 namespace detail {
 
 constexpr std::size_t max_stop_strings = 16;
-
-inline const json::Value* field(const json::Value& body, std::string_view name) {
-  const json::Value* v = body.find(name);
-  return v == nullptr || v->is_null() ? nullptr : v;
-}
-
-inline std::optional<double> number_field(const json::Value& body, std::string_view name) {
-  const json::Value* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) throw invalid(std::string(name), "'" + std::string(name) + "' must be a number");
-  return v->as_double();
-}
-
-inline std::optional<std::int64_t> int_field(const json::Value& body, std::string_view name) {
-  const json::Value* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_int()) throw invalid(std::string(name), "'" + std::string(name) + "' must be an integer");
-  return v->as_int();
-}
-
-inline std::optional<bool> bool_field(const json::Value& body, std::string_view name, std::string_view path = {}) {
-  const json::Value* v = field(body, name);
-  if (v == nullptr) return std::nullopt;
-  const std::string param = path.empty() ? std::string(name) : std::string(path);
-  if (!v->is_bool()) throw invalid(param, "'" + param + "' must be true or false");
-  return v->as_bool();
-}
-
-inline std::optional<float> float_field(const json::Value& body, std::string_view name) {
-  auto v = number_field(body, name);
-  if (v) return static_cast<float>(*v);
-  return std::nullopt;
-}
 
 inline void parse_sampling(const json::Value& body, GenerationRequest& r, const SamplingParams& defaults) {
   auto& s = r.sampling;
@@ -138,8 +109,7 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
     if (!so->is_object()) throw invalid("stream_options", "'stream_options' must be an object");
     r.include_usage = bool_field(*so, "include_usage", "stream_options.include_usage").value_or(false);
   }
-  if (auto n = int_field(body, "n"); n && *n != 1) throw invalid("n", "only n = 1 is supported");
-  if (bool_field(body, "logprobs").value_or(false)) throw invalid("logprobs", "logprobs are not supported");
+  refuse_common(body);
 }
 
 // OpenAI content: a string, null, or [{type: "text", text}] parts (joined without separator).
@@ -256,6 +226,10 @@ inline ChatRequest parse_chat_request(std::string_view text, const SamplingParam
   r.messages = detail::normalize_messages(body.find("messages"));
   detail::parse_common(body, r, defaults);
   detail::parse_chat_options(body, r.chat);
+  detail::refuse_chat(body);
+  detail::parse_chat_logprobs(body, r.logprob);
+  if (!detail::parse_tool_choice(body)) r.chat.tools = json::Value();
+  r.parallel_tool_calls = detail::bool_field(body, "parallel_tool_calls").value_or(true);
   return r;
 }
 
@@ -278,6 +252,9 @@ inline CompletionRequest parse_completion_request(std::string_view text, const S
     throw invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
   }
   detail::parse_common(body, r, defaults);
+  detail::refuse_completion(body);
+  detail::parse_completion_logprobs(body, r.logprob);
+  detail::check_logit_bias(r.logprob, vocab_size);
   return r;
 }
 

@@ -80,12 +80,18 @@ inline json::Value head_object(const ResponseHead& h, std::string_view object) {
   return o;
 }
 
-// Non-streaming chat answer. With `tools`, <tool_call> blocks of the answer become tool_calls.
-inline json::Value chat_completion(const ResponseHead& h, const Generation& g, bool tools) {
+inline constexpr std::size_t any_number_of_calls = SIZE_MAX;
+
+// Non-streaming chat answer. With `tools`, <tool_call> blocks of the answer become tool_calls
+// (the first `max_calls` of them: parallel_tool_calls false keeps one). `logprobs`: the
+// choice's logprobs object (logprobs.hpp) or null.
+inline json::Value chat_completion(const ResponseHead& h, const Generation& g, bool tools, json::Value logprobs = {},
+                                   std::size_t max_calls = any_number_of_calls) {
   json::Value message = json::Object{};
   message.set("role", "assistant");
   ParsedToolCalls parsed{g.content, {}};
   if (tools) parsed = parse_tool_calls(g.content);
+  if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   const bool calls = !parsed.calls.empty();
   message.set("content", calls && parsed.content.empty() ? json::Value() : json::Value(parsed.content));
   if (!g.reasoning.empty()) message.set("reasoning_content", g.reasoning);
@@ -97,7 +103,7 @@ inline json::Value chat_completion(const ResponseHead& h, const Generation& g, b
   json::Value choice = json::Object{};
   choice.set("index", 0);
   choice.set("message", std::move(message));
-  choice.set("logprobs", json::Value());
+  choice.set("logprobs", std::move(logprobs));
   choice.set("finish_reason", finish_reason(g.stop_reason, calls));
   json::Value out = head_object(h, "chat.completion");
   out.set("choices", json::Array{std::move(choice)});
@@ -107,11 +113,12 @@ inline json::Value chat_completion(const ResponseHead& h, const Generation& g, b
 
 // One chat.completion.chunk; `delta` is {"role"}, {"content"}, {"reasoning_content"},
 // {"tool_calls"} or {} with the finish reason.
-inline json::Value chat_chunk(const ResponseHead& h, json::Value delta, std::optional<std::string> finish = std::nullopt) {
+inline json::Value chat_chunk(const ResponseHead& h, json::Value delta, std::optional<std::string> finish = std::nullopt,
+                              json::Value logprobs = {}) {
   json::Value choice = json::Object{};
   choice.set("index", 0);
   choice.set("delta", std::move(delta));
-  choice.set("logprobs", json::Value());
+  choice.set("logprobs", std::move(logprobs));
   choice.set("finish_reason", finish ? json::Value(*finish) : json::Value());
   json::Value out = head_object(h, "chat.completion.chunk");
   out.set("choices", json::Array{std::move(choice)});
@@ -135,11 +142,13 @@ inline json::Value usage_chunk(const ResponseHead& h, std::string_view object, c
 // The end of a streamed answer with tools: the held text from the first <tool_call> on becomes
 // a content chunk (text outside valid blocks, if any) and one tool_calls chunk per call.
 // Returns the chunks; `calls` tells whether any call was parsed (finish_reason "tool_calls").
-inline std::vector<json::Value> tool_call_chunks(const ResponseHead& h, const ToolCallHold& hold, bool& calls) {
+inline std::vector<json::Value> tool_call_chunks(const ResponseHead& h, const ToolCallHold& hold, bool& calls,
+                                                std::size_t max_calls = any_number_of_calls) {
   std::vector<json::Value> out;
   calls = false;
   if (!hold.holding()) return out;
-  const ParsedToolCalls parsed = parse_tool_calls(std::string_view(hold.text()).substr(hold.released()));
+  ParsedToolCalls parsed = parse_tool_calls(std::string_view(hold.text()).substr(hold.released()));
+  if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   calls = !parsed.calls.empty();
   if (!parsed.content.empty()) out.push_back(chat_chunk(h, delta("content", parsed.content)));
   for (std::size_t i = 0; i < parsed.calls.size(); ++i)
@@ -147,25 +156,26 @@ inline std::vector<json::Value> tool_call_chunks(const ResponseHead& h, const To
   return out;
 }
 
-inline json::Value text_choice(std::string text, std::optional<std::string> finish) {
+inline json::Value text_choice(std::string text, std::optional<std::string> finish, json::Value logprobs = {}) {
   json::Value choice = json::Object{};
   choice.set("index", 0);
   choice.set("text", std::move(text));
-  choice.set("logprobs", json::Value());
+  choice.set("logprobs", std::move(logprobs));
   choice.set("finish_reason", finish ? json::Value(*finish) : json::Value());
   return choice;
 }
 
-inline json::Value text_completion(const ResponseHead& h, std::string text, const Generation& g) {
+inline json::Value text_completion(const ResponseHead& h, std::string text, const Generation& g, json::Value logprobs = {}) {
   json::Value out = head_object(h, "text_completion");
-  out.set("choices", json::Array{text_choice(std::move(text), finish_reason(g.stop_reason, false))});
+  out.set("choices", json::Array{text_choice(std::move(text), finish_reason(g.stop_reason, false), std::move(logprobs))});
   out.set("usage", usage(g.stats));
   return out;
 }
 
-inline json::Value text_chunk(const ResponseHead& h, std::string text, std::optional<std::string> finish = std::nullopt) {
+inline json::Value text_chunk(const ResponseHead& h, std::string text, std::optional<std::string> finish = std::nullopt,
+                              json::Value logprobs = {}) {
   json::Value out = head_object(h, "text_completion");
-  out.set("choices", json::Array{text_choice(std::move(text), std::move(finish))});
+  out.set("choices", json::Array{text_choice(std::move(text), std::move(finish), std::move(logprobs))});
   return out;
 }
 

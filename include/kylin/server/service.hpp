@@ -12,6 +12,7 @@
 
 #include "kylin/server/client_watch.hpp"
 #include "kylin/server/event_stream.hpp"
+#include "kylin/server/logprobs.hpp"
 #include "kylin/server/request.hpp"
 #include "kylin/server/responses.hpp"
 #include "kylin/server/scheduler.hpp"
@@ -28,6 +29,14 @@ struct Reply {
 struct Started {
   Reply reply;
   std::shared_ptr<EventStream> stream;
+};
+
+// How a chat answer is shaped: tool calls parsed (at most max_calls of them), logprobs recorded
+// (null: none asked for).
+struct ChatShape {
+  bool tools = false;
+  std::size_t max_calls = any_number_of_calls;
+  std::shared_ptr<LogprobRecorder> logprobs;
 };
 
 struct ServiceOptions {
@@ -108,6 +117,7 @@ class Service {
 
   // `watch` (from the transport, optional): when the client goes away, the job is cancelled,
   // queued or running, streamed or not.
+  // POST /v1/chat/completions and /v1/completions, defined in server/openai_service.hpp.
   Started chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   Started complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   // POST /v1/embeddings and /v1/rerank, defined in server/retrieval.hpp.
@@ -142,6 +152,12 @@ class Service {
     std::shared_ptr<Job> job;
     ResponseHead head;
   };
+  // The non-streamed and streamed halves of chat() and complete() (server/openai_service.hpp).
+  Started chat_reply(Prepared& p, const ChatShape& shape, const std::shared_ptr<ClientWatch>& watch);
+  Started chat_stream(Prepared& p, const ChatShape& shape, bool usage, const std::shared_ptr<ClientWatch>& watch);
+  Started completion_reply(Prepared& p, std::shared_ptr<LogprobRecorder> logprobs, const std::shared_ptr<ClientWatch>& watch);
+  Started completion_stream(Prepared& p, std::shared_ptr<LogprobRecorder> logprobs, bool usage,
+                            const std::shared_ptr<ClientWatch>& watch);
 
   void check_model(const std::string& model) const {
     if (!model.empty() && model != model_id_)
@@ -278,127 +294,5 @@ class Service {
   std::mutex jobs_mutex_;
   std::vector<std::weak_ptr<Job>> jobs_;  // submitted, for abort()
 };
-
-inline Started Service::chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
-  require_task(options_.task, ServerTask::generate, "/v1/chat/completions");
-  ChatRequest r = parse_chat_request(text, engine_.default_sampling());
-  check_model(r.model);
-  std::size_t bytes = 0;
-  for (const auto& m : r.messages.as_array()) bytes += m.find("content")->as_string().size();
-  check_prompt_bytes(bytes, "messages");
-  if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template; use /v1/completions");
-  RenderedPrompt prompt;
-  try {
-    prompt = render(r);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(status::bad_request, e.what(), "messages");
-  }
-  auto [ids, channel] = tokenize(prompt);
-  Prepared p = prepare(r, std::move(ids), channel, "messages");
-  p.head.id = new_id("chatcmpl");
-  const bool tools = !r.chat.tools.is_null();
-  if (!r.stream) {
-    auto promise = std::make_shared<std::promise<Reply>>();
-    auto future = promise->get_future();
-    p.job->on_done = [this, promise, head = p.head, tools](Generation&& g, std::exception_ptr error) {
-      promise->set_value(result(std::move(g), error, [&](Generation& done) { return json::dump(chat_completion(head, done, tools)); }));
-    };
-    watch_client(watch, p.job);
-    return {submit_and_wait(p.job, std::move(future)), nullptr};
-  }
-  auto stream = open_stream(p.job);
-  std::weak_ptr<EventStream> weak = stream;
-  auto hold = std::make_shared<ToolCallHold>();
-  p.job->on_piece = [weak, head = p.head, tools, hold](const Piece& piece) {
-    auto s = weak.lock();
-    if (!s) return false;
-    if (piece.channel == Channel::reasoning) {
-      s->push(sse(chat_chunk(head, delta("reasoning_content", piece.text))));
-    } else {
-      std::string out = tools ? hold->push(piece.text) : std::string(piece.text);
-      if (!out.empty()) s->push(sse(chat_chunk(head, delta("content", out))));
-    }
-    return true;
-  };
-  p.job->on_done = [this, weak, head = p.head, tools, hold, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
-    auto s = weak.lock();
-    if (!s) return;
-    if (error || aborted(g)) {
-      s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
-    } else {
-      bool calls = false;
-      if (tools)
-        for (const auto& chunk : tool_call_chunks(head, *hold, calls)) s->push(sse(chunk));
-      s->push(sse(chat_chunk(head, json::Object{}, finish_reason(g.stop_reason, calls))));
-      if (usage) s->push(sse(usage_chunk(head, "chat.completion.chunk", g.stats)));
-    }
-    s->push(std::string(sse_done));
-    s->close();
-  };
-  json::Value role = json::Object{};
-  role.set("role", "assistant");
-  role.set("content", "");
-  stream->push(sse(chat_chunk(p.head, std::move(role))));
-  watch_client(watch, p.job);
-  submit(p.job);
-  return {{}, stream};
-}
-
-inline Started Service::complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
-  require_task(options_.task, ServerTask::generate, "/v1/completions");
-  CompletionRequest r = parse_completion_request(text, engine_.default_sampling(), engine_.tokenizer().vocab_size());
-  check_model(r.model);
-  check_prompt_bytes(r.prompt.size(), "prompt");
-  std::vector<int> tokens = r.prompt_tokens;
-  if (tokens.empty()) {
-    try {
-      tokens = engine_.tokenizer().encode(r.prompt);
-    } catch (const Error& e) {
-      throw invalid("prompt", e.what());
-    }
-  }
-  Prepared p = prepare(r, std::move(tokens), Channel::answer, "prompt");
-  p.head.id = new_id("cmpl");
-  if (!r.stream) {
-    // Raw completions return all generated text, reasoning included, in the order it came.
-    auto text_so_far = std::make_shared<std::string>();
-    p.job->on_piece = [text_so_far](const Piece& piece) {
-      *text_so_far += piece.text;
-      return true;
-    };
-    auto promise = std::make_shared<std::promise<Reply>>();
-    auto future = promise->get_future();
-    p.job->on_done = [this, promise, text_so_far, head = p.head](Generation&& g, std::exception_ptr error) {
-      promise->set_value(
-          result(std::move(g), error, [&](Generation& done) { return json::dump(text_completion(head, *text_so_far, done)); }));
-    };
-    watch_client(watch, p.job);
-    return {submit_and_wait(p.job, std::move(future)), nullptr};
-  }
-  auto stream = open_stream(p.job);
-  std::weak_ptr<EventStream> weak = stream;
-  p.job->on_piece = [weak, head = p.head](const Piece& piece) {
-    auto s = weak.lock();
-    if (!s) return false;
-    s->push(sse(text_chunk(head, std::string(piece.text))));
-    return true;
-  };
-  p.job->on_done = [this, weak, head = p.head, usage = r.include_usage](Generation&& g, std::exception_ptr error) {
-    auto s = weak.lock();
-    if (!s) return;
-    if (error || aborted(g)) s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
-    else {
-      s->push(sse(text_chunk(head, "", finish_reason(g.stop_reason, false))));
-      if (usage) s->push(sse(usage_chunk(head, "text_completion", g.stats)));
-    }
-    s->push(std::string(sse_done));
-    s->close();
-  };
-  watch_client(watch, p.job);
-  submit(p.job);
-  return {{}, stream};
-}
 
 }  // namespace kylin::server

@@ -1,0 +1,130 @@
+// The OpenAI parameters beyond sampling: logprobs, logit_bias, tool_choice, response_format, and
+// the refusal (400 naming the parameter) of every OpenAI parameter kylin cannot honour yet.
+// docs/SERVER.md keeps the table of accepted, honoured and refused parameters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kylin/core/json.hpp"
+#include "kylin/server/api_error.hpp"
+#include "kylin/server/logprobs.hpp"
+#include "kylin/server/request_fields.hpp"
+
+namespace kylin::server::detail {
+
+constexpr std::size_t max_logit_bias_entries = 1024;  // each costs an add per generated token
+constexpr int max_completion_logprobs = 5;           // the legacy API's limit
+
+[[noreturn]] inline void refuse(const std::string& param, const std::string& why) {
+  throw ApiError(status::bad_request, "'" + param + "' " + why, param, "unsupported_parameter");
+}
+
+inline void refuse_not_yet(const std::string& param, const std::string& what) {
+  refuse(param, "= " + what + " is not supported yet (it needs constrained decoding); it is refused rather than ignored");
+}
+
+// {"<token id>": bias}: ids as decimal strings, biases in [-100, 100] (checked against the
+// vocabulary by check_logit_bias once the tokenizer is at hand).
+inline void parse_logit_bias(const json::Value& body, LogprobRequest& out) {
+  const json::Value* lb = field(body, "logit_bias");
+  if (lb == nullptr) return;
+  if (!lb->is_object()) throw invalid("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+  if (lb->size() > max_logit_bias_entries)
+    throw invalid("logit_bias", "'logit_bias' may hold at most " + std::to_string(max_logit_bias_entries) + " entries");
+  for (const auto& [key, value] : lb->as_object()) {
+    const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) throw invalid("logit_bias", "'logit_bias' keys must be token ids (decimal strings), got '" + key + "'");
+    if (!value.is_number() || !(value.as_double() >= -100.0 && value.as_double() <= 100.0))
+      throw invalid("logit_bias", "'logit_bias' values must be numbers in [-100, 100] (token " + key + ")");
+    out.logit_bias.emplace_back(std::stoi(key), static_cast<float>(value.as_double()));
+  }
+}
+
+// Chat: logprobs true|false, top_logprobs 0..20 (only with logprobs).
+inline void parse_chat_logprobs(const json::Value& body, LogprobRequest& out) {
+  out.logprobs = bool_field(body, "logprobs").value_or(false);
+  if (auto top = int_field(body, "top_logprobs")) {
+    if (*top < 0 || *top > max_top_logprobs)
+      throw invalid("top_logprobs", "'top_logprobs' must be between 0 and " + std::to_string(max_top_logprobs) + ", got " + std::to_string(*top));
+    if (!out.logprobs && *top > 0) throw invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    out.top = static_cast<int>(*top);
+  }
+  parse_logit_bias(body, out);
+}
+
+// Completions: logprobs is the number of alternatives, 0..5 (0: the chosen tokens' only).
+inline void parse_completion_logprobs(const json::Value& body, LogprobRequest& out) {
+  if (const json::Value* lp = field(body, "logprobs")) {
+    if (!lp->is_int() || lp->as_int() < 0 || lp->as_int() > max_completion_logprobs)
+      throw invalid("logprobs", "'logprobs' of /v1/completions must be an integer from 0 to 5 (the alternatives per token)");
+    out.logprobs = true;
+    out.top = static_cast<int>(lp->as_int());
+  }
+  parse_logit_bias(body, out);
+}
+
+inline void check_logit_bias(const LogprobRequest& r, int vocab_size) {
+  for (const auto& [id, bias] : r.logit_bias)
+    if (id >= vocab_size)
+      throw invalid("logit_bias", "'logit_bias' token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                      std::to_string(vocab_size) + ")");
+}
+
+// Parameters both endpoints refuse, and the few harmless ones they accept: user, metadata,
+// safety_identifier, prompt_cache_key (labels, no effect), store false, service_tier auto/default.
+inline void refuse_common(const json::Value& body) {
+  if (auto n = int_field(body, "n"); n && *n != 1) refuse("n", "must be 1: kylin answers one choice per request");
+  if (const json::Value* s = field(body, "store"); s && !(s->is_bool() && !s->as_bool()))
+    refuse("store", "must be false: kylin stores no completions");
+  if (const json::Value* t = field(body, "service_tier");
+      t && !(t->is_string() && (t->as_string() == "auto" || t->as_string() == "default")))
+    refuse("service_tier", "must be auto or default: kylin has one tier");
+  // Other servers' constrained-decoding extensions: a client sending them expects them enforced.
+  for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "grammar", "json_schema",
+                           "structured_outputs"})
+    if (field(body, name) != nullptr) refuse_not_yet(name, "(a constrained-decoding extension)");
+}
+
+// Chat parameters with no meaning for a text-only local model, refused when set.
+inline void refuse_chat(const json::Value& body) {
+  for (const char* name : {"audio", "prediction", "web_search_options", "functions", "function_call", "verbosity"})
+    if (field(body, name) != nullptr) refuse(name, "is not supported by kylin-server");
+  if (const json::Value* m = field(body, "modalities")) {
+    const bool text_only = m->is_array() && m->size() == 1 && m->as_array()[0].is_string() && m->as_array()[0].as_string() == "text";
+    if (!text_only) refuse("modalities", "must be [\"text\"]: kylin generates text only");
+  }
+  if (const json::Value* rf = field(body, "response_format")) {
+    const json::Value* type = rf->is_object() ? rf->find("type") : nullptr;
+    if (type == nullptr || !type->is_string()) throw invalid("response_format", "'response_format' must be {\"type\": ...}");
+    const std::string& t = type->as_string();
+    if (t == "json_object" || t == "json_schema") refuse_not_yet("response_format", "{\"type\": \"" + t + "\"}");
+    if (t != "text") throw invalid("response_format", "'response_format.type' must be text, json_object or json_schema");
+  }
+}
+
+// /v1/completions parameters kylin cannot honour: echo (of the prompt), suffix (fill in the
+// middle), best_of other than 1.
+inline void refuse_completion(const json::Value& body) {
+  if (const json::Value* e = field(body, "echo"); e && !(e->is_bool() && !e->as_bool()))
+    refuse("echo", "is not supported: only the completion is returned");
+  if (const json::Value* s = field(body, "suffix"); s && !(s->is_string() && s->as_string().empty()))
+    refuse("suffix", "is not supported: kylin does not fill in the middle");
+  if (auto b = int_field(body, "best_of"); b && *b != 1) refuse("best_of", "must be 1: kylin answers one choice per request");
+}
+
+// tool_choice: "auto" (the default) or "none", which leaves the tools out of the prompt and the
+// answer unparsed. "required" and a named function need constrained decoding: refused for now.
+// Returns whether the tools stay.
+inline bool parse_tool_choice(const json::Value& body) {
+  const json::Value* tc = field(body, "tool_choice");
+  if (tc == nullptr) return true;
+  if (tc->is_string() && tc->as_string() == "auto") return true;
+  if (tc->is_string() && tc->as_string() == "none") return false;
+  if (tc->is_string() && tc->as_string() == "required") refuse_not_yet("tool_choice", "\"required\"");
+  if (tc->is_object()) refuse_not_yet("tool_choice", "a named function");
+  throw invalid("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}");
+}
+
+}  // namespace kylin::server::detail
