@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kylin/server/request.hpp"
+#include "kylin/server/responses.hpp"
 
 using namespace kylin::server;
 
@@ -121,6 +122,28 @@ TEST_CASE("/v1/completions refuses echo, suffix and best_of other than 1, and ac
   CHECK(completion_refused(R"("best_of": 3)") == "best_of");
   CHECK(completion_refused(R"("n": 2)") == "n");
   CHECK(completion_refused(R"("echo": false, "suffix": "", "best_of": 1, "n": 1)").empty());
+}
+
+TEST_CASE("parallel_tool_calls false returns only the first of several parsed calls, whole and streamed") {
+  const std::string two = "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n"
+                          "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>";
+  kylin::Generation g;
+  g.content = two;
+  const ResponseHead head{"chatcmpl-x", 0, "m"};
+  const auto calls_of = [](const kylin::json::Value& r) {
+    return r.find("choices")->as_array().at(0).find("message")->find("tool_calls")->size();
+  };
+  CHECK(calls_of(chat_completion(head, g, true)) == 2);
+  const kylin::json::Value one = chat_completion(head, g, true, {}, 1);
+  REQUIRE(calls_of(one) == 1);
+  CHECK(one.find("choices")->as_array().at(0).find("message")->find("tool_calls")->as_array().at(0).find("function")->find("name")->as_string() == "a");
+  CHECK(one.find("choices")->as_array().at(0).find("finish_reason")->as_string() == "tool_calls");
+  ToolCallHold hold;
+  (void)hold.push(two);
+  bool calls = false;
+  CHECK(tool_call_chunks(head, hold, calls, 1).size() == 1);
+  CHECK(calls);
+  CHECK(tool_call_chunks(head, hold, calls).size() == 2);
 }
 
 }  // namespace request_params_test
