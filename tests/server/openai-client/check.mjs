@@ -1,5 +1,6 @@
 // The official openai npm client against a running kylin-server (KYLIN_SERVER_URL, e.g.
-// http://127.0.0.1:8080/v1): a non-streaming and a streaming chat completion, greedy, must agree;
+// http://127.0.0.1:8080/v1): a non-streaming and a streaming chat completion, greedy, must agree,
+// with logprobs too (and the legacy completions' logprobs lists);
 // models.list must name the served model; with KYLIN_EMBED_URL (a server with --task embed),
 // embeddings.create in the client's default base64 and in float must agree. Exits non-zero on any mismatch.
 import OpenAI from "openai";
@@ -61,6 +62,41 @@ check(chunks >= 3, "role, content and finish chunks arrive");
 check(streamed === text, `streamed text ${JSON.stringify(streamed)} equals non-streamed ${JSON.stringify(text)}`);
 check(finish === full.choices[0].finish_reason, "same finish_reason streamed");
 check(usage && usage.completion_tokens === full.usage.completion_tokens, "usage chunk matches");
+
+// logprobs through the client, whole and streamed: OpenAI's shapes, one entry per generated token,
+// the chunks' entries joined equal to the whole answer's (within 1e-4: the second request reuses
+// the cached prompt, which rounds the logits slightly differently).
+const lpRequest = { ...request, logprobs: true, top_logprobs: 3 };
+const lpFull = await client.chat.completions.create(lpRequest);
+const lpContent = lpFull.choices[0].logprobs?.content;
+check(Array.isArray(lpContent) && lpContent.length === lpFull.usage.completion_tokens, "logprobs.content has one entry per token");
+for (const t of lpContent) {
+  check(typeof t.token === "string" && typeof t.logprob === "number" && t.logprob <= 0, "token and logprob <= 0");
+  check(Array.isArray(t.bytes) && t.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256), "bytes are byte values");
+  check(t.top_logprobs.length === 3 && t.top_logprobs[0].logprob === t.logprob, "greedy: the chosen token is the top one");
+}
+const lpText = Buffer.from(lpContent.flatMap((t) => t.bytes)).toString("utf8");
+check(lpText.endsWith(lpFull.choices[0].message.content), "the tokens' bytes spell the answer");
+const lpStream = await client.chat.completions.create({ ...lpRequest, stream: true });
+const lpStreamed = [];
+for await (const chunk of lpStream)
+  for (const choice of chunk.choices) if (choice.logprobs?.content) lpStreamed.push(...choice.logprobs.content);
+check(lpStreamed.length === lpContent.length, "streamed chunks carry every token's logprobs");
+check(lpStreamed.every((t, i) => t.token === lpContent[i].token && Math.abs(t.logprob - lpContent[i].logprob) < 1e-4),
+      "streamed logprobs equal the whole answer's");
+const legacy = await client.completions.create({ model, prompt: "Say hello", max_tokens: 4, temperature: 0, logprobs: 2 });
+const lp = legacy.choices[0].logprobs;
+check(lp.tokens.length === legacy.usage.completion_tokens && lp.token_logprobs.length === lp.tokens.length &&
+      lp.top_logprobs.length === lp.tokens.length && lp.text_offset.length === lp.tokens.length, "completions logprobs lists");
+check(lp.top_logprobs.every((top) => Object.keys(top).length === 2) && lp.text_offset[0] === 0, "2 alternatives, offsets from 0");
+
+let refusedParam = null;
+try {
+  await client.chat.completions.create({ ...request, response_format: { type: "json_object" } });
+} catch (e) {
+  refusedParam = e instanceof OpenAI.BadRequestError ? e.param : null;
+}
+check(refusedParam === "response_format", "an unsupported response_format is a BadRequestError naming it");
 
 let rejected = false;
 try {
