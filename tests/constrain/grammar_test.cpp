@@ -1,0 +1,172 @@
+// Grammars on byte strings: JSON-schema and GBNF compilation accept exactly the texts they
+// should (prefixes viable, sentences complete), handle UTF-8 byte by byte, and refuse
+// unsupported or hostile input with a kylin::Error naming the keyword or rule.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "kylin/constrain/gbnf.hpp"
+#include "kylin/constrain/json_schema.hpp"
+#include "kylin/constrain/parser.hpp"
+
+namespace grammar_test {
+
+using kylin::constrain::match_bytes;
+
+kylin::constrain::Grammar schema(const char* text) { return kylin::constrain::json_schema_grammar(kylin::json::parse(text)); }
+
+bool complete(const kylin::constrain::Grammar& g, std::string_view s) { return match_bytes(g, s).complete; }
+bool viable(const kylin::constrain::Grammar& g, std::string_view s) { return match_bytes(g, s).viable; }
+
+// The error message of compiling `text`, or "" when it compiles.
+std::string schema_error(const std::string& text, kylin::constrain::GrammarLimits limits = {}) {
+  try {
+    kylin::constrain::json_schema_grammar(kylin::json::parse(text), limits);
+  } catch (const kylin::Error& e) {
+    CHECK(e.category() == kylin::ErrorCategory::request);
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("an object schema accepts its compact objects, required properties present, in schema order") {
+  const auto g = schema(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},
+                          "c":{"type":"boolean"}},"required":["b"],"additionalProperties":false})");
+  CHECK(complete(g, R"({"b":"x"})"));
+  CHECK(complete(g, R"({"a":-12,"b":"","c":true})"));
+  CHECK(complete(g, R"({"b":"q\"\\\u00e9","c":false})"));
+  CHECK(complete(g, R"({"a":0,"b":"x"})"));
+  CHECK_FALSE(viable(g, R"({"a":01)"));
+  CHECK_FALSE(viable(g, R"({"a":1})"));          // b is required
+  CHECK_FALSE(viable(g, R"({})"));
+  CHECK_FALSE(viable(g, R"({"b":"x","d")"));     // no other properties
+  CHECK_FALSE(viable(g, R"({ "b":"x"})"));       // no free whitespace
+  CHECK_FALSE(viable(g, R"({"b":"x",})"));
+  CHECK_FALSE(viable(g, "{\"b\":\"\n"));         // raw control characters are not JSON
+  CHECK_FALSE(viable(g, R"({"b":"\ud800)"));     // lone surrogate escapes are refused
+  CHECK(viable(g, R"({"a":12)"));
+  CHECK_FALSE(complete(g, R"({"a":12)"));
+}
+
+TEST_CASE("numbers, arrays with item counts, enums, const, anyOf and nullable types") {
+  const auto num = schema(R"({"type":"number"})");
+  for (const char* ok : {"0", "-0.5", "12e3", "1.25E-7", "3"}) CHECK(complete(num, ok));
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "--1"}) CHECK_FALSE(complete(num, bad));
+  const auto arr = schema(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
+  CHECK(complete(arr, "[1]"));
+  CHECK(complete(arr, "[1,2,3]"));
+  CHECK_FALSE(complete(arr, "[]"));
+  CHECK_FALSE(viable(arr, "[1,2,3,"));
+  const auto any_len = schema(R"({"type":"array","items":{"type":"null"}})");
+  CHECK(complete(any_len, "[]"));
+  CHECK(complete(any_len, "[null,null,null,null,null]"));
+  const auto e = schema(R"({"enum":["red","green","greenish",1,null,{"k":[true]}]})");
+  for (const char* ok : {R"("red")", R"("green")", R"("greenish")", "1", "null", R"({"k":[true]})"}) CHECK(complete(e, ok));
+  CHECK_FALSE(viable(e, R"("blue")"));
+  CHECK(viable(e, R"("green)"));
+  const auto c = schema(R"({"const":"yes"})");
+  CHECK(complete(c, R"("yes")"));
+  CHECK_FALSE(viable(c, R"("no)"));
+  const auto any = schema(R"({"anyOf":[{"type":"string","maxLength":2},{"type":"array","items":{"type":"boolean"}}]})");
+  CHECK(complete(any, R"("ab")"));
+  CHECK_FALSE(viable(any, R"("abc)"));
+  CHECK(complete(any, "[true,false]"));
+  const auto nullable = schema(R"({"type":["string","null"],"minLength":1})");
+  CHECK(complete(nullable, "null"));
+  CHECK(complete(nullable, R"("x")"));
+  CHECK_FALSE(complete(nullable, R"("")"));
+}
+
+TEST_CASE("string lengths count characters, and a character's UTF-8 bytes may arrive one at a time") {
+  const auto g = schema(R"({"type":"string","minLength":2,"maxLength":3})");
+  CHECK(complete(g, "\"\xc3\xa9\xe2\x82\xac\""));           // é€: 2 characters, 5 bytes
+  CHECK(complete(g, "\"ab\xf0\x9f\x98\x80\""));              // ab😀: 3 characters
+  CHECK_FALSE(viable(g, "\"abc\xc3\xa9"));                    // a 4th character
+  CHECK_FALSE(complete(g, "\"\xc3\xa9\""));                   // 1 character
+  CHECK(viable(g, "\"a\xe2\x82"));                            // inside a character: a prefix
+  CHECK_FALSE(viable(g, "\"a\xe2\x41"));                      // broken continuation
+  CHECK_FALSE(viable(g, "\"a\xc0\xaf"));                      // overlong encoding
+  CHECK_FALSE(viable(g, "\"a\xed\xa0\x80"));                  // UTF-8 surrogate
+  CHECK_FALSE(viable(g, "\"a\xf4\x90"));                      // above U+10FFFF
+}
+
+TEST_CASE("$ref and $defs, recursive ones included, resolve within the schema") {
+  const auto g = schema(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+      "kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v"]}},"$ref":"#/$defs/node"})");
+  CHECK(complete(g, R"({"v":1})"));
+  CHECK(complete(g, R"({"v":1,"kids":[{"v":2,"kids":[{"v":3}]},{"v":4}]})"));
+  CHECK_FALSE(viable(g, R"({"v":1,"kids":[{"v":2},{"v":3},)"));
+  const auto root_ref = schema(R"({"type":"array","items":{"anyOf":[{"type":"integer"},{"$ref":"#"}]},"maxItems":2})");
+  CHECK(complete(root_ref, "[1,[2,[[]]]]"));
+}
+
+TEST_CASE("unsupported keywords, bad values and hostile schemas are errors naming what is wrong") {
+  CHECK(schema_error(R"({"type":"string","pattern":"a+"})").find("\"pattern\"") != std::string::npos);
+  CHECK(schema_error(R"({"type":"string","format":"date"})").find("\"format\"") != std::string::npos);
+  CHECK(schema_error(R"({"type":"number","minimum":0})").find("\"minimum\"") != std::string::npos);
+  CHECK(schema_error(R"({"oneOf":[{"type":"null"}]})").find("\"oneOf\"") != std::string::npos);
+  CHECK(schema_error(R"({"properties":{"a":{"allOf":[]}}})").find("#/properties/a/allOf") != std::string::npos);
+  CHECK(schema_error(R"({"type":"object","additionalProperties":{"type":"string"}})").find("additionalProperties") != std::string::npos);
+  CHECK(schema_error(R"({"type":"object","minLength":1})").find("does not apply") != std::string::npos);
+  CHECK(schema_error(R"({"type":"object","properties":{},"required":["x"]})").find("required") != std::string::npos);
+  CHECK(schema_error(R"({"$ref":"http://example.com/s.json"})").find("within the schema") != std::string::npos);
+  CHECK(schema_error(R"({"$ref":"#/$defs/missing"})").find("resolves to nothing") != std::string::npos);
+  CHECK(schema_error(R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})").find("left-recursive") != std::string::npos);
+  CHECK(schema_error(R"({"type":"string","maxLength":100000})").find("limit") != std::string::npos);
+  std::string deep = R"({"type":"string"})";
+  for (int i = 0; i < 200; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  CHECK(schema_error(deep).find("nested deeper") != std::string::npos);
+  std::string huge = R"({"enum":[)";
+  for (int i = 0; i < 5000; ++i) {
+    if (i) huge += ',';
+    huge += std::to_string(i);
+  }
+  CHECK(schema_error(huge + "]}").find("more than") != std::string::npos);
+  CHECK(schema_error(R"({"type":"array","items":{"type":"integer"},"maxItems":3000,"minItems":2000})",
+                     {.max_elements = 5000}).find("elements") != std::string::npos);
+  CHECK(schema_error(R"({"type":"string","minLength":1})").empty());
+}
+
+TEST_CASE("GBNF: literals, classes, groups, repetition and UTF-8 classes") {
+  const auto g = kylin::constrain::parse_gbnf(R"(
+    # a tiny language
+    root ::= greeting ("," ws name){1,2} "!"?
+    greeting ::= "hi" | "hello"
+    ws ::= [ \t]*
+    name ::= [A-Z] [a-z]+ | "\u00e9mile"
+  )");
+  CHECK(complete(g, "hi,Bob"));
+  CHECK(complete(g, "hello, Ann,\t\u00e9mile!"));
+  CHECK_FALSE(viable(g, "hey"));
+  CHECK_FALSE(viable(g, "hi,bob"));
+  CHECK_FALSE(viable(g, "hi,A,B,C"));
+  const auto greek = kylin::constrain::parse_gbnf("root ::= [\xce\xb1-\xcf\x89]+ [^a-z\\n]");
+  CHECK(complete(greek, "\xce\xb2\xce\xb3Z"));
+  CHECK(complete(greek, "\xce\xb2\xe2\x82\xac"));  // β€: the negated class takes non-ASCII
+  CHECK(viable(greek, "\xce"));
+  CHECK_FALSE(viable(greek, "a"));
+  CHECK_FALSE(complete(greek, "\xce\xb2z"));
+  const auto dot = kylin::constrain::parse_gbnf("root ::= \"<\" . \">\"");
+  CHECK(complete(dot, "<\xf0\x9f\x98\x80>"));
+  CHECK_FALSE(viable(dot, "<ab"));
+}
+
+TEST_CASE("GBNF errors name the line or the rule") {
+  auto error_of = [](const char* text) -> std::string {
+    try {
+      kylin::constrain::parse_gbnf(text);
+    } catch (const kylin::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(error_of("root ::= item\n").find("item") != std::string::npos);
+  CHECK(error_of("start ::= \"a\"").find("root") != std::string::npos);
+  CHECK(error_of("root ::= \"a\"\n\nroot ::= [b").find("line 3") != std::string::npos);
+  CHECK(error_of("root ::= root \"a\" | \"b\"").find("left-recursive") != std::string::npos);
+  CHECK(error_of("root ::= \"a\"{5000}").find("limit") != std::string::npos);
+  CHECK(error_of("root ::= \"\\q\"").find("unknown escape") != std::string::npos);
+  CHECK(error_of("root ::= \"a\" | \"b\"").empty());
+}
+
+}  // namespace grammar_test
