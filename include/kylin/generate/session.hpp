@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kylin/constrain/constraint.hpp"
 #include "kylin/generate/engine.hpp"
 #include "kylin/generate/channel_router.hpp"
 #include "kylin/generate/prompt_cache.hpp"
@@ -44,6 +45,10 @@ struct GenerateOptions {
   // Each sampled token except an ending EOS, before its text reaches on_piece (logprobs pair
   // the row on_logits saw with the id drawn from it).
   std::function<void(int id)> on_token;
+  // A grammar the answer must follow (constrain/constraint.hpp) or null. Its mask goes on after
+  // on_logits, so no edit re-enables a forbidden token; it is told every sampled token, and
+  // generation ends (StopReason::eos) once the grammar's sentence is complete and closed.
+  constrain::Constraint* constraint = nullptr;
   // A disk cache of prompt prefixes (generate/prompt_cache.hpp) or null. The prefill loads its
   // longest stored prefix of the prompt when that beats what the session's cache holds; with
   // store_prompt, the prompt's keys and values are handed to its background writer at the end.
@@ -223,8 +228,10 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
   auto t_first = clock::now();
   bool go = o.max_new_tokens > 0;
   if (!go) g.stop_reason = StopReason::max_tokens;
+  if (o.constraint) o.constraint->begin(channel == Channel::reasoning);
   while (go) {
     if (o.on_logits) o.on_logits(logits_);
+    if (o.constraint) o.constraint->mask(logits_);
     const int id = sampler.sample(logits_, prompt, g.tokens);
     if (g.tokens.empty()) {
       g.stats.ttft_ms = ms_since(t0);
@@ -236,12 +243,14 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
     }
     g.tokens.push_back(id);
     if (o.on_token) o.on_token(id);
+    if (o.constraint) o.constraint->accept(id);
     bool keep = true;
     if (id == think_open_ && emit.channel() == Channel::answer) keep = emit.switch_to(Channel::reasoning);
     else if (id == think_close_ && emit.channel() == Channel::reasoning) keep = emit.switch_to(Channel::answer);
     else keep = emit.text(decoder.push(id));
     if (emit.stopped_by_string()) g.stop_reason = StopReason::stop_string;
     else if (!keep) g.stop_reason = StopReason::cancelled;
+    else if (o.constraint && o.constraint->finished()) g.stop_reason = StopReason::eos;
     else if (static_cast<std::int64_t>(g.tokens.size()) >= o.max_new_tokens) g.stop_reason = StopReason::max_tokens;
     else if (cache_.remaining() == 0) g.stop_reason = StopReason::context_full;
     else {
