@@ -50,7 +50,8 @@ TEST_CASE("an object schema accepts its compact objects, required properties pre
 
 TEST_CASE("numbers, arrays with item counts, enums, const, anyOf and nullable types") {
   const auto num = schema(R"({"type":"number"})");
-  for (const char* ok : {"0", "-0.5", "12e3", "1.25E-7", "3"}) CHECK(complete(num, ok));
+  for (const char* ok : {"0", "-0.5", "12e3", "1.25E-7", "3", "123456789012345", "1.5e+99"}) CHECK(complete(num, ok));
+  for (const char* big : {"1234567890123456", "1e100", "1.1234567890123456"}) CHECK_FALSE(complete(num, big));  // beyond double/int64 parsers
   for (const char* bad : {"01", "1.", ".5", "+1", "1e", "--1"}) CHECK_FALSE(complete(num, bad));
   const auto arr = schema(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
   CHECK(complete(arr, "[1]"));

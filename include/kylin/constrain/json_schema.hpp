@@ -300,15 +300,19 @@ class SchemaCompiler {
     const int chars = b_.repeat("json-chars", {Element::ref(char_rule())}, {}, 0, -1);
     return string_ = b_.rule_of("json-string", {{Element::byte('"'), Element::ref(chars), Element::byte('"')}});
   }
-  int digits_rule() {
-    if (digits_ >= 0) return digits_;
-    return digits_ = b_.repeat("json-digits", {Element::byte_set(ByteSet::of('0', '9'))}, {}, 0, -1);
+  // Numbers stay within what int64 and double parsers hold (simdjson refuses 1e400 and
+  // 20-digit integers): at most 15 integer digits, 15 fraction digits, a 2-digit exponent.
+  int digits_rule(int which, std::size_t max) {
+    static const char* names[] = {"json-int-digits", "json-frac-digits", "json-exp-digits"};
+    if (digits_[which] >= 0) return digits_[which];
+    return digits_[which] = b_.repeat(names[which], {Element::byte_set(ByteSet::of('0', '9'))}, {}, 0,
+                                      static_cast<long long>(max));
   }
   int integer_rule() {
     if (integer_ >= 0) return integer_;
     const int sign = b_.rule_of("json-sign", {{Element::byte('-')}, {}});
-    const int mag = b_.rule_of("json-int-digits", {{Element::byte('0')},
-                                                   {Element::byte_set(ByteSet::of('1', '9')), Element::ref(digits_rule())}});
+    const int mag = b_.rule_of("json-int", {{Element::byte('0')},
+                                            {Element::byte_set(ByteSet::of('1', '9')), Element::ref(digits_rule(0, 14))}});
     return integer_ = b_.rule_of("json-integer", {{Element::ref(sign), Element::ref(mag)}});
   }
   int number_rule() {
@@ -316,10 +320,10 @@ class SchemaCompiler {
     const ByteSet digit = ByteSet::of('0', '9');
     ByteSet e, pm;
     e.add('e'), e.add('E'), pm.add('+'), pm.add('-');
-    const int frac = b_.rule_of("json-frac", {{Element::byte('.'), Element::byte_set(digit), Element::ref(digits_rule())}, {}});
+    const int frac = b_.rule_of("json-frac", {{Element::byte('.'), Element::byte_set(digit), Element::ref(digits_rule(1, 14))}, {}});
     const int sign = b_.rule_of("json-exp-sign", {{Element::byte_set(pm)}, {}});
     const int exp = b_.rule_of("json-exp", {{Element::byte_set(e), Element::ref(sign), Element::byte_set(digit),
-                                             Element::ref(digits_rule())}, {}});
+                                             Element::ref(digits_rule(2, 1))}, {}});
     return number_ = b_.rule_of("json-number", {{Element::ref(integer_rule()), Element::ref(frac), Element::ref(exp)}});
   }
   int value_rule() {
@@ -343,7 +347,8 @@ class SchemaCompiler {
   GrammarBuilder b_;
   const json::Value& root_;
   std::map<std::string, int> refs_;  // $ref target -> its rule
-  int char_ = -1, string_ = -1, digits_ = -1, integer_ = -1, number_ = -1, value_ = -1, object_ = -1;
+  int char_ = -1, string_ = -1, integer_ = -1, number_ = -1, value_ = -1, object_ = -1;
+  int digits_[3] = {-1, -1, -1};  // integer, fraction, exponent digit runs
 };
 
 }  // namespace detail
