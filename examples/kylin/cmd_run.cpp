@@ -6,10 +6,13 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "kylin/cli.hpp"
+#include "kylin/constrain/gbnf.hpp"
+#include "kylin/constrain/json_schema.hpp"
 #include "kylin/generate/session.hpp"
 #include "kylin/sampling_options.hpp"
 
@@ -29,6 +32,8 @@ struct Options {
   std::string cache_dir;  // prompt prefixes on disk (docs/PROMPT_CACHE.md); empty: none
   std::string cache_size = "8GiB";
   kylin::cli::SamplingFlags sampling;
+  std::string json_schema;  // run: the answer must be JSON valid under this schema file (docs/CONSTRAINED.md)
+  std::string grammar;      // run: the answer must be a sentence of this GBNF file
 };
 
 std::atomic<bool> interrupted{false};
@@ -98,8 +103,29 @@ kylin::json::Value message(const std::string& role, const std::string& content) 
   return m;
 }
 
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw kylin::Error(kylin::ErrorCategory::io, path, "cannot open");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The constraint of --json-schema / --grammar, or null. With thinking on, the <think> block
+// stays free text and the grammar applies to the answer after it.
+std::unique_ptr<kylin::constrain::Constraint> make_constraint(const kylin::Engine& engine, const Options& o) {
+  if (o.json_schema.empty() && o.grammar.empty()) return nullptr;
+  kylin::constrain::Grammar grammar =
+      o.grammar.empty() ? kylin::constrain::json_schema_grammar(kylin::json::parse(read_text_file(o.json_schema), o.json_schema))
+                        : kylin::constrain::parse_gbnf(read_text_file(o.grammar));
+  auto trie = std::make_shared<const kylin::constrain::TokenTrie>(kylin::constrain::TokenTrie::build(
+      engine.tokenizer(), engine.eos_ids(), static_cast<std::size_t>(engine.model().vocab_size())));
+  kylin::constrain::ConstraintOptions options;
+  options.thinking = o.no_think ? kylin::constrain::ThinkingPolicy::none : kylin::constrain::ThinkingPolicy::allow;
+  return std::make_unique<kylin::constrain::Constraint>(std::move(grammar), std::move(trie), options);
+}
+
 int run(const Options& o) {
   auto engine = load_engine(o);
+  const auto constraint = make_constraint(*engine, o);
   const auto prompt_cache = open_prompt_cache(*engine, o);  // its destructor finishes the write
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
@@ -108,6 +134,7 @@ int run(const Options& o) {
   std::signal(SIGINT, on_sigint);
   auto g = generate_options(o);
   g.prompt_cache = prompt_cache.get();
+  g.constraint = constraint.get();
   const auto result = session.chat(messages, {.enable_thinking = !o.no_think, .tools = {}, .extra_kwargs = {}}, g);
   std::fputs("\n", stdout);
   std::fflush(stdout);
@@ -195,6 +222,8 @@ const kylin::cli::Registrar run_registrar{"run", [](CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Answer one prompt (through the chat template), streaming to stdout");
   add_common(cmd, *o);
   cmd->add_option("-p,--prompt", o->prompt, "The user message")->required();
+  auto* schema = cmd->add_option("--json-schema", o->json_schema, "Answer with JSON valid under this JSON-schema file (docs/CONSTRAINED.md)");
+  cmd->add_option("--grammar", o->grammar, "Answer with a sentence of this GBNF grammar file (docs/CONSTRAINED.md)")->excludes(schema);
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 
