@@ -81,7 +81,12 @@ const char* person_schema = R"({"type":"object","properties":{"name":{"type":"st
 
 TEST_CASE("the trie walk's mask equals checking every token of the vocabulary alone, at several states") {
   const auto grammar = kylin::constrain::json_schema_grammar(kylin::json::parse(person_schema));
-  kylin::constrain::Constraint c(grammar, trie());
+  // The DFA walk, and the stack-set walk it falls back to when its state cap is reached.
+  kylin::constrain::ConstraintOptions tiny_dfa;
+  tiny_dfa.max_dfa_states = 3;
+  for (const auto& options : {kylin::constrain::ConstraintOptions{}, tiny_dfa}) {
+  CAPTURE(options.max_dfa_states);
+  kylin::constrain::Constraint c(grammar, trie(), options);
   const std::vector<std::string> prefixes = {"", "{\"name\":\"", "{\"name\":\"ab\xc3", "{\"name\":\"x\",\"age\":12",
                                              "{\"name\":\"x\",\"age\":1,\"tags\":[\"", "{\"name\":\"x\",\"age\":1}"};
   for (const std::string& prefix : prefixes) {
@@ -105,6 +110,8 @@ TEST_CASE("the trie walk's mask equals checking every token of the vocabulary al
     CHECK(differ == 0);
     CHECK(allowed > 0);
     CHECK_FALSE(c.failed());
+  }
+  CHECK((c.stats().slow_walks > 0) == (options.max_dfa_states == 3));
   }
 }
 

@@ -9,10 +9,9 @@
 #include <limits>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
-#include "kylin/constrain/parser.hpp"
+#include "kylin/constrain/dfa.hpp"
 #include "kylin/constrain/token_trie.hpp"
 
 namespace kylin::constrain {
@@ -26,18 +25,24 @@ struct ConstraintOptions {
   ThinkingPolicy thinking = ThinkingPolicy::none;
   ParserLimits parser;
   std::size_t max_cached_masks = 1024;  // masks are vocab / 8 bytes each (19 KB for Qwen3)
+  std::size_t max_dfa_states = 8192;    // 1 KB of transitions each; past it the walk goes state by state
 };
 
 struct ConstraintStats {
-  std::int64_t walks = 0;      // masks computed by walking the trie
+  std::int64_t walks = 0;       // masks computed by walking the trie
   std::int64_t cache_hits = 0;
+  std::int64_t slow_walks = 0;  // walks that met the DFA state cap and stepped stack sets instead
 };
 
 class Constraint {
  public:
   Constraint(Grammar grammar, std::shared_ptr<const TokenTrie> trie, ConstraintOptions options = {})
-      : grammar_(std::move(grammar)), trie_(std::move(trie)), options_(options), arena_(grammar_, options.parser) {
+      : grammar_(std::move(grammar)),
+        trie_(std::move(trie)),
+        options_(options),
+        dfa_(grammar_, options.parser, options.max_dfa_states) {
     levels_.resize(trie_->max_depth + 1);
+    slow_levels_.resize(trie_->max_depth + 1);
     begin(false);
   }
   Constraint(const Constraint&) = delete;
@@ -48,7 +53,12 @@ class Constraint {
     phase_ = reasoning_open ? Phase::reasoning
              : options_.thinking == ThinkingPolicy::allow && trie_->think_open >= 0 ? Phase::may_think
                                                                                      : Phase::answer;
-    arena_.start(state_);
+    const std::size_t epoch = dfa_.epoch();
+    state_ = dfa_.start();
+    if (dfa_.epoch() != epoch) {  // the DFA was renumbered: cached masks name old states
+      mask_of_.clear();
+      masks_.clear();
+    }
     failed_ = false;
   }
 
@@ -64,8 +74,12 @@ class Constraint {
       const std::uint64_t word = bits[w];
       if (word == ~std::uint64_t{0}) continue;
       const std::size_t end = std::min(n, w * 64 + 64);
-      for (std::size_t i = w * 64; i < end; ++i)
-        if (!((word >> (i - w * 64)) & 1u)) logits[i] = ninf;
+      if (word == 0) {  // most words of a narrow mask: a plain fill the compiler vectorises
+        std::fill(logits.begin() + static_cast<std::ptrdiff_t>(w * 64), logits.begin() + static_cast<std::ptrdiff_t>(end), ninf);
+        continue;
+      }
+      float* row = logits.data() + w * 64;
+      for (std::size_t j = 0; j < end - w * 64; ++j) row[j] = (word >> j) & 1u ? row[j] : ninf;  // branchless: a blend
     }
     for (std::size_t i = n; i < logits.size(); ++i) logits[i] = ninf;
     if (think) logits[static_cast<std::size_t>(trie_->think_open)] = think_logit;
@@ -89,18 +103,27 @@ class Constraint {
       failed_ = true;
       return;
     }
+    if (state_ < 0) return;
+    if (dfa_.full()) reset_keeping_state();
     for (char c : trie_->token(id)) {
-      arena_.step(state_, static_cast<unsigned char>(c), scratch_);
-      std::swap(state_, scratch_);
+      int next = dfa_.step(state_, static_cast<unsigned char>(c));
+      if (next == LazyDfa::kOverflow) {
+        reset_keeping_state();
+        next = dfa_.step(state_, static_cast<unsigned char>(c));
+      }
+      if (next < 0) {
+        failed_ = true;
+        state_ = LazyDfa::kNone;
+        return;
+      }
+      state_ = next;
     }
-    if (state_.empty()) failed_ = true;
-    if (arena_.full()) rebuild_arena();
   }
 
   // The output so far is a sentence of the grammar (EOS is allowed).
-  bool complete() const { return phase_ == Phase::answer && StackArena::accepts(state_); }
+  bool complete() const { return phase_ == Phase::answer && state_ >= 0 && dfa_.accepts(state_); }
   // Complete and nothing may follow: generation should end here.
-  bool finished() const { return complete() && state_.size() == 1; }
+  bool finished() const { return complete() && dfa_.closed(state_); }
   // A token outside the mask was accepted (only when the caller ignored mask()).
   bool failed() const { return failed_; }
   bool in_reasoning() const { return phase_ == Phase::reasoning; }
@@ -112,64 +135,105 @@ class Constraint {
 
   bool is_eos(int id) const { return std::find(trie_->eos.begin(), trie_->eos.end(), id) != trie_->eos.end(); }
 
-  struct StateHash {
-    std::size_t operator()(const std::vector<int>& s) const noexcept {
-      std::uint64_t h = 1469598103934665603ULL;
-      for (int v : s) h = (h ^ static_cast<std::uint32_t>(v)) * 1099511628211ULL;
-      return static_cast<std::size_t>(h);
-    }
-  };
-
+  // The mask of the current state: cached per DFA state, else one trie walk.
   const std::vector<std::uint64_t>& current_mask() {
-    auto it = cache_.find(state_);
-    if (it != cache_.end()) {
-      ++stats_.cache_hits;
-      return it->second;
+    if (state_ < 0) {  // only after a token outside the mask: nothing is allowed
+      dead_.assign((trie_->vocab + 63) / 64, 0);
+      return dead_;
     }
-    if (cache_.size() >= options_.max_cached_masks) cache_.clear();
+    if (static_cast<std::size_t>(state_) < mask_of_.size() && mask_of_[static_cast<std::size_t>(state_)] >= 0) {
+      ++stats_.cache_hits;
+      return masks_[static_cast<std::size_t>(mask_of_[static_cast<std::size_t>(state_)])];
+    }
+    if (masks_.size() >= options_.max_cached_masks) {
+      masks_.clear();
+      mask_of_.clear();
+    }
     std::vector<std::uint64_t> bits((trie_->vocab + 63) / 64, 0);  // [ceil(vocab / 64)]
-    walk(bits);
+    if (dfa_.full()) reset_keeping_state();
+    if (!walk(bits)) {
+      ++stats_.slow_walks;
+      reset_keeping_state();
+      std::fill(bits.begin(), bits.end(), 0);
+      slow_walk(bits);
+    }
     ++stats_.walks;
-    return cache_.emplace(state_, std::move(bits)).first->second;
+    if (mask_of_.size() <= static_cast<std::size_t>(state_)) mask_of_.resize(static_cast<std::size_t>(state_) + 1, -1);
+    mask_of_[static_cast<std::size_t>(state_)] = static_cast<int>(masks_.size());
+    masks_.push_back(std::move(bits));
+    return masks_.back();
   }
 
-  // Preorder walk of the trie carrying one parser state per depth; a rejected byte skips its subtree.
-  void walk(std::vector<std::uint64_t>& bits) {
-    auto allow = [&](int id) { bits[static_cast<std::size_t>(id) / 64] |= std::uint64_t{1} << (id % 64); };
+  void allow(std::vector<std::uint64_t>& bits, int id) const {
+    bits[static_cast<std::size_t>(id) / 64] |= std::uint64_t{1} << (id % 64);
+  }
+  void allow_eos(std::vector<std::uint64_t>& bits) const {
+    if (dfa_.accepts(state_))
+      for (int id : trie_->eos)
+        if (id >= 0 && static_cast<std::size_t>(id) < trie_->vocab) allow(bits, id);
+  }
+
+  // Preorder walk of the trie carrying one DFA state per depth; a rejected byte skips its
+  // subtree. False when the DFA hit its state cap (the caller resets it and walks slowly).
+  bool walk(std::vector<std::uint64_t>& bits) {
     levels_[0] = state_;
     const auto& nodes = trie_->nodes;
     for (std::size_t i = 0; i < nodes.size();) {
       const TokenTrie::Node& node = nodes[i];
-      std::vector<int>& here = levels_[node.depth];
-      arena_.step(levels_[node.depth - 1u], node.byte, here);
+      const int next = dfa_.step(levels_[node.depth - 1u], node.byte);
+      if (next == LazyDfa::kOverflow) return false;
+      if (next < 0) {
+        i = static_cast<std::size_t>(node.skip);
+        continue;
+      }
+      levels_[node.depth] = next;
+      for (std::int32_t k = node.ids_begin; k < node.ids_end; ++k) allow(bits, trie_->ids[static_cast<std::size_t>(k)]);
+      ++i;
+    }
+    allow_eos(bits);
+    return true;
+  }
+
+  // The same walk over raw stack sets, for grammars with more states than the DFA keeps.
+  void slow_walk(std::vector<std::uint64_t>& bits) {
+    StackArena& arena = dfa_.arena();
+    slow_levels_[0] = dfa_.stacks(state_);
+    const auto& nodes = trie_->nodes;
+    for (std::size_t i = 0; i < nodes.size();) {
+      const TokenTrie::Node& node = nodes[i];
+      std::vector<int>& here = slow_levels_[node.depth];
+      arena.step(slow_levels_[node.depth - 1u], node.byte, here);
       if (here.empty()) {
         i = static_cast<std::size_t>(node.skip);
         continue;
       }
-      for (std::int32_t k = node.ids_begin; k < node.ids_end; ++k) allow(trie_->ids[static_cast<std::size_t>(k)]);
+      for (std::int32_t k = node.ids_begin; k < node.ids_end; ++k) allow(bits, trie_->ids[static_cast<std::size_t>(k)]);
       ++i;
     }
-    if (StackArena::accepts(state_))
-      for (int id : trie_->eos)
-        if (id >= 0 && static_cast<std::size_t>(id) < trie_->vocab) allow(id);
+    allow_eos(bits);
   }
 
-  void rebuild_arena() {
-    arena_.save(state_, saved_);
-    arena_.clear();
-    arena_.restore(saved_, state_);
-    cache_.clear();
+  // Renumbers the DFA from the current state alone (cap reached or arena full); masks go too.
+  void reset_keeping_state() {
+    dfa_.save(state_, saved_);
+    state_ = dfa_.reset_to(saved_);
+    masks_.clear();
+    mask_of_.clear();
   }
 
   Grammar grammar_;
   std::shared_ptr<const TokenTrie> trie_;
   ConstraintOptions options_;
-  StackArena arena_;
+  LazyDfa dfa_;
   Phase phase_ = Phase::answer;
   bool failed_ = false;
-  std::vector<int> state_, scratch_, saved_;  // [<= max_stacks] parser states
-  std::vector<std::vector<int>> levels_;      // [max token bytes + 1] walk states by depth
-  std::unordered_map<std::vector<int>, std::vector<std::uint64_t>, StateHash> cache_;  // state -> [vocab/64] mask
+  int state_ = 0;                               // DFA state, LazyDfa::kNone after a forbidden token
+  std::vector<int> saved_;                      // [stack positions] state_ across a DFA reset
+  std::vector<int> levels_;                     // [max token bytes + 1] DFA state by walk depth
+  std::vector<std::vector<int>> slow_levels_;   // [max token bytes + 1] stack sets by depth (slow walk)
+  std::vector<int> mask_of_;                    // [n_dfa_states] index into masks_, -1 none
+  std::vector<std::vector<std::uint64_t>> masks_;  // [n_masks][ceil(vocab / 64)] allowed-id bitsets
+  std::vector<std::uint64_t> dead_;             // [ceil(vocab / 64)] all clear
   ConstraintStats stats_;
 };
 
