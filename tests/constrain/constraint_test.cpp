@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kylin/constrain/constraint.hpp"
+#include "kylin/constrain/gbnf.hpp"
 #include "kylin/constrain/json_schema.hpp"
 
 namespace constraint_test {
@@ -85,33 +86,33 @@ TEST_CASE("the trie walk's mask equals checking every token of the vocabulary al
   kylin::constrain::ConstraintOptions tiny_dfa;
   tiny_dfa.max_dfa_states = 3;
   for (const auto& options : {kylin::constrain::ConstraintOptions{}, tiny_dfa}) {
-  CAPTURE(options.max_dfa_states);
-  kylin::constrain::Constraint c(grammar, trie(), options);
-  const std::vector<std::string> prefixes = {"", "{\"name\":\"", "{\"name\":\"ab\xc3", "{\"name\":\"x\",\"age\":12",
-                                             "{\"name\":\"x\",\"age\":1,\"tags\":[\"", "{\"name\":\"x\",\"age\":1}"};
-  for (const std::string& prefix : prefixes) {
-    CAPTURE(prefix);
-    // Feed the prefix as single-byte tokens: Qwen's byte-level vocabulary has one per byte.
-    std::vector<int> ids;
-    for (char ch : prefix) {
-      std::vector<int> one;
-      for (int id = 0; id < tokenizer().vocab_size() && one.empty(); ++id)
-        if (tokenizer().id_to_token(id) && tokenizer().token_bytes(id) == std::string(1, ch)) one.push_back(id);
-      REQUIRE(one.size() == 1);
-      ids.push_back(one[0]);
+    CAPTURE(options.max_dfa_states);
+    kylin::constrain::Constraint c(grammar, trie(), options);
+    const std::vector<std::string> prefixes = {"", "{\"name\":\"", "{\"name\":\"ab\xc3", "{\"name\":\"x\",\"age\":12",
+                                               "{\"name\":\"x\",\"age\":1,\"tags\":[\"", "{\"name\":\"x\",\"age\":1}"};
+    for (const std::string& prefix : prefixes) {
+      CAPTURE(prefix);
+      // Feed the prefix as single-byte tokens: Qwen's byte-level vocabulary has one per byte.
+      std::vector<int> ids;
+      for (char ch : prefix) {
+        std::vector<int> one;
+        for (int id = 0; id < tokenizer().vocab_size() && one.empty(); ++id)
+          if (tokenizer().id_to_token(id) && tokenizer().token_bytes(id) == std::string(1, ch)) one.push_back(id);
+        REQUIRE(one.size() == 1);
+        ids.push_back(one[0]);
+      }
+      const auto got = allowed_after(c, ids);
+      const auto want = brute_force(grammar, prefix);
+      std::size_t allowed = 0, differ = 0;
+      for (std::size_t i = 0; i < kVocab; ++i) {
+        allowed += got[i] != 0;
+        differ += got[i] != want[i];
+      }
+      CHECK(differ == 0);
+      CHECK(allowed > 0);
+      CHECK_FALSE(c.failed());
     }
-    const auto got = allowed_after(c, ids);
-    const auto want = brute_force(grammar, prefix);
-    std::size_t allowed = 0, differ = 0;
-    for (std::size_t i = 0; i < kVocab; ++i) {
-      allowed += got[i] != 0;
-      differ += got[i] != want[i];
-    }
-    CHECK(differ == 0);
-    CHECK(allowed > 0);
-    CHECK_FALSE(c.failed());
-  }
-  CHECK((c.stats().slow_walks > 0) == (options.max_dfa_states == 3));
+    CHECK((c.stats().slow_walks > 0) == (options.max_dfa_states == 3));
   }
 }
 
@@ -209,6 +210,21 @@ TEST_CASE("masks are cached per parser state: a repeated state costs no walk") {
   }
   CHECK(c.stats().walks == 3);  // the start, the string's first character, then one state for the rest
   CHECK(c.stats().cache_hits == 2);
+}
+
+TEST_CASE("added tokens are never text unless the trie is built with them as text (<tool_call>)") {
+  const int tool = *tokenizer().token_to_id("<tool_call>");
+  auto grammar = kylin::constrain::parse_gbnf(R"(root ::= "<tool_call>" [a-z]+ "</tool_call>")");
+  kylin::constrain::Constraint plain(grammar, trie());
+  CHECK(allowed_after(plain, {})[static_cast<std::size_t>(tool)] == 0);
+  CHECK(allowed_after(plain, {})[static_cast<std::size_t>(id_of("<"))] != 0);  // spelled byte by byte instead
+  auto with_tools = std::make_shared<const kylin::constrain::TokenTrie>(
+      kylin::constrain::TokenTrie::build(tokenizer(), {151645}, kVocab, {tool, *tokenizer().token_to_id("</tool_call>")}));
+  kylin::constrain::Constraint calls(grammar, with_tools);
+  CHECK(allowed_after(calls, {})[static_cast<std::size_t>(tool)] != 0);
+  const auto closing = allowed_after(calls, {tool, id_of("abc")});
+  CHECK(closing[static_cast<std::size_t>(*tokenizer().token_to_id("</tool_call>"))] != 0);
+  CHECK(closing[static_cast<std::size_t>(tool)] == 0);
 }
 
 }  // namespace constraint_test

@@ -38,8 +38,10 @@ struct TokenTrie {
   }
 
   // Every token with bytes that is not an added token (specials, <think>, tool tags: those are
-  // never text a grammar produces); `eos` are the ids allowed once the value is complete.
-  static TokenTrie build(const Tokenizer& tokenizer, std::vector<int> eos, std::size_t model_vocab) {
+  // never text a grammar produces unless listed in `added_as_text`, e.g. <tool_call> for a grammar
+  // of Qwen3 tool calls); `eos` are the ids allowed once the value is complete.
+  static TokenTrie build(const Tokenizer& tokenizer, std::vector<int> eos, std::size_t model_vocab,
+                         const std::vector<int>& added_as_text = {}) {
     TokenTrie t;
     t.vocab = model_vocab;
     t.eos = std::move(eos);
@@ -48,6 +50,8 @@ struct TokenTrie {
     std::vector<char> added(static_cast<std::size_t>(tokenizer.vocab_size()), 0);  // [tokenizer vocab]
     for (const AddedToken& a : tokenizer.added_tokens())
       if (a.id >= 0 && a.id < tokenizer.vocab_size()) added[static_cast<std::size_t>(a.id)] = 1;
+    for (int id : added_as_text)
+      if (id >= 0 && id < tokenizer.vocab_size() && id != t.think_open && id != t.think_close) added[static_cast<std::size_t>(id)] = 0;
     std::vector<int> order;  // [n_text_tokens] ids sorted by bytes
     const int n = std::min(tokenizer.vocab_size(), static_cast<int>(model_vocab));
     for (int id = 0; id < n; ++id)
