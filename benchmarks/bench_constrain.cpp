@@ -5,6 +5,7 @@
 // tiny test checkpoint.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -70,6 +71,34 @@ void BM_Accept(benchmark::State& state) {
   for (auto _ : state) c->accept(id);
 }
 
+// One whole answer replayed through mask + accept, as Session drives them: microseconds per token
+// of constraint work alone, free of the model's timing noise. cold: a fresh constraint per answer
+// (every state walked for the first time, as for a new request); warm: the same one reused.
+void BM_Replay(benchmark::State& state, bool cold) {
+  const auto grammar = kylin::constrain::json_schema_grammar(kylin::json::parse(R"({"type":"object","properties":{
+    "title":{"type":"string","maxLength":40},"year":{"type":"integer"},"genre":{"enum":["drama","comedy","documentary"]},
+    "cast":{"type":"array","items":{"type":"string","maxLength":24},"maxItems":3}},"required":["title","year","genre","cast"]})"));
+  const std::vector<int> answer = bench_tokenizer().encode(
+      R"({"title":"The Sea, the Sky and the Long Road Home","year":1994,"genre":"documentary","cast":["Ann Lee","Bo Chen","Carla Díaz"]})");
+  auto warm = std::make_unique<kylin::constrain::Constraint>(grammar, bench_trie());
+  std::vector<float> row(151936, 0.5f);  // [vocab]
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = cold ? std::make_unique<kylin::constrain::Constraint>(grammar, bench_trie()) : nullptr;
+    kylin::constrain::Constraint& k = cold ? *c : *warm;
+    k.begin(false);
+    for (int id : answer) {
+      k.mask(row);
+      k.accept(id);
+    }
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!k.finished()) state.SkipWithError("the replayed answer does not complete the schema");
+  }
+  state.counters["us_per_token"] = 1e6 * seconds / static_cast<double>(state.iterations() * answer.size());
+  state.counters["tokens"] = static_cast<double>(answer.size());
+}
+
 enum class DecodeMode { unconstrained, string_warm, object_cold };
 
 // Greedy decode of up to 64 tokens, reporting ms per decoded token (the first token, which comes
@@ -117,6 +146,8 @@ BENCHMARK_CAPTURE(BM_MaskCold, in_string, std::string("{\"name\":\"ab"))->Unit(b
 BENCHMARK_CAPTURE(BM_MaskCold, in_integer, std::string("{\"name\":\"ab\",\"age\":1"))->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_MaskCold, object_start, std::string(""))->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Accept)->Unit(benchmark::kNanosecond);
+BENCHMARK_CAPTURE(BM_Replay, cold, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, warm, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decode, unconstrained, DecodeMode::unconstrained)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_Decode, string_warm, DecodeMode::string_warm)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK_CAPTURE(BM_Decode, object_cold, DecodeMode::object_cold)->Unit(benchmark::kMillisecond)->Iterations(3);
