@@ -167,6 +167,7 @@ TEST_CASE("GBNF errors name the line or the rule") {
   CHECK(error_of("root ::= root \"a\" | \"b\"").find("left-recursive") != std::string::npos);
   CHECK(error_of("root ::= \"a\"{5000}").find("limit") != std::string::npos);
   CHECK(error_of("root ::= \"\\q\"").find("unknown escape") != std::string::npos);
+  CHECK(error_of((std::string("root ::= ") + std::string(100, '(') + "\"a\"" + std::string(100, ')')).c_str()).find("nested deeper") != std::string::npos);
   CHECK(error_of("root ::= \"a\" | \"b\"").empty());
 }
 
