@@ -128,6 +128,28 @@ TEST_CASE("unsupported keywords, bad values and hostile schemas are errors namin
   CHECK(schema_error(R"({"type":"string","minLength":1})").empty());
 }
 
+TEST_CASE("free-form JSON: any object (response_format json_object) and any value, nested") {
+  const auto object = kylin::constrain::json_object_grammar();
+  CHECK(complete(object, R"({"a":[1,{"b":null}],"c":"x","d":{"e":[[],{}]}})"));
+  CHECK(complete(object, "{}"));
+  CHECK_FALSE(viable(object, "[1]"));
+  CHECK_FALSE(viable(object, R"({"a"})"));
+  CHECK_FALSE(viable(object, R"({"a":1,})"));
+  const auto value = kylin::constrain::json_value_grammar();
+  for (const char* ok : {"1", "-2.5e3", "\"s\"", "true", "null", "[1,[2,[3]]]", R"({"k":false})"}) CHECK(complete(value, ok));
+  CHECK_FALSE(viable(value, "nul1"));
+  // Schemas without constraints on a level are free-form there too.
+  CHECK(complete(schema(R"({"type":"array","items":{}})"), R"([1,"a",{"x":[null]}])"));
+  CHECK(complete(schema("true"), R"({"x":1})"));
+}
+
+TEST_CASE("an ambiguous grammar keeps a bounded number of parses: long inputs cost linear time") {
+  const auto g = kylin::constrain::parse_gbnf(R"(root ::= ("a" | "a" | "aa" | x)* "b"
+    x ::= "a" x | "a")");
+  CHECK(complete(g, std::string(20000, 'a') + "b"));
+  CHECK_FALSE(viable(g, std::string(100, 'a') + "c"));
+}
+
 TEST_CASE("GBNF: literals, classes, groups, repetition and UTF-8 classes") {
   const auto g = kylin::constrain::parse_gbnf(R"(
     # a tiny language

@@ -89,6 +89,22 @@ TEST_CASE("every answer sampled under a schema parses and validates, across sche
   }
 }
 
+TEST_CASE("a recursive schema under sampling stays bounded: the answer ends, and validates when complete") {
+  kylin::Session session(engine());
+  const kylin::json::Value schema = kylin::json::parse(R"({"$defs":{"t":{"type":"array","items":{"anyOf":[{"type":"integer"},
+      {"$ref":"#/$defs/t"}]},"maxItems":3}},"$ref":"#/$defs/t"})");
+  kylin::constrain::Constraint c(kylin::constrain::json_schema_grammar(schema), trie());
+  for (std::uint64_t seed : {7u, 8u}) {
+    kylin::GenerateOptions o = sampled(seed, &c);
+    o.max_new_tokens = 400;
+    const kylin::Generation g = session.chat(ask("Nest."), thinking(false), o);
+    CAPTURE(g.content);
+    CHECK_FALSE(c.failed());
+    CHECK((g.stop_reason == kylin::StopReason::eos || g.stop_reason == kylin::StopReason::max_tokens));
+    if (g.stop_reason == kylin::StopReason::eos) CHECK(test_schema::check(kylin::json::parse(g.content), schema, schema) == "");
+  }
+}
+
 TEST_CASE("the same model without the constraint writes no valid JSON: the test above can fail") {
   kylin::Session session(engine());
   const kylin::json::Value schema = kylin::json::parse(corpus[0]);
