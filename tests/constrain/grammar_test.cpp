@@ -148,6 +148,10 @@ TEST_CASE("an ambiguous grammar keeps a bounded number of parses: long inputs co
     x ::= "a" x | "a")");
   CHECK(complete(g, std::string(20000, 'a') + "b"));
   CHECK_FALSE(viable(g, std::string(100, 'a') + "c"));
+  // 2^60 ways to derive nothing before "a" (found by fuzz_constrain): each node expands once per byte.
+  const auto nullable = kylin::constrain::parse_gbnf(R"(root ::= ( | ){60} "a" ( | ){0,60})");
+  CHECK(complete(nullable, "a"));
+  CHECK_FALSE(viable(nullable, "b"));
 }
 
 TEST_CASE("GBNF: literals, classes, groups, repetition and UTF-8 classes") {

@@ -31,6 +31,7 @@ class StackArena {
 
   void clear() {
     nodes_.clear();
+    seen_.clear();
     table_.assign(1024, -1);
   }
   bool full() const { return nodes_.size() >= limits_.max_nodes; }
@@ -40,6 +41,7 @@ class StackArena {
   // The initial state: every way the root rule can begin.
   void start(std::vector<int>& out) {
     out.clear();
+    next_stamp();
     expand_rule(g_->root, kAccept, out);
     normalize(out);
   }
@@ -47,6 +49,7 @@ class StackArena {
   // out = the stacks of `in` whose top accepts b, advanced past it. out must not alias in.
   void step(std::span<const int> in, unsigned char b, std::vector<int>& out) {
     out.clear();
+    next_stamp();
     for (int node : in) {
       if (node < 0) continue;
       const Node& n = nodes_[static_cast<std::size_t>(node)];
@@ -102,6 +105,9 @@ class StackArena {
       out.push_back(kAccept);
       return;
     }
+    // Each node once per step: nullable rules can reach one node along exponentially many paths.
+    if (seen_[static_cast<std::size_t>(node)] == stamp_) return;
+    seen_[static_cast<std::size_t>(node)] = stamp_;
     const Node n = nodes_[static_cast<std::size_t>(node)];
     const Element& e = g_->elements[static_cast<std::size_t>(n.pos)];
     if (e.kind == Element::Kind::bytes) {
@@ -136,9 +142,16 @@ class StackArena {
       if (n.pos == pos && n.parent == parent) return table_[i];
     }
     nodes_.push_back({pos, parent, depth});
+    seen_.push_back(0);
     table_[i] = static_cast<int>(nodes_.size()) - 1;
     if (nodes_.size() * 2 > table_.size()) rehash();
     return static_cast<int>(nodes_.size()) - 1;
+  }
+  void next_stamp() {
+    if (++stamp_ == 0) {  // wrapped: old marks could collide
+      std::fill(seen_.begin(), seen_.end(), 0u);
+      stamp_ = 1;
+    }
   }
   static std::size_t hash(std::uint64_t k) {
     k ^= k >> 33;
@@ -163,6 +176,8 @@ class StackArena {
   ParserLimits limits_;
   std::vector<Node> nodes_;  // [n_nodes]
   std::vector<int> table_;   // [2^k >= 2 n_nodes] open-addressing index of nodes_, -1 empty
+  std::vector<std::uint32_t> seen_;  // [n_nodes] stamp of the step that last expanded the node
+  std::uint32_t stamp_ = 0;
 };
 
 // Convenience for tests and one-off checks: does the grammar accept these bytes as a prefix
