@@ -94,7 +94,8 @@ TEST_CASE("a logprob that underflows is reported as -9999, as OpenAI does, never
   LogprobRequest req;
   req.logprobs = true;
   req.top = 2;
-  LogprobRecorder r(req, SampleableIds{}, 1);
+  const SampleableIds all;
+  LogprobRecorder r(req, all, 1);
   std::vector<float> row = {0.0f, -std::numeric_limits<float>::infinity()};
   r.see_row(row);
   r.see_token(1);

@@ -48,6 +48,8 @@ class LogprobRecorder {
       : request_(std::move(request)), sampleable_(sampleable) {
     if (request_.logprobs) entries_.reserve(static_cast<std::size_t>(std::clamp<std::int64_t>(expected_tokens, 1, 4096)));
   }
+  // The recorder keeps a reference to `sampleable` (the engine's, alive as long as it is).
+  LogprobRecorder(LogprobRequest, SampleableIds&&, std::int64_t) = delete;
 
   void see_row(std::span<float> row) {
     for (const auto& [id, bias] : request_.logit_bias)
