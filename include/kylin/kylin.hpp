@@ -20,6 +20,7 @@
 #include "kylin/constrain/constraint.hpp"
 #include "kylin/constrain/gbnf.hpp"
 #include "kylin/constrain/json_schema.hpp"
+#include "kylin/constrain/tool_call_grammar.hpp"
 #include "kylin/generate/embed.hpp"
 #include "kylin/io/sentence_transformers.hpp"
 #include "kylin/eigen.hpp"

@@ -135,6 +135,24 @@ class GrammarBuilder {
     return r;
   }
 
+  // Copies every rule of `g` into this grammar (renumbered); returns the rule that was its root.
+  int include(const Grammar& g) {
+    const int offset = static_cast<int>(g_.names.size());
+    for (const std::string& name : g.names) new_rule(name);
+    std::vector<Element> seq;
+    for (std::size_t r = 0; r < g.alternatives.size(); ++r)
+      for (int start : g.alternatives[r]) {
+        seq.clear();
+        for (auto i = static_cast<std::size_t>(start); g.elements[i].kind != Element::Kind::end; ++i) {
+          Element e = g.elements[i];
+          if (e.kind == Element::Kind::rule) e.rule += offset;
+          seq.push_back(e);
+        }
+        add_alt(offset + static_cast<int>(r), seq);
+      }
+    return offset + g.root;
+  }
+
   Grammar finish(int root);
 
  private:
