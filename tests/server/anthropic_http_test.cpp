@@ -149,7 +149,7 @@ TEST_CASE("/v1/messages: with thinking enabled, reasoning comes back as a thinki
   CHECK(trimmed_newlines(s.thinking) == at(first, "thinking").as_string());
 }
 
-TEST_CASE("/v1/messages errors have Anthropic's shape and status: unknown field, tool_choice any, unknown model") {
+TEST_CASE("/v1/messages errors have Anthropic's shape and status: unknown field, a tool_choice naming no tool, unknown model") {
   auto c = plain_server().client();
   auto error_of = [&c](const std::string& path, const std::string& body, int want_status) {
     auto r = post_json(c, path, body);
@@ -163,7 +163,7 @@ TEST_CASE("/v1/messages errors have Anthropic's shape and status: unknown field,
   Value e = error_of("/v1/messages", messages_body(R"("max_tokens": 4, "top_logprobs": 2)"), 400);
   CHECK(at(e, "type").as_string() == "invalid_request_error");
   CHECK(at(e, "message").as_string().find("top_logprobs") != std::string::npos);
-  e = error_of("/v1/messages", messages_body(R"("max_tokens": 4, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "any"})"), 400);
+  e = error_of("/v1/messages", messages_body(R"("max_tokens": 4, "tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "tool", "name": "g"})"), 400);
   CHECK(at(e, "message").as_string().find("tool_choice") != std::string::npos);
   e = error_of("/v1/messages", R"({"model": "claude-x", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})", 404);
   CHECK(at(e, "type").as_string() == "not_found_error");

@@ -102,11 +102,27 @@ TEST_CASE("thinking maps to enable_thinking (off unless enabled, as Anthropic); 
   CHECK(parse(with(R"("stop_sequences": ["END", "STOP"], "top_k": 5, "stream": true)")).chat.stop.size() == 2);
 }
 
+TEST_CASE("tool_choice any and tool force a call (tool: that one); disable_parallel_tool_use allows one call") {
+  const std::string tools = R"("tools": [{"name": "f", "input_schema": {}}, {"name": "g", "input_schema": {}}])";
+  const MessagesRequest any = parse(with(tools + R"(, "tool_choice": {"type": "any"})"));
+  CHECK(any.tools_in_prompt);
+  CHECK(any.chat.tool_choice.mode == ToolChoiceMode::required);
+  CHECK(any.chat.parallel_tool_calls);
+  const MessagesRequest one = parse(with(tools + R"(, "tool_choice": {"type": "tool", "name": "g", "disable_parallel_tool_use": true})"));
+  CHECK(one.chat.tool_choice.mode == ToolChoiceMode::named);
+  CHECK(one.chat.tool_choice.name == "g");
+  CHECK_FALSE(one.chat.parallel_tool_calls);
+  CHECK_FALSE(parse(with(tools + R"(, "tool_choice": {"type": "auto", "disable_parallel_tool_use": true})")).chat.parallel_tool_calls);
+}
+
 TEST_CASE("bad or unsupported fields are refused with a 400 naming the field, never ignored") {
   CHECK(refused_param(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})") == "max_tokens");
   CHECK(refused_param(with(R"("service_tier": "auto")")) == "service_tier");
-  CHECK(refused_param(with(R"("tool_choice": {"type": "any"})")) == "tool_choice");
-  CHECK(refused_param(with(R"("tool_choice": {"type": "tool", "name": "f"})")) == "tool_choice");
+  CHECK(refused_param(with(R"("tool_choice": {"type": "any"})")) == "tool_choice");  // no tools to call
+  CHECK(refused_param(with(R"("tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "tool", "name": "g"})")) ==
+        "tool_choice");
+  CHECK(refused_param(with(R"("tools": [{"name": "f", "input_schema": {}}], "tool_choice": {"type": "tool"})")) == "tool_choice.name");
+  CHECK(refused_param(with(R"("tool_choice": {"type": "maybe"})")) == "tool_choice.type");
   CHECK(refused_param(with(R"("thinking": {"type": "enabled", "budget_tokens": 1024})")) == "thinking.budget_tokens");
   CHECK(refused_param(with(R"("tools": [{"type": "web_search_20250305", "name": "web_search"}])")) == "tools[0].type");
   CHECK(refused_param(R"({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})") ==

@@ -233,8 +233,9 @@ TEST_CASE("tool_choice none leaves the tools out of the prompt; unsupported para
   CHECK(prompt_tokens(none) == prompt_tokens(without));
   for (const auto& [extra_, param] : std::vector<std::pair<std::string, std::string>>{
            {R"(, "n": 2)", "n"},
-           {R"(, "response_format": {"type": "json_object"})", "response_format"},
-           {tools + R"(, "tool_choice": "required")", "tool_choice"},
+           {R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a+"}}})",
+            "response_format.json_schema.schema"},
+           {tools + R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}})", "tool_choice"},
            {R"(, "logprobs": true, "top_logprobs": 21)", "top_logprobs"}}) {
     const std::string& extra = extra_;
     CAPTURE(extra);

@@ -78,25 +78,44 @@ TEST_CASE("logit_bias maps token-id strings to biases in [-100, 100]; bad keys, 
   CHECK_NOTHROW(kylin::server::detail::check_logit_bias(r.logprob, 18));
 }
 
-TEST_CASE("tool_choice none drops the tools, auto keeps them; required and a named function are refused for now") {
+TEST_CASE("tool_choice none drops the tools, auto keeps them; required and a named offered function force a call") {
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
-  CHECK(parse_chat_request(chat_with(tools + R"(, "tool_choice": "none")"), defaults).chat.tools.is_null());
-  CHECK(parse_chat_request(chat_with(tools + R"(, "tool_choice": "auto")"), defaults).chat.tools.is_array());
-  CHECK(chat_refused(tools + R"(, "tool_choice": "required")") == "tool_choice");
-  CHECK(chat_refused(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})") == "tool_choice");
+  const auto none = parse_chat_request(chat_with(tools + R"(, "tool_choice": "none")"), defaults);
+  CHECK(none.chat.tools.is_null());
+  CHECK(none.tool_choice.mode == ToolChoiceMode::none);
+  const auto automatic = parse_chat_request(chat_with(tools + R"(, "tool_choice": "auto")"), defaults);
+  CHECK(automatic.chat.tools.is_array());
+  CHECK_FALSE(automatic.tool_choice.forces_call());
+  CHECK(parse_chat_request(chat_with(tools + R"(, "tool_choice": "required")"), defaults).tool_choice.mode == ToolChoiceMode::required);
+  const auto named = parse_chat_request(chat_with(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})"), defaults);
+  CHECK(named.tool_choice.mode == ToolChoiceMode::named);
+  CHECK(named.tool_choice.name == "f");
+  CHECK(chat_refused(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})") == "tool_choice");  // not offered
+  CHECK(chat_refused(R"("tool_choice": "required")") == "tool_choice");                                             // no tools
+  CHECK(chat_refused(tools + R"(, "tool_choice": {"type": "function"})") == "tool_choice");
   CHECK(chat_refused(tools + R"(, "tool_choice": "sometimes")") == "tool_choice");
   CHECK_FALSE(parse_chat_request(chat_with(R"("parallel_tool_calls": false)"), defaults).parallel_tool_calls);
   CHECK(parse_chat_request(chat_with(R"("parallel_tool_calls": true)"), defaults).parallel_tool_calls);
   CHECK(chat_refused(R"("parallel_tool_calls": "no")") == "parallel_tool_calls");
 }
 
-TEST_CASE("response_format text is accepted; json_object and json_schema are refused until constrained decoding") {
-  CHECK(chat_refused(R"("response_format": {"type": "text"})").empty());
-  CHECK(chat_refused(R"("response_format": {"type": "json_object"})") == "response_format");
-  CHECK(chat_refused(R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}})") ==
-        "response_format");
+TEST_CASE("response_format text, json_object and json_schema parse; malformed ones are a 400 naming the field") {
+  using Type = ResponseFormat::Type;
+  const auto format = [](const std::string& rf) { return parse_chat_request(chat_with(R"("response_format": )" + rf), defaults).response_format; };
+  CHECK(format(R"({"type": "text"})").type == Type::text);
+  CHECK(format(R"({"type": "json_object"})").type == Type::json_object);
+  const auto schema = format(R"({"type": "json_schema", "json_schema": {"name": "a", "strict": true, "schema": {"type": "integer"}}})");
+  CHECK(schema.type == Type::json_schema);
+  CHECK(kylin::json::dump(schema.schema) == R"({"type":"integer"})");
+  CHECK(format(R"({"type": "json_schema", "json_schema": {"name": "a"}})").schema.is_null());  // any JSON value
   CHECK(chat_refused(R"("response_format": {"type": "yaml"})") == "response_format");
   CHECK(chat_refused(R"("response_format": "json")") == "response_format");
+  CHECK(chat_refused(R"("response_format": {"type": "json_schema"})") == "response_format.json_schema");
+  CHECK(chat_refused(R"("response_format": {"type": "json_schema", "json_schema": {"name": 1}})") == "response_format.json_schema.name");
+  CHECK(chat_refused(R"("response_format": {"type": "json_schema", "json_schema": {"strict": "yes"}})") ==
+        "response_format.json_schema.strict");
+  CHECK(chat_refused(R"("response_format": {"type": "json_schema", "json_schema": {"schema": [1]}})") ==
+        "response_format.json_schema.schema");
 }
 
 TEST_CASE("parameters kylin cannot honour are a 400 naming them; harmless labels are accepted") {

@@ -233,20 +233,23 @@ inline json::Value tools(const json::Value& list) {
   return out;
 }
 
-// auto: the model may call tools; none: tools are left out of the prompt and nothing is parsed.
-// any / tool force a call, which needs constrained decoding: refused until the server has it.
-// Returns whether the tools go into the prompt.
-inline bool tool_choice(const json::Value* choice) {
-  if (choice == nullptr) return true;
+// auto: the model may call tools; none: tools are left out of the prompt and nothing is parsed;
+// any: at least one call; tool: a call of the named tool. disable_parallel_tool_use: one call at most.
+inline void tool_choice(const json::Value* choice, ChatRequest& r) {
+  if (choice == nullptr) return;
   if (!choice->is_object()) throw invalid("tool_choice", "'tool_choice' must be an object {\"type\": ...}");
   const std::string& type = required_string(*choice, "type", "tool_choice");
-  if (detail::bool_field(*choice, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use").value_or(false))
-    throw invalid("tool_choice.disable_parallel_tool_use", "disable_parallel_tool_use is not supported yet");
-  if (type == "auto") return true;
-  if (type == "none") return false;
-  if (type == "any" || type == "tool")
-    throw invalid("tool_choice", "tool_choice '" + type + "' needs constrained decoding, which this server does not support yet; use 'auto'");
-  throw invalid("tool_choice.type", "'tool_choice.type' must be auto, none, any or tool");
+  r.parallel_tool_calls =
+      !detail::bool_field(*choice, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use").value_or(false);
+  if (type == "auto") return;
+  if (type == "none") r.tool_choice.mode = ToolChoiceMode::none;
+  else if (type == "any") r.tool_choice.mode = ToolChoiceMode::required;
+  else if (type == "tool") {
+    r.tool_choice.mode = ToolChoiceMode::named;
+    r.tool_choice.name = required_string(*choice, "name", "tool_choice");
+  } else {
+    throw invalid("tool_choice.type", "'tool_choice.type' must be auto, none, any or tool");
+  }
 }
 
 // {"type": "enabled", "budget_tokens": N} turns Qwen3's thinking on, {"type": "disabled"} off.
@@ -301,12 +304,13 @@ inline MessagesRequest parse_messages_request(std::string_view text, const Sampl
   r.chat.messages = anthropic::normalize_messages(body);
   if (endpoint == MessagesEndpoint::create) anthropic::sampling(body, r.chat, defaults);
   anthropic::thinking(detail::field(body, "thinking"), r.chat, endpoint);
-  const bool use_tools = anthropic::tool_choice(detail::field(body, "tool_choice"));
+  anthropic::tool_choice(detail::field(body, "tool_choice"), r.chat);
   if (const json::Value* t = detail::field(body, "tools")) {
     json::Value list = anthropic::tools(*t);
-    r.tools_in_prompt = use_tools && list.size() > 0;
+    r.tools_in_prompt = r.chat.tool_choice.mode != ToolChoiceMode::none && list.size() > 0;
     if (r.tools_in_prompt) r.chat.chat.tools = std::move(list);
   }
+  detail::check_tool_choice(r.chat.tool_choice, r.chat.chat.tools, "tool_choice");
   return r;
 }
 

@@ -82,6 +82,13 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     Prepared p = prepare(r.chat, std::move(ids), channel, "messages");
     p.head.id = anthropic::new_id("msg");
     const bool tools = r.tools_in_prompt;
+    const std::size_t max_calls = r.chat.parallel_tool_calls ? any_number_of_calls : 1;
+    constrain(*p.job, {.format = {},
+                       .tool_choice = r.chat.tool_choice,
+                       .tools = &r.chat.chat.tools,
+                       .max_calls = r.chat.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
+                       .thinking = r.chat.chat.enable_thinking,
+                       .tool_schema_param = "input_schema"});
     // The decoded output, only needed to tell which stop sequence matched.
     auto output = [this](const Generation& g) {
       return g.stop_reason == StopReason::stop_string ? engine_.tokenizer().decode(g.tokens) : std::string();
@@ -89,9 +96,9 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     if (!r.chat.stream) {
       auto promise = std::make_shared<std::promise<Reply>>();
       auto future = promise->get_future();
-      p.job->on_done = [this, promise, head = p.head, tools, stops = r.chat.stop, output](Generation&& g, std::exception_ptr error) {
+      p.job->on_done = [this, promise, head = p.head, tools, max_calls, stops = r.chat.stop, output](Generation&& g, std::exception_ptr error) {
         promise->set_value(anthropic::reshape(result(std::move(g), error, [&](Generation& done) {
-          return json::dump(anthropic::message_response(head, done, tools, output(done), stops));
+          return json::dump(anthropic::message_response(head, done, tools, output(done), stops, max_calls));
         })));
       };
       watch_client(watch, p.job);
@@ -99,7 +106,7 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     }
     auto stream = open_stream(p.job);
     std::weak_ptr<EventStream> weak = stream;
-    auto events = std::make_shared<anthropic::MessageStream>(p.head, tools, input_tokens);
+    auto events = std::make_shared<anthropic::MessageStream>(p.head, tools, input_tokens, max_calls);
     p.job->on_piece = [weak, events](const Piece& piece) {
       auto s = weak.lock();
       if (!s) return false;

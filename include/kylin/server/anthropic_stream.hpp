@@ -100,10 +100,12 @@ inline json::Value message_object(const ResponseHead& h, json::Value content, co
 }
 
 // The non-streamed answer. `output` is the decoded generated text (for the stop sequence).
+// `max_calls`: disable_parallel_tool_use keeps the first call only.
 inline json::Value message_response(const ResponseHead& h, const Generation& g, bool tools, std::string_view output,
-                                    const std::vector<std::string>& stops) {
+                                    const std::vector<std::string>& stops, std::size_t max_calls = any_number_of_calls) {
   ParsedToolCalls parsed{g.content, {}};
   if (tools) parsed = parse_tool_calls(g.content);
+  if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   bool objects = true;
   std::vector<ToolUse> uses = tool_uses(parsed.calls, objects);
   if (!objects) uses.clear(), parsed.content = g.content;
@@ -122,7 +124,8 @@ inline std::string event(std::string_view name, const json::Value& payload) {
 // The events of one streamed message. push() takes the pieces as they come; finish() the end.
 class MessageStream {
  public:
-  MessageStream(ResponseHead head, bool tools, std::int64_t input_tokens) : head_(std::move(head)), tools_(tools) {
+  MessageStream(ResponseHead head, bool tools, std::int64_t input_tokens, std::size_t max_calls = any_number_of_calls)
+      : head_(std::move(head)), tools_(tools), max_calls_(max_calls) {
     json::Value start = block("message_start");
     start.set("message", message_object(head_, json::Array{}, std::nullopt, usage_json(input_tokens, 0)));
     out_.push_back(event("message_start", start));
@@ -140,6 +143,7 @@ class MessageStream {
     if (tools_ && hold_.holding()) {
       const std::string_view held = std::string_view(hold_.text()).substr(hold_.released());
       ParsedToolCalls parsed = parse_tool_calls(held);
+      if (parsed.calls.size() > max_calls_) parsed.calls.resize(max_calls_);
       bool objects = true;
       uses = tool_uses(parsed.calls, objects);
       if (!objects) uses.clear(), parsed.content = std::string(held);
@@ -210,6 +214,7 @@ class MessageStream {
 
   ResponseHead head_;
   bool tools_;
+  std::size_t max_calls_;
   ToolCallHold hold_;
   Kind open_ = Kind::none;
   std::int64_t blocks_ = 0;

@@ -56,6 +56,11 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
   shape.tools = !r.chat.tools.is_null();
   shape.max_calls = r.parallel_tool_calls ? any_number_of_calls : 1;
   shape.logprobs = attach_logprobs(p.job->options, r.logprob, engine_.sampleable_ids());
+  constrain(*p.job, {.format = r.response_format,
+                     .tool_choice = r.tool_choice,
+                     .tools = &r.chat.tools,
+                     .max_calls = r.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
+                     .thinking = r.chat.enable_thinking});
   return r.stream ? chat_stream(p, shape, r.include_usage, watch) : chat_reply(p, shape, watch);
 }
 

@@ -32,7 +32,9 @@ struct GenerationRequest {
 struct ChatRequest : GenerationRequest {
   json::Value messages;  // normalized: content is always a string, roles checked
   ChatOptions chat;      // enable_thinking, tools, other chat_template_kwargs
-  bool parallel_tool_calls = true;  // false: only the first parsed call is returned
+  bool parallel_tool_calls = true;  // false: at most one call (enforced when a call is forced)
+  ResponseFormat response_format;   // text, or JSON enforced by a constraint
+  ToolChoice tool_choice;
 };
 
 struct CompletionRequest : GenerationRequest {
@@ -228,7 +230,10 @@ inline ChatRequest parse_chat_request(std::string_view text, const SamplingParam
   detail::parse_chat_options(body, r.chat);
   detail::refuse_chat(body);
   detail::parse_chat_logprobs(body, r.logprob);
-  if (!detail::parse_tool_choice(body)) r.chat.tools = json::Value();
+  r.response_format = detail::parse_response_format(body);
+  r.tool_choice = detail::parse_tool_choice(body);
+  if (r.tool_choice.mode == ToolChoiceMode::none) r.chat.tools = json::Value();
+  detail::check_tool_choice(r.tool_choice, r.chat.tools, "tool_choice");
   r.parallel_tool_calls = detail::bool_field(body, "parallel_tool_calls").value_or(true);
   return r;
 }

@@ -1,15 +1,18 @@
 // The OpenAI parameters beyond sampling: logprobs, logit_bias, tool_choice, response_format, and
-// the refusal (400 naming the parameter) of every OpenAI parameter kylin cannot honour yet.
+// the refusal (400 naming the parameter) of every OpenAI parameter kylin cannot honour.
 // docs/SERVER.md keeps the table of accepted, honoured and refused parameters.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kylin/core/json.hpp"
 #include "kylin/server/api_error.hpp"
 #include "kylin/server/logprobs.hpp"
+#include "kylin/server/output_constraint.hpp"
 #include "kylin/server/request_fields.hpp"
 
 namespace kylin::server::detail {
@@ -21,9 +24,6 @@ constexpr int max_completion_logprobs = 5;           // the legacy API's limit
   throw ApiError(status::bad_request, "'" + param + "' " + why, param, "unsupported_parameter");
 }
 
-inline void refuse_not_yet(const std::string& param, const std::string& what) {
-  refuse(param, "= " + what + " is not supported yet (it needs constrained decoding); it is refused rather than ignored");
-}
 
 // {"<token id>": bias}: ids as decimal strings, biases in [-100, 100] (checked against the
 // vocabulary by check_logit_bias once the tokenizer is at hand).
@@ -84,7 +84,8 @@ inline void refuse_common(const json::Value& body) {
   // Other servers' constrained-decoding extensions: a client sending them expects them enforced.
   for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "grammar", "json_schema",
                            "structured_outputs"})
-    if (field(body, name) != nullptr) refuse_not_yet(name, "(a constrained-decoding extension)");
+    if (field(body, name) != nullptr)
+      refuse(name, "is another server's extension, not supported by kylin-server: use response_format (json_schema)");
 }
 
 // Chat parameters with no meaning for a text-only local model, refused when set.
@@ -94,13 +95,6 @@ inline void refuse_chat(const json::Value& body) {
   if (const json::Value* m = field(body, "modalities")) {
     const bool text_only = m->is_array() && m->size() == 1 && m->as_array()[0].is_string() && m->as_array()[0].as_string() == "text";
     if (!text_only) refuse("modalities", "must be [\"text\"]: kylin generates text only");
-  }
-  if (const json::Value* rf = field(body, "response_format")) {
-    const json::Value* type = rf->is_object() ? rf->find("type") : nullptr;
-    if (type == nullptr || !type->is_string()) throw invalid("response_format", "'response_format' must be {\"type\": ...}");
-    const std::string& t = type->as_string();
-    if (t == "json_object" || t == "json_schema") refuse_not_yet("response_format", "{\"type\": \"" + t + "\"}");
-    if (t != "text") throw invalid("response_format", "'response_format.type' must be text, json_object or json_schema");
   }
 }
 
@@ -114,17 +108,75 @@ inline void refuse_completion(const json::Value& body) {
   if (auto b = int_field(body, "best_of"); b && *b != 1) refuse("best_of", "must be 1: kylin answers one choice per request");
 }
 
-// tool_choice: "auto" (the default) or "none", which leaves the tools out of the prompt and the
-// answer unparsed. "required" and a named function need constrained decoding: refused for now.
-// Returns whether the tools stay.
-inline bool parse_tool_choice(const json::Value& body) {
+// response_format: {"type": "text"}, {"type": "json_object"} (any JSON object), or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (the
+// schema enforced whether strict or not; no schema: any JSON value). Compiled in ConstraintFactory.
+inline ResponseFormat parse_response_format(const json::Value& body) {
+  ResponseFormat out;
+  const json::Value* rf = field(body, "response_format");
+  if (rf == nullptr) return out;
+  const json::Value* type = rf->is_object() ? rf->find("type") : nullptr;
+  if (type == nullptr || !type->is_string()) throw invalid("response_format", "'response_format' must be {\"type\": ...}");
+  const std::string& t = type->as_string();
+  if (t == "text") return out;
+  if (t == "json_object") {
+    out.type = ResponseFormat::Type::json_object;
+    return out;
+  }
+  if (t != "json_schema") throw invalid("response_format", "'response_format.type' must be text, json_object or json_schema");
+  const json::Value* js = field(*rf, "json_schema");
+  if (js == nullptr || !js->is_object())
+    throw invalid("response_format.json_schema", "'response_format.json_schema' must be an object {\"name\", \"schema\"}");
+  if (const json::Value* name = field(*js, "name"); name && !name->is_string())
+    throw invalid("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+  (void)bool_field(*js, "strict", "response_format.json_schema.strict");
+  out.type = ResponseFormat::Type::json_schema;
+  if (const json::Value* schema = field(*js, "schema")) {
+    if (!schema->is_object() && !schema->is_bool())
+      throw invalid("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON schema object");
+    out.schema = *schema;
+  }
+  return out;
+}
+
+// The names of the functions in an OpenAI tools list (null: none).
+inline std::vector<std::string> tool_names(const json::Value& tools) {
+  std::vector<std::string> names;
+  if (tools.is_array())
+    for (const auto& t : tools.as_array()) names.push_back(t.find("function")->find("name")->as_string());
+  return names;
+}
+
+// A forced call needs tools, and a named one must be among them.
+inline void check_tool_choice(const ToolChoice& choice, const json::Value& tools, const std::string& param) {
+  if (!choice.forces_call()) return;
+  const std::vector<std::string> names = tool_names(tools);
+  if (names.empty()) throw invalid(param, "'" + param + "' forces a tool call, but the request offers no tools");
+  if (choice.mode == ToolChoiceMode::named && std::find(names.begin(), names.end(), choice.name) == names.end())
+    throw invalid(param, "'" + param + "' names the function '" + choice.name + "', which is not in 'tools'");
+}
+
+// tool_choice: "auto" (the default), "none" (tools left out of the prompt, the answer unparsed),
+// "required" (one or more calls) or {"type": "function", "function": {"name"}} (that one).
+inline ToolChoice parse_tool_choice(const json::Value& body) {
+  ToolChoice out;
   const json::Value* tc = field(body, "tool_choice");
-  if (tc == nullptr) return true;
-  if (tc->is_string() && tc->as_string() == "auto") return true;
-  if (tc->is_string() && tc->as_string() == "none") return false;
-  if (tc->is_string() && tc->as_string() == "required") refuse_not_yet("tool_choice", "\"required\"");
-  if (tc->is_object()) refuse_not_yet("tool_choice", "a named function");
-  throw invalid("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}");
+  if (tc == nullptr) return out;
+  if (tc->is_string() && tc->as_string() == "auto") return out;
+  if (tc->is_string() && tc->as_string() == "none") out.mode = ToolChoiceMode::none;
+  else if (tc->is_string() && tc->as_string() == "required") out.mode = ToolChoiceMode::required;
+  else if (tc->is_object()) {
+    const json::Value* type = tc->find("type");
+    const json::Value* fn = tc->find("function");
+    const json::Value* name = fn != nullptr && fn->is_object() ? fn->find("name") : nullptr;
+    if (type == nullptr || !type->is_string() || type->as_string() != "function" || name == nullptr || !name->is_string())
+      throw invalid("tool_choice", "a named 'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    out.mode = ToolChoiceMode::named;
+    out.name = name->as_string();
+  } else {
+    throw invalid("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}");
+  }
+  return out;
 }
 
 }  // namespace kylin::server::detail

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "kylin/constrain/constraint.hpp"
 #include "kylin/generate/session.hpp"
 
 namespace kylin::server {
@@ -37,6 +38,7 @@ struct Job {
   std::vector<int> prompt;
   Channel start = Channel::answer;
   GenerateOptions options;
+  std::shared_ptr<constrain::Constraint> constraint;  // owns options.constraint (null: a free answer)
   std::function<bool(const Piece&)> on_piece;
   std::function<void(Generation&&, std::exception_ptr)> on_done;
   std::atomic<bool> cancelled{false};

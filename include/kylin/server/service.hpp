@@ -13,6 +13,7 @@
 #include "kylin/server/client_watch.hpp"
 #include "kylin/server/event_stream.hpp"
 #include "kylin/server/logprobs.hpp"
+#include "kylin/server/output_constraint.hpp"
 #include "kylin/server/request.hpp"
 #include "kylin/server/responses.hpp"
 #include "kylin/server/scheduler.hpp"
@@ -51,7 +52,8 @@ class Service {
  public:
   Service(Engine& engine, Scheduler& scheduler, std::string model_id, const ServiceOptions& options = {})
       : engine_(engine), scheduler_(scheduler), model_id_(std::move(model_id)), created_(unix_time()),
-        max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())), options_(options) {}
+        max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())), options_(options),
+        constraints_(engine) {}
 
   const std::string& model_id() const { return model_id_; }
 
@@ -241,6 +243,12 @@ class Service {
     });
   }
 
+  // Puts `rules`' constraint (if the answer is not free) on the job, which owns it.
+  void constrain(Job& job, const OutputRules& rules) const {
+    job.constraint = constraints_.make(rules);
+    job.options.constraint = job.constraint.get();
+  }
+
   // A job cut short by abort(): its client is told the server shut down.
   bool aborted(const Generation& g) const { return aborting_ && g.stop_reason == StopReason::cancelled; }
   static Reply shutdown_reply() {
@@ -289,6 +297,7 @@ class Service {
   std::int64_t created_;
   std::size_t max_prompt_bytes_;
   ServiceOptions options_;
+  ConstraintFactory constraints_;
   std::atomic<bool> draining_{false}, aborting_{false};
   std::atomic<int> in_flight_{0};
   std::mutex jobs_mutex_;

@@ -70,8 +70,19 @@ assert.ok(withResult.input_tokens > without.input_tokens + 5);
 assert.equal(withResult.input_tokens, second.usage.input_tokens);
 console.log("tool round trip ok");
 
+// tool_choice any forces a call: a tool_use block whose input has the schema's required city
+// (its length bounded, so the sampled random-weight answer ends well within max_tokens).
+const bounded = [{ ...tools[0], input_schema: { ...tools[0].input_schema, properties: { city: { type: "string", maxLength: 10 } } } }];
+const forced = await client.messages.create({ ...greedy, max_tokens: 200, temperature: 1, tools: bounded, tool_choice: { type: "any" } });
+assert.equal(forced.stop_reason, "tool_use");
+const use = forced.content.find((b) => b.type === "tool_use");
+assert.ok(use, "a tool_use block");
+assert.equal(use.name, "get_weather");
+assert.equal(typeof use.input.city, "string");
+console.log("forced tool use ok");
+
 // Refused requests come back as the SDK's typed errors with Anthropic's error body.
-await assert.rejects(client.messages.create({ ...greedy, tools, tool_choice: { type: "any" } }), (e) => {
+await assert.rejects(client.messages.create({ ...greedy, tools, tool_choice: { type: "tool", name: "get_time" } }), (e) => {
   assert.ok(e instanceof Anthropic.BadRequestError);
   assert.equal(e.error.type, "error");
   assert.equal(e.error.error.type, "invalid_request_error");

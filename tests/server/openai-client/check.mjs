@@ -1,8 +1,10 @@
 // The official openai npm client against a running kylin-server (KYLIN_SERVER_URL, e.g.
 // http://127.0.0.1:8080/v1): a non-streaming and a streaming chat completion, greedy, must agree,
-// with logprobs too (and the legacy completions' logprobs lists);
+// with logprobs too (and the legacy completions' logprobs lists); json_schema and forced tool-call
+// answers validate under ajv;
 // models.list must name the served model; with KYLIN_EMBED_URL (a server with --task embed),
 // embeddings.create in the client's default base64 and in float must agree. Exits non-zero on any mismatch.
+import Ajv from "ajv";
 import OpenAI from "openai";
 
 const baseURL = process.env.KYLIN_SERVER_URL;
@@ -90,13 +92,48 @@ check(lp.tokens.length === legacy.usage.completion_tokens && lp.token_logprobs.l
       lp.top_logprobs.length === lp.tokens.length && lp.text_offset.length === lp.tokens.length, "completions logprobs lists");
 check(lp.top_logprobs.every((top) => Object.keys(top).length === 2) && lp.text_offset[0] === 0, "2 alternatives, offsets from 0");
 
+// Constrained answers, validated by ajv (an independent JSON-schema validator): a json_schema
+// response_format and a forced tool call, sampled from the random-weight model.
+const ajv = new Ajv({ strict: true });
+const schema = {
+  type: "object",
+  properties: { city: { type: "string", maxLength: 12 }, rank: { type: "integer" }, tags: { type: "array", items: { enum: ["x", "y"] }, maxItems: 3 } },
+  required: ["city", "rank"],
+  additionalProperties: false,
+};
+const valid = ajv.compile(schema);
+const noThink = { chat_template_kwargs: { enable_thinking: false } };
+for (const seed of [1, 2]) {
+  const r = await client.chat.completions.create({
+    ...request, ...noThink, max_tokens: 300, temperature: 1, seed,
+    response_format: { type: "json_schema", json_schema: { name: "city", strict: true, schema } },
+  });
+  const content = r.choices[0].message.content;
+  check(r.choices[0].finish_reason === "stop", `json_schema answer ends (seed ${seed})`);
+  check(valid(JSON.parse(content)), `json_schema answer validates under ajv (seed ${seed}): ${content} ${ajv.errorsText(valid.errors)}`);
+}
+const weather = { type: "object", properties: { city: { type: "string", maxLength: 10 }, unit: { enum: ["c", "f"] } }, required: ["city"], additionalProperties: false };
+const validWeather = ajv.compile(weather);
+const forced = await client.chat.completions.create({
+  ...request, ...noThink, max_tokens: 300, temperature: 1, seed: 3,
+  tools: [{ type: "function", function: { name: "get_weather", parameters: weather } }], tool_choice: "required",
+});
+const calls = forced.choices[0].message.tool_calls ?? [];
+check(forced.choices[0].finish_reason === "tool_calls" && calls.length >= 1, "tool_choice required gives tool calls");
+for (const c of calls)
+  check(c.function.name === "get_weather" && validWeather(JSON.parse(c.function.arguments)), `call arguments validate: ${c.function.arguments}`);
+
 let refusedParam = null;
 try {
-  await client.chat.completions.create({ ...request, response_format: { type: "json_object" } });
+  await client.chat.completions.create({
+    ...request,
+    response_format: { type: "json_schema", json_schema: { name: "d", schema: { type: "string", format: "date" } } },
+  });
 } catch (e) {
   refusedParam = e instanceof OpenAI.BadRequestError ? e.param : null;
 }
-check(refusedParam === "response_format", "an unsupported response_format is a BadRequestError naming it");
+check(refusedParam === "response_format.json_schema.schema", "a schema kylin cannot enforce is a BadRequestError naming it");
+console.log("constrained answers ok");
 
 let rejected = false;
 try {

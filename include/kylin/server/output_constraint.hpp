@@ -1,0 +1,123 @@
+// What a chat request demands of its answer (response_format: JSON, under a schema or not;
+// tool_choice: a call must be made, or a named one) and the constrain::Constraint that enforces it
+// while the answer is sampled. Schemas compile on the request thread, so a bad one is a 400.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kylin/constrain/constraint.hpp"
+#include "kylin/constrain/json_schema.hpp"
+#include "kylin/constrain/tool_call_grammar.hpp"
+#include "kylin/generate/engine.hpp"
+#include "kylin/server/api_error.hpp"
+
+namespace kylin::server {
+
+struct ResponseFormat {
+  enum class Type { text, json_object, json_schema };
+  Type type = Type::text;
+  json::Value schema;  // json_schema: the schema; null: any JSON value
+};
+
+enum class ToolChoiceMode { automatic, none, required, named };
+
+struct ToolChoice {
+  ToolChoiceMode mode = ToolChoiceMode::automatic;
+  std::string name;  // named: the one function to call
+  bool forces_call() const { return mode == ToolChoiceMode::required || mode == ToolChoiceMode::named; }
+};
+
+// What one request's constraint is built from. `tools` is the OpenAI-shaped list the prompt
+// shows ([{type, function: {name, parameters}}], null when none); the param strings name the
+// request fields that a compile error points at.
+struct OutputRules {
+  ResponseFormat format;
+  ToolChoice tool_choice;
+  const json::Value* tools = nullptr;
+  std::size_t max_calls = 0;  // 0: any number
+  bool thinking = false;      // Qwen3 thinking on: a free <think> block may come first
+  std::string schema_param = "response_format.json_schema.schema";
+  std::string tool_schema_param = "function.parameters";  // after "tools[i]."
+};
+
+// Makes constraints for one engine. The two token tries (tool tags as added tokens, and as text
+// for tool-call grammars) are built on first use, ~0.1 s each, and shared by every request.
+class ConstraintFactory {
+ public:
+  explicit ConstraintFactory(const Engine& engine) : engine_(engine) {}
+
+  // Null when the answer is free: text format and no forced call. Throws ApiError (400) naming
+  // the field whose schema cannot be compiled.
+  std::shared_ptr<constrain::Constraint> make(const OutputRules& rules) const {
+    const bool json = rules.format.type != ResponseFormat::Type::text;
+    const bool have_tools = rules.tools != nullptr && rules.tools->is_array() && rules.tools->size() > 0 &&
+                            rules.tool_choice.mode != ToolChoiceMode::none;
+    if (!json && !rules.tool_choice.forces_call()) return nullptr;
+    constrain::ConstraintOptions options;
+    options.thinking = rules.thinking ? constrain::ThinkingPolicy::allow : constrain::ThinkingPolicy::none;
+    // With a JSON format, calls stay possible (tool_choice auto) as the grammar's other branch.
+    const bool calls = rules.tool_choice.forces_call() || (json && have_tools);
+    if (!calls) return std::make_shared<constrain::Constraint>(answer_grammar(rules), text_trie(), options);
+    constrain::Grammar g = call_grammar(rules);
+    if (json && !rules.tool_choice.forces_call()) g = constrain::either(g, answer_grammar(rules));
+    return std::make_shared<constrain::Constraint>(std::move(g), tool_trie(), options);
+  }
+
+ private:
+  static constrain::Grammar answer_grammar(const OutputRules& rules) {
+    if (rules.format.type == ResponseFormat::Type::json_object) return constrain::json_object_grammar();
+    if (rules.format.schema.is_null()) return constrain::json_value_grammar();
+    return compile(rules.format.schema, rules.schema_param);
+  }
+
+  static constrain::Grammar call_grammar(const OutputRules& rules) {
+    std::vector<constrain::ToolGrammar> tools;
+    for (std::size_t i = 0; i < rules.tools->size(); ++i) {
+      const json::Value& fn = *rules.tools->as_array()[i].find("function");
+      const std::string& name = fn.find("name")->as_string();
+      if (rules.tool_choice.mode == ToolChoiceMode::named && name != rules.tool_choice.name) continue;
+      const json::Value* params = fn.find("parameters");
+      const std::string param = "tools[" + std::to_string(i) + "]." + rules.tool_schema_param;
+      // No schema, or an empty one, takes any JSON object, as the template shows it to the model.
+      const bool open = params == nullptr || params->is_null() || (params->is_object() && params->size() == 0);
+      tools.push_back({name, open ? constrain::json_object_grammar() : compile(*params, param)});
+    }
+    return constrain::tool_calls_grammar(tools, {.min = 1, .max = rules.max_calls});
+  }
+
+  static constrain::Grammar compile(const json::Value& schema, const std::string& param) {
+    try {
+      return constrain::json_schema_grammar(schema);
+    } catch (const Error& e) {
+      throw invalid(param, "'" + param + "' cannot be enforced: " + e.what());
+    }
+  }
+
+  std::shared_ptr<const constrain::TokenTrie> text_trie() const {
+    std::call_once(text_once_, [&] { text_ = build({}); });
+    return text_;
+  }
+  std::shared_ptr<const constrain::TokenTrie> tool_trie() const {
+    std::call_once(tool_once_, [&] {
+      std::vector<int> tags;
+      for (const char* tag : {"<tool_call>", "</tool_call>"})
+        if (auto id = engine_.tokenizer().token_to_id(tag)) tags.push_back(*id);
+      tool_ = build(tags);
+    });
+    return tool_;
+  }
+  std::shared_ptr<const constrain::TokenTrie> build(const std::vector<int>& added_as_text) const {
+    return std::make_shared<const constrain::TokenTrie>(constrain::TokenTrie::build(
+        engine_.tokenizer(), engine_.eos_ids(), static_cast<std::size_t>(engine_.model().vocab_size()), added_as_text));
+  }
+
+  const Engine& engine_;
+  mutable std::once_flag text_once_, tool_once_;
+  mutable std::shared_ptr<const constrain::TokenTrie> text_, tool_;
+};
+
+}  // namespace kylin::server
