@@ -173,10 +173,7 @@ class Session {
   }
 
  private:
-  using clock = std::chrono::steady_clock;
-  static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
-
-  void prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats);
+  friend class GenerationRun;
 
   Engine* engine_;
   KVCache cache_;
@@ -184,92 +181,162 @@ class Session {
   int think_open_ = -1, think_close_ = -1;
 };
 
-inline void Session::prefill(std::span<const int> prompt, const GenerateOptions& o, GenerationStats& stats) {
-  if (prompt.empty()) throw Error(ErrorCategory::request, "prompt", "empty prompt");
-  if (static_cast<std::int64_t>(prompt.size()) >= cache_.capacity())
-    throw Error(ErrorCategory::request, "prompt",
-                "prompt of " + std::to_string(prompt.size()) + " tokens leaves no room in the context of " +
-                    std::to_string(cache_.capacity()) + " tokens");
-  // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
-  std::int64_t reuse = std::min<std::int64_t>(cache_.common_prefix(prompt), static_cast<std::int64_t>(prompt.size()) - 1);
-  if (o.prompt_cache) {
-    const auto t_load = clock::now();
-    if (o.prompt_cache->load(prompt, cache_, reuse) > 0) stats.cache_load_ms = ms_since(t_load);
-    reuse = std::min<std::int64_t>(cache_.common_prefix(prompt), static_cast<std::int64_t>(prompt.size()) - 1);
+// One generation on a Session, advanced one model step at a time: the caller runs the model on
+// input() (alone, or beside other runs in one batched forward) and then calls advance(). Session::
+// generate drives one run by itself; kylin-server's scheduler steps all its slots' runs together.
+// The run keeps references to the session and the prompt ids; it may not be moved.
+class GenerationRun {
+ public:
+  // Checks the options, reuses the cached prefix (or a stored one from o.prompt_cache) and plans
+  // the prefill in chunks of at most `prefill_chunk` tokens (0: the whole rest in one input).
+  GenerationRun(Session& s, std::span<const int> prompt, GenerateOptions o, Channel channel, std::int64_t prefill_chunk = 0)
+      : s_(s), prompt_(prompt), o_(std::move(o)), t0_(clock::now()),
+        sampler_(s.logits_.size(), checked_params(*s.engine_, o_), s.engine_->sampleable_ids()),  // never an id without a token
+        decoder_(s.engine_->tokenizer()),
+        emit_(o_.on_piece, o_.stop, g_.content, g_.reasoning, channel) {
+    g_.stats.load_ms = s.engine_->load_ms();
+    start_prefill();
+    chunk_ = prefill_chunk > 0 ? prefill_chunk : o_.on_prefill ? 256 : static_cast<std::int64_t>(rest_.size());
+    if (o_.constraint) o_.constraint->begin(channel == Channel::reasoning);
   }
-  cache_.truncate(reuse);
-  const auto rest = prompt.subspan(static_cast<std::size_t>(reuse));
-  stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
-  stats.cached_tokens = reuse;
-  stats.prefill_tokens = static_cast<std::int64_t>(rest.size());
-  const auto t0 = clock::now();
-  // Chunks of 256 tokens only to report progress; the model chunks internally anyway.
-  constexpr std::size_t progress_chunk = 256;
-  const std::size_t step = o.on_prefill ? progress_chunk : rest.size();
-  for (std::size_t i = 0; i < rest.size(); i += step) {
-    const auto part = rest.subspan(i, std::min(step, rest.size() - i));
-    engine_->model().forward(part, cache_, logits_);
-    if (o.on_prefill) o.on_prefill(static_cast<std::int64_t>(i + part.size()), static_cast<std::int64_t>(rest.size()));
+  GenerationRun(const GenerationRun&) = delete;
+  GenerationRun& operator=(const GenerationRun&) = delete;
+
+  bool done() const { return done_; }
+  bool prefilling() const { return fed_ < static_cast<std::int64_t>(rest_.size()); }
+
+  // The next forward: a chunk of the prompt, or the last sampled token, on the session's cache,
+  // its last row's logits into the session's buffer. Only while !done().
+  SequenceInput input() {
+    const std::span<const int> tokens =
+        prefilling() ? rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(std::min<std::int64_t>(
+                                                                          chunk_, static_cast<std::int64_t>(rest_.size()) - fed_)))
+                     : std::span<const int>(&g_.tokens.back(), 1);
+    return {tokens, s_.cache_, {.logits = s_.logits_}};
   }
-  stats.prefill_ms = ms_since(t0);
-  stats.prefill_tok_s = stats.prefill_ms > 0 ? 1000.0 * static_cast<double>(rest.size()) / stats.prefill_ms : 0;
-}
+
+  // After the forward of input(): reports prefill progress, or samples and emits the next token
+  // and decides whether the generation goes on.
+  void advance() {
+    if (prefilling()) {
+      fed_ += std::min<std::int64_t>(chunk_, static_cast<std::int64_t>(rest_.size()) - fed_);
+      if (o_.on_prefill) o_.on_prefill(fed_, static_cast<std::int64_t>(rest_.size()));
+      if (prefilling()) return;
+      end_prefill();
+      if (o_.max_new_tokens <= 0) return stop(StopReason::max_tokens);
+    }
+    sample();
+  }
+
+  // Ends the generation before its natural end (e.g. its client left), as cancelled.
+  void cancel() {
+    if (!done_) stop(StopReason::cancelled);
+  }
+
+  // The result, once done(). Stores the prompt in o.prompt_cache when asked to.
+  Generation finish() {
+    if (g_.stop_reason != StopReason::stop_string && g_.stop_reason != StopReason::cancelled) {
+      emit_.text(decoder_.flush());
+      emit_.finish();
+    }
+    GenerationStats& st = g_.stats;
+    st.generated_tokens = static_cast<std::int64_t>(g_.tokens.size());
+    // Decode speed counts the tokens after the first, which came out of the prefill.
+    st.decode_ms = g_.tokens.empty() ? 0 : ms_since(t_first_);
+    const auto decoded = st.generated_tokens > 1 ? st.generated_tokens - 1 : 0;
+    st.decode_tok_s = st.decode_ms > 0 && decoded ? 1000.0 * static_cast<double>(decoded) / st.decode_ms : 0;
+    if (o_.prompt_cache && o_.store_prompt) s_.store_prompt(*o_.prompt_cache, prompt_);
+    return std::move(g_);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
+  static SamplingParams checked_params(const Engine& e, const GenerateOptions& o) {
+    const SamplingParams params = apply_overrides(e.default_sampling(), o.sampling);
+    params.validate();
+    return params;
+  }
+
+  void start_prefill() {
+    KVCache& cache = s_.cache_;
+    if (prompt_.empty()) throw Error(ErrorCategory::request, "prompt", "empty prompt");
+    if (static_cast<std::int64_t>(prompt_.size()) >= cache.capacity())
+      throw Error(ErrorCategory::request, "prompt",
+                  "prompt of " + std::to_string(prompt_.size()) + " tokens leaves no room in the context of " +
+                      std::to_string(cache.capacity()) + " tokens");
+    // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
+    const auto last = static_cast<std::int64_t>(prompt_.size()) - 1;
+    std::int64_t reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
+    if (o_.prompt_cache) {
+      const auto t_load = clock::now();
+      if (o_.prompt_cache->load(prompt_, cache, reuse) > 0) g_.stats.cache_load_ms = ms_since(t_load);
+      reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
+    }
+    cache.truncate(reuse);
+    rest_ = prompt_.subspan(static_cast<std::size_t>(reuse));
+    g_.stats.prompt_tokens = static_cast<std::int64_t>(prompt_.size());
+    g_.stats.cached_tokens = reuse;
+    g_.stats.prefill_tokens = static_cast<std::int64_t>(rest_.size());
+    t_prefill_ = clock::now();
+  }
+
+  void end_prefill() {
+    g_.stats.prefill_ms = ms_since(t_prefill_);
+    g_.stats.prefill_tok_s = g_.stats.prefill_ms > 0 ? 1000.0 * static_cast<double>(rest_.size()) / g_.stats.prefill_ms : 0;
+  }
+
+  void stop(StopReason r) {
+    g_.stop_reason = r;
+    done_ = true;
+  }
+
+  void sample() {
+    std::span<float> logits = s_.logits_;
+    if (o_.on_logits) o_.on_logits(logits);
+    if (o_.constraint) o_.constraint->mask(logits);
+    const int id = sampler_.sample(logits, prompt_, g_.tokens);
+    if (g_.tokens.empty()) {
+      g_.stats.ttft_ms = ms_since(t0_);
+      t_first_ = clock::now();
+    }
+    if (!o_.ignore_eos && s_.engine_->is_eos(id)) return stop(StopReason::eos);
+    g_.tokens.push_back(id);
+    if (o_.on_token) o_.on_token(id);
+    if (o_.constraint) o_.constraint->accept(id);
+    bool keep = true;
+    if (id == s_.think_open_ && emit_.channel() == Channel::answer) keep = emit_.switch_to(Channel::reasoning);
+    else if (id == s_.think_close_ && emit_.channel() == Channel::reasoning) keep = emit_.switch_to(Channel::answer);
+    else keep = emit_.text(decoder_.push(id));
+    if (emit_.stopped_by_string()) stop(StopReason::stop_string);
+    else if (!keep) stop(StopReason::cancelled);
+    else if (o_.constraint && o_.constraint->finished()) stop(StopReason::eos);
+    else if (static_cast<std::int64_t>(g_.tokens.size()) >= o_.max_new_tokens) stop(StopReason::max_tokens);
+    else if (s_.cache_.remaining() == 0) stop(StopReason::context_full);
+  }
+
+  Session& s_;
+  std::span<const int> prompt_;
+  GenerateOptions o_;
+  clock::time_point t0_, t_prefill_, t_first_;
+  Generation g_;
+  Sampler sampler_;
+  StreamDecoder decoder_;
+  ChannelRouter emit_;
+  std::span<const int> rest_;  // the prompt after the reused prefix: what the prefill runs
+  std::int64_t fed_ = 0;       // of rest_
+  std::int64_t chunk_ = 0;
+  bool done_ = false;
+};
 
 inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {
-  const auto t0 = clock::now();
-  Generation g;
-  g.stats.load_ms = engine_->load_ms();
-  const SamplingParams params = apply_overrides(engine_->default_sampling(), o.sampling);
-  params.validate();
-  prefill(prompt, o, g.stats);
-  Sampler sampler(logits_.size(), params, engine_->sampleable_ids());  // never an id without a token
-  StreamDecoder decoder(engine_->tokenizer());
-  ChannelRouter emit(o.on_piece, o.stop, g.content, g.reasoning, channel);
-  auto t_first = clock::now();
-  bool go = o.max_new_tokens > 0;
-  if (!go) g.stop_reason = StopReason::max_tokens;
-  if (o.constraint) o.constraint->begin(channel == Channel::reasoning);
-  while (go) {
-    if (o.on_logits) o.on_logits(logits_);
-    if (o.constraint) o.constraint->mask(logits_);
-    const int id = sampler.sample(logits_, prompt, g.tokens);
-    if (g.tokens.empty()) {
-      g.stats.ttft_ms = ms_since(t0);
-      t_first = clock::now();
-    }
-    if (!o.ignore_eos && engine_->is_eos(id)) {
-      g.stop_reason = StopReason::eos;
-      break;
-    }
-    g.tokens.push_back(id);
-    if (o.on_token) o.on_token(id);
-    if (o.constraint) o.constraint->accept(id);
-    bool keep = true;
-    if (id == think_open_ && emit.channel() == Channel::answer) keep = emit.switch_to(Channel::reasoning);
-    else if (id == think_close_ && emit.channel() == Channel::reasoning) keep = emit.switch_to(Channel::answer);
-    else keep = emit.text(decoder.push(id));
-    if (emit.stopped_by_string()) g.stop_reason = StopReason::stop_string;
-    else if (!keep) g.stop_reason = StopReason::cancelled;
-    else if (o.constraint && o.constraint->finished()) g.stop_reason = StopReason::eos;
-    else if (static_cast<std::int64_t>(g.tokens.size()) >= o.max_new_tokens) g.stop_reason = StopReason::max_tokens;
-    else if (cache_.remaining() == 0) g.stop_reason = StopReason::context_full;
-    else {
-      engine_->model().forward(std::span<const int>(&g.tokens.back(), 1), cache_, logits_);
-      continue;
-    }
-    go = false;
+  GenerationRun run(*this, prompt, o, channel);
+  while (!run.done()) {
+    const SequenceInput in = run.input();
+    engine_->model().forward(std::span<const SequenceInput>(&in, 1));
+    run.advance();
   }
-  if (g.stop_reason != StopReason::stop_string && g.stop_reason != StopReason::cancelled) {
-    emit.text(decoder.flush());
-    emit.finish();
-  }
-  g.stats.generated_tokens = static_cast<std::int64_t>(g.tokens.size());
-  // Decode speed counts the tokens after the first, which came out of the prefill.
-  g.stats.decode_ms = ms_since(t_first);
-  const auto decoded = g.stats.generated_tokens > 1 ? g.stats.generated_tokens - 1 : 0;
-  g.stats.decode_tok_s = g.stats.decode_ms > 0 && decoded ? 1000.0 * static_cast<double>(decoded) / g.stats.decode_ms : 0;
-  if (o.prompt_cache && o.store_prompt) store_prompt(*o.prompt_cache, prompt);
-  return g;
+  return run.finish();
 }
 
 }  // namespace kylin
