@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   app.add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
       ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
-  app.add_option("--parallel", o.parallel, "KV-cache slots (conversations kept warm; the model runs one at a time)")
+  app.add_option("--parallel", o.parallel, "Slots: generations that run at once, batched into each forward pass (each keeps its KV cache warm)")
       ->check(CLI::Range(1, 64));
   app.add_option("--queue", o.queue, "Most requests waiting; more get 503")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413");

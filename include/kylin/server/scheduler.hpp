@@ -1,8 +1,9 @@
-// Scheduler: the bounded request queue in front of the model. HTTP threads submit jobs
-// concurrently; one inference thread runs them in arrival order. The Model has one workspace,
-// so runs are serialized on it whatever the slot count: `slots` are KV caches (Sessions), and
-// each job goes to the slot whose cache shares the longest prefix with its prompt (least
-// recently used on ties), so several interleaved conversations all keep their prefix reuse.
+// Scheduler: the bounded request queue in front of the model, with continuous batching. HTTP
+// threads submit jobs concurrently; one inference thread admits them in arrival order into free
+// slots (KV caches, each a Session; a job takes the free slot whose cache shares the longest
+// prefix with its prompt, least recently used on ties) and advances every running generation
+// together: each step is one batched forward over one token of each decoding slot and a prompt
+// chunk of each prefilling one, within a token budget, so a long prompt does not stall the others.
 #pragma once
 
 #include <algorithm>
@@ -24,12 +25,17 @@
 namespace kylin::server {
 
 struct SchedulerOptions {
-  int slots = 1;                  // KV caches, each a Session
-  std::size_t max_queued = 16;    // jobs waiting beyond the one running; more are refused
+  int slots = 1;                  // KV caches, each a Session: the generations that run at once
+  std::size_t max_queued = 16;    // jobs waiting beyond the running ones; more are refused
   std::optional<std::int64_t> context_length;  // per slot; default: the engine's
   // Disk cache of prompt prefixes (--cache-dir) or null: a job loads its longest stored prefix,
   // and its prompt's KV is queued for writing after on_done, off the request's path.
   PromptCache* prompt_cache = nullptr;
+  // A prompt is fed in chunks of this many tokens whatever runs beside it, so a request's numbers
+  // do not depend on its neighbours; a step adds prompt chunks while it has at most step_tokens
+  // rows (and always one, so prefills progress).
+  std::int64_t prefill_chunk = 256;
+  std::int64_t step_tokens = 512;
 };
 
 // One generation. `on_piece` runs on the inference thread; returning false (or setting
@@ -54,9 +60,13 @@ struct Job {
 
 class Scheduler {
  public:
-  Scheduler(Engine& engine, const SchedulerOptions& o) : max_queued_(o.max_queued), prompt_cache_(o.prompt_cache) {
-    const int n = o.slots < 1 ? 1 : o.slots;
-    for (int i = 0; i < n; ++i) slots_.push_back(Slot{std::make_unique<Session>(engine, o.context_length), 0});
+  Scheduler(Engine& engine, const SchedulerOptions& o)
+      : engine_(engine), slots_(static_cast<std::size_t>(std::max(1, o.slots))), max_queued_(o.max_queued),
+        prompt_cache_(o.prompt_cache), prefill_chunk_(std::max<std::int64_t>(1, o.prefill_chunk)),
+        step_tokens_(std::max<std::int64_t>(1, o.step_tokens)) {
+    for (auto& s : slots_) s.session = std::make_unique<Session>(engine, o.context_length);
+    batch_.reserve(slots_.size());
+    stepping_.reserve(slots_.size());
     worker_ = std::thread([this] { run(); });
   }
   Scheduler(const Scheduler&) = delete;
@@ -89,6 +99,8 @@ class Scheduler {
     return queue_.size();
   }
   bool busy() const { return busy_.load(); }
+  // Generations running now (at most slots()).
+  int active() const { return active_.load(); }
   // Queued jobs already cancelled (their client left): still in queued() until skipped.
   std::size_t queued_cancelled() const {
     std::lock_guard lock(mutex_);
@@ -104,81 +116,172 @@ class Scheduler {
  private:
   struct Slot {
     std::unique_ptr<Session> session;
-    std::uint64_t last_used = 0;
+    std::uint64_t last_used = 0;   // admission order of its latest job
+    std::shared_ptr<Job> job;      // the generation running here, or null
+    std::optional<GenerationRun> run;
+    std::exception_ptr error;      // the run failed; it ends this step
   };
 
-  Session& pick_slot(std::span<const int> prompt) {
-    Slot* best = &slots_.front();
+  bool free(const Slot& s) const { return s.job == nullptr; }
+
+  Slot& pick_free_slot(std::span<const int> prompt) {
+    Slot* best = nullptr;
     std::int64_t best_prefix = -1;
     for (auto& s : slots_) {
+      if (!free(s)) continue;
       const std::int64_t p = s.session->cache().common_prefix(prompt);
       if (p > best_prefix || (p == best_prefix && s.last_used < best->last_used)) best = &s, best_prefix = p;
     }
     best->last_used = ++clock_;
-    return *best->session;
+    return *best;
   }
 
   void run() {
+    while (admit()) {
+      step();
+      busy_ = active_ > 0;
+    }
+  }
+
+  // Takes queued jobs in order while they can start: a generation needs a free slot; slot and
+  // engine tasks wait until no generation runs (they need a slot, or the model, to themselves).
+  // Blocks only when nothing runs. False once stopping with nothing queued or running.
+  bool admit() {
     while (true) {
       std::shared_ptr<Job> job;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping and drained
+        if (active_ == 0) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return active_ > 0;
+        const Job& head = *queue_.front();
+        const bool alone = head.slot_task || (head.engine_task && !head.cancelled.load());
+        const bool generation = !alone && !head.cancelled.load();
+        if ((alone && active_ > 0) || (generation && active_ == slots())) return true;
         job = std::move(queue_.front());
         queue_.pop_front();
         busy_ = true;
       }
-      execute(*job);
-      busy_ = false;
+      start(job);
     }
+  }
+
+  // Runs a task or a skip to its end now; starts a generation in a free slot.
+  void start(const std::shared_ptr<Job>& job) {
+    if (job->slot_task || job->engine_task || job->cancelled.load()) return execute(*job);
+    Slot& slot = pick_free_slot(job->prompt);
+    GenerateOptions o = job->options;
+    o.on_piece = [j = job.get()](const Piece& p) { return !j->cancelled.load() && (!j->on_piece || j->on_piece(p)); };
+    o.prompt_cache = prompt_cache_;
+    o.store_prompt = false;  // in finish(), once the answer is out
+    try {
+      slot.run.emplace(*slot.session, job->prompt, std::move(o), job->start, prefill_chunk_);
+    } catch (...) {
+      job->on_done(Generation{}, std::current_exception());
+      return;
+    }
+    slot.job = job;
+    ++active_;
   }
 
   void execute(Job& job) {
     Generation g;
     std::exception_ptr error;
-    Session* session = nullptr;
-    if (job.slot_task) {
-      try {
-        job.slot_task(*slots_.at(static_cast<std::size_t>(job.slot)).session);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    } else if (job.cancelled.load()) {
-      g.stop_reason = StopReason::cancelled;
-      ++skipped_;
-    } else if (job.engine_task) {
-      try {
-        job.engine_task();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    } else {
-      try {
-        GenerateOptions o = job.options;
-        o.on_piece = [&job](const Piece& p) { return !job.cancelled.load() && (!job.on_piece || job.on_piece(p)); };
-        o.prompt_cache = prompt_cache_;
-        o.store_prompt = false;  // below, once the answer is out
-        session = &pick_slot(job.prompt);
-        g = session->generate(job.prompt, o, job.start);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      generated_tokens_ += static_cast<std::uint64_t>(g.tokens.size());
+    try {
+      if (job.slot_task) job.slot_task(*slots_.at(static_cast<std::size_t>(job.slot)).session);
+      else if (job.cancelled.load()) g.stop_reason = StopReason::cancelled, ++skipped_;
+      else job.engine_task();
+    } catch (...) {
+      error = std::current_exception();
     }
     job.on_done(std::move(g), error);
-    if (prompt_cache_ && session && !error) session->store_prompt(*prompt_cache_, job.prompt);
   }
 
+  // One batched forward: a token of every decoding slot, then prompt chunks of the prefilling
+  // ones, oldest first, while the step has rows to spare; then every finished run ends.
+  void step() {
+    batch_.clear();
+    stepping_.clear();
+    std::int64_t rows = 0;
+    for (auto& s : slots_)
+      if (s.run && !s.run->done() && !s.run->prefilling()) add(s, rows);
+    bool chunk = false;
+    for (Slot* s = oldest_prefill(0); s != nullptr; s = oldest_prefill(s->last_used)) {
+      const auto n = static_cast<std::int64_t>(s->run->input().tokens.size());
+      if (chunk && rows + n > step_tokens_) break;
+      chunk |= add(*s, rows);
+    }
+    if (!batch_.empty()) {
+      try {
+        engine_.model().forward(batch_);
+      } catch (...) {
+        for (Slot* s : stepping_) s->error = std::current_exception();
+      }
+      for (Slot* s : stepping_) {
+        if (s->error) continue;
+        try {
+          s->run->advance();
+        } catch (...) {
+          s->error = std::current_exception();
+        }
+      }
+    }
+    for (auto& s : slots_)
+      if (s.run && (s.error || s.run->done())) finish(s);
+  }
+
+  // Adds the slot's next input to the step, unless its client left (then it ends as cancelled).
+  bool add(Slot& s, std::int64_t& rows) {
+    if (s.job->cancelled.load()) {
+      s.run->cancel();
+      return false;
+    }
+    batch_.push_back(s.run->input());
+    stepping_.push_back(&s);
+    rows += static_cast<std::int64_t>(batch_.back().tokens.size());
+    return true;
+  }
+
+  // The prefilling slot admitted first after admission number `after` (null: none).
+  Slot* oldest_prefill(std::uint64_t after) {
+    Slot* best = nullptr;
+    for (auto& s : slots_)
+      if (s.run && !s.run->done() && s.run->prefilling() && s.last_used > after && (!best || s.last_used < best->last_used)) best = &s;
+    return best;
+  }
+
+  void finish(Slot& s) {
+    Generation g;
+    std::exception_ptr error = s.error;
+    if (!error) {
+      try {
+        g = s.run->finish();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    std::shared_ptr<Job> job = std::move(s.job);
+    s.run.reset();
+    s.error = nullptr;
+    generated_tokens_ += static_cast<std::uint64_t>(g.tokens.size());
+    --active_;
+    job->on_done(std::move(g), error);
+    if (prompt_cache_ && !error) s.session->store_prompt(*prompt_cache_, job->prompt);
+  }
+
+  Engine& engine_;
   std::vector<Slot> slots_;
   std::uint64_t clock_ = 0;
   std::size_t max_queued_;
   PromptCache* prompt_cache_;
+  std::int64_t prefill_chunk_, step_tokens_;
+  std::vector<SequenceInput> batch_;  // [<= slots] this step's inputs
+  std::vector<Slot*> stepping_;       // [<= slots] their slots
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
   std::atomic<bool> busy_{false};
+  std::atomic<int> active_{0};
   std::atomic<std::uint64_t> skipped_{0}, generated_tokens_{0};
   std::thread worker_;
 };

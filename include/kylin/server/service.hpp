@@ -74,6 +74,7 @@ class Service {
     out.set("status", draining_ ? "shutting_down" : "ok");
     out.set("queued", static_cast<std::int64_t>(scheduler_.queued()));
     out.set("busy", scheduler_.busy());
+    out.set("active", static_cast<std::int64_t>(scheduler_.active()));
     out.set("queued_cancelled", static_cast<std::int64_t>(scheduler_.queued_cancelled()));
     out.set("skipped", static_cast<std::int64_t>(scheduler_.skipped()));
     out.set("generated_tokens", static_cast<std::int64_t>(scheduler_.generated_tokens()));
