@@ -27,6 +27,7 @@ struct Options {
   std::size_t queue = 16;
   std::size_t max_body = std::size_t{4} << 20;
   std::string cors_origin;
+  bool no_access_log = false;
   bool special_in_content = false;  // transformers' tokenization of message text (off: plain text)
   double shutdown_timeout = 5;
   double request_timeout = 30;
@@ -106,7 +107,8 @@ int serve(const Options& o) {
   // A worker for every queued request (each waits for its generation) plus a few for health,
   // tokenize and refusals; incomplete requests never take one.
   limits.workers = std::max<std::size_t>(8, o.queue + static_cast<std::size_t>(o.parallel) + 4);
-  kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors_origin = o.cors_origin}),
+  kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors_origin = o.cors_origin,
+                                                                                 .access_log = !o.no_access_log}),
                                    kylin_server::transport_error);
   http.bind(o.host, o.port);
   std::fprintf(stderr, "kylin-server: %s (task %s, context %lld, %d slot(s)) on http://%s:%d\n", service.model_id().c_str(),
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
                  "rerank: /v1/rerank (a Qwen3-Reranker). Default: embed when the model directory is an embedding model, else generate")
       ->check(CLI::IsMember({"generate", "embed", "rerank"}));
   app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
+  app.add_flag("--no-access-log", o.no_access_log, "Write no line per request on stderr");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")
       ->check(CLI::Range(0.0, 3600.0));
   auto& l = o.limits;

@@ -2,6 +2,9 @@
 #include "kylin-server/routes.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
 #include <functional>
 #include <string_view>
 
@@ -106,9 +109,17 @@ struct Route {
   std::function<http::Response(http::Request&, std::string_view tail)> handle;
 };
 
+http::Response metrics(const srv::Service& service) {
+  http::Response r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = service.metrics_text();
+  return r;
+}
+
 std::vector<Route> routes(srv::Service& service) {
   return {
       {"/health", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.health()); }},
+      {"/metrics", false, "GET", [&service](http::Request&, std::string_view) { return metrics(service); }},
       {"/v1/models", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.models()); }},
       {"/v1/models/", true, "GET", [&service](http::Request&, std::string_view id) { return reply(service.model(id)); }},
       {"/v1/chat/completions", false, "POST",
@@ -172,19 +183,61 @@ http::Response dispatch(const std::vector<Route>& table, http::Request& req, con
   return guarded([&] { return route->handle(req, tail); });
 }
 
+// What the access log and the metrics get of one request, written once its last byte is out or
+// its client is gone (when the transport drops the response): method, endpoint, status, tokens
+// and duration, never the prompt or the answer.
+class RequestRecord {
+ public:
+  RequestRecord(srv::Service& service, const http::Request& req, std::string endpoint, int status, bool log)
+      : service_(service), method_(req.method), endpoint_(std::move(endpoint)), status_(status), watch_(req.watch), log_(log) {}
+  RequestRecord(const RequestRecord&) = delete;
+  RequestRecord& operator=(const RequestRecord&) = delete;
+  ~RequestRecord() {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    service_.metrics().request(endpoint_, status_, seconds);
+    const std::optional<kylin::GenerationStats> stats = watch_ ? watch_->stats() : std::nullopt;
+    if (stats) service_.metrics().generation(*stats);
+    if (!log_) return;
+    std::fprintf(stderr, "kylin-server: %s %s %d prompt_tokens=%lld cached_tokens=%lld completion_tokens=%lld %.1f ms\n",
+                 method_.c_str(), endpoint_.c_str(), status_, static_cast<long long>(stats ? stats->prompt_tokens : 0),
+                 static_cast<long long>(stats ? stats->cached_tokens : 0), static_cast<long long>(stats ? stats->generated_tokens : 0),
+                 seconds * 1000.0);
+  }
+  void start(std::chrono::steady_clock::time_point t0) { t0_ = t0; }
+
+ private:
+  srv::Service& service_;
+  std::string method_, endpoint_;
+  int status_;
+  std::shared_ptr<srv::ClientWatch> watch_;
+  bool log_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+// The label of a request's route: its path pattern, so label values stay a fixed set.
+std::string endpoint_of(const std::vector<Route>& table, const http::Request& req) {
+  const Route* route = find_route(table, req.path);
+  if (route == nullptr) return "other";
+  return route->prefix ? std::string(route->path) + "{id}" : std::string(route->path);
+}
+
 }  // namespace
 
 std::string transport_error(int status, const std::string& message) { return srv::error_body(status, message); }
 
 http::Handler make_handler(srv::Service& service, const HttpOptions& options) {
   auto table = std::make_shared<std::vector<Route>>(routes(service));
-  return [table, options](http::Request& req) {
+  return [table, options, &service](http::Request& req) {
+    const auto t0 = std::chrono::steady_clock::now();
     http::Response r = dispatch(*table, req, options);
     if (!options.cors_origin.empty()) {
       r.set_header("Access-Control-Allow-Origin", options.cors_origin);
       if (options.cors_origin != "*") r.set_header("Vary", "Origin");
     }
-    return r;
+    auto record = std::make_shared<RequestRecord>(service, req, endpoint_of(*table, req), r.status, options.access_log);
+    record->start(t0);
+    if (r.next) r.next = [next = std::move(r.next), record](std::string& out) mutable { return next(out); };
+    return r;  // a whole response's record is written here, as `record` goes; a stream's when it ends
   };
 }
 

@@ -15,6 +15,7 @@ namespace kylin_server {
 struct HttpOptions {
   std::string api_key;      // empty: no authentication
   std::string cors_origin;  // empty: no Access-Control-* headers
+  bool access_log = true;   // one line per request on stderr
 };
 
 kylin::server::http::Handler make_handler(kylin::server::Service& service, const HttpOptions& options);

@@ -13,6 +13,7 @@
 
 #include "kylin/constrain/constraint.hpp"
 #include "kylin/generate/engine.hpp"
+#include "kylin/generate/generation_stats.hpp"
 #include "kylin/generate/channel_router.hpp"
 #include "kylin/generate/prompt_cache.hpp"
 #include "kylin/tokenizer/stream_decoder.hpp"
@@ -66,19 +67,6 @@ struct ChatOptions {
   ContentTokens content_tokens = ContentTokens::special;
 };
 
-struct GenerationStats {
-  double load_ms = 0;
-  std::int64_t prompt_tokens = 0;
-  std::int64_t cached_tokens = 0;     // prompt tokens reused from the KV cache (or loaded from a PromptCache)
-  double cache_load_ms = 0;           // reading a stored prefix from GenerateOptions::prompt_cache
-  std::int64_t prefill_tokens = 0;    // prompt tokens actually run
-  double prefill_ms = 0;
-  double prefill_tok_s = 0;
-  double ttft_ms = 0;                 // call start to first sampled token
-  std::int64_t generated_tokens = 0;
-  double decode_ms = 0;
-  double decode_tok_s = 0;
-};
 
 struct Generation {
   std::string content;    // the answer

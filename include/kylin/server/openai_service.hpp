@@ -104,7 +104,9 @@ inline Started Service::chat_stream(Prepared& p, const ChatShape& shape, bool us
       if (shape.tools)
         for (const auto& chunk : tool_call_chunks(head, *hold, calls, shape.max_calls)) s->push(sse(chunk));
       json::Value logprobs = detail::pending_chat_logprobs(shape.logprobs.get(), *tokenizer);
-      s->push(sse(chat_chunk(head, json::Object{}, finish_reason(g.stop_reason, calls), std::move(logprobs))));
+      json::Value last = chat_chunk(head, json::Object{}, finish_reason(g.stop_reason, calls), std::move(logprobs));
+      last.set("timings", timings(g.stats));
+      s->push(sse(last));
       if (usage) s->push(sse(usage_chunk(head, "chat.completion.chunk", g.stats)));
     }
     s->push(std::string(sse_done));
@@ -181,7 +183,9 @@ inline Started Service::completion_stream(Prepared& p, std::shared_ptr<LogprobRe
       s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
     } else {
       json::Value lp = detail::pending_completion_logprobs(logprobs.get(), *tokenizer, *offset);
-      s->push(sse(text_chunk(head, "", finish_reason(g.stop_reason, false), std::move(lp))));
+      json::Value last = text_chunk(head, "", finish_reason(g.stop_reason, false), std::move(lp));
+      last.set("timings", timings(g.stats));
+      s->push(sse(last));
       if (usage) s->push(sse(usage_chunk(head, "text_completion", g.stats)));
     }
     s->push(std::string(sse_done));

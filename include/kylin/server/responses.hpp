@@ -59,6 +59,27 @@ inline json::Value usage(const GenerationStats& s) {
   return u;
 }
 
+// llama.cpp's `timings` object: prompt tokens run (cached ones excluded) and their time, tokens
+// generated and their time, per token and per second, and the prompt tokens reused from a cache.
+inline json::Value timings(const GenerationStats& s) {
+  auto per_token = [](double ms, std::int64_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
+  auto per_second = [](double ms, std::int64_t n) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
+  // Decode time covers the tokens after the first, which came out of the prefill.
+  const std::int64_t decoded = s.generated_tokens > 1 ? s.generated_tokens - 1 : 0;
+  json::Value t = json::Object{};
+  t.set("cache_n", s.cached_tokens);
+  t.set("prompt_n", s.prefill_tokens);
+  t.set("prompt_ms", s.prefill_ms);
+  t.set("prompt_per_token_ms", per_token(s.prefill_ms, s.prefill_tokens));
+  t.set("prompt_per_second", per_second(s.prefill_ms, s.prefill_tokens));
+  t.set("predicted_n", s.generated_tokens);
+  t.set("predicted_ms", s.decode_ms);
+  t.set("predicted_per_token_ms", per_token(s.decode_ms, decoded));
+  t.set("predicted_per_second", per_second(s.decode_ms, decoded));
+  t.set("ttft_ms", s.ttft_ms);
+  return t;
+}
+
 inline json::Value tool_call_json(const ToolCall& c, std::optional<std::size_t> index) {
   json::Value fn = json::Object{};
   fn.set("name", c.name);
@@ -108,6 +129,7 @@ inline json::Value chat_completion(const ResponseHead& h, const Generation& g, b
   json::Value out = head_object(h, "chat.completion");
   out.set("choices", json::Array{std::move(choice)});
   out.set("usage", usage(g.stats));
+  out.set("timings", timings(g.stats));
   return out;
 }
 
@@ -169,6 +191,7 @@ inline json::Value text_completion(const ResponseHead& h, std::string text, cons
   json::Value out = head_object(h, "text_completion");
   out.set("choices", json::Array{text_choice(std::move(text), finish_reason(g.stop_reason, false), std::move(logprobs))});
   out.set("usage", usage(g.stats));
+  out.set("timings", timings(g.stats));
   return out;
 }
 

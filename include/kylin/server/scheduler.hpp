@@ -111,6 +111,8 @@ class Scheduler {
   std::uint64_t skipped() const { return skipped_.load(); }
   std::uint64_t generated_tokens() const { return generated_tokens_.load(); }
   int slots() const { return static_cast<int>(slots_.size()); }
+  // Tokens held in all slots' KV caches, as of the last step.
+  std::int64_t kv_tokens() const { return kv_tokens_.load(); }
   std::int64_t context_length() const { return slots_.front().session->cache().capacity(); }
 
  private:
@@ -140,6 +142,9 @@ class Scheduler {
     while (admit()) {
       step();
       busy_ = active_ > 0;
+      std::int64_t kv = 0;
+      for (const auto& s : slots_) kv += s.session->cache().size();
+      kv_tokens_ = kv;
     }
   }
 
@@ -282,6 +287,7 @@ class Scheduler {
   bool stopping_ = false;
   std::atomic<bool> busy_{false};
   std::atomic<int> active_{0};
+  std::atomic<std::int64_t> kv_tokens_{0};
   std::atomic<std::uint64_t> skipped_{0}, generated_tokens_{0};
   std::thread worker_;
 };

@@ -13,6 +13,7 @@
 #include "kylin/server/client_watch.hpp"
 #include "kylin/server/event_stream.hpp"
 #include "kylin/server/logprobs.hpp"
+#include "kylin/server/metrics.hpp"
 #include "kylin/server/output_constraint.hpp"
 #include "kylin/server/request.hpp"
 #include "kylin/server/responses.hpp"
@@ -79,6 +80,17 @@ class Service {
     out.set("skipped", static_cast<std::int64_t>(scheduler_.skipped()));
     out.set("generated_tokens", static_cast<std::int64_t>(scheduler_.generated_tokens()));
     return {status::ok, json::dump(out)};
+  }
+
+  // GET /metrics: the Prometheus text format (metrics.hpp); the transport records requests.
+  Metrics& metrics() { return metrics_; }
+  std::string metrics_text() const {
+    const auto slots = static_cast<std::int64_t>(scheduler_.slots());
+    return metrics_.render({.slots = slots,
+                            .active = scheduler_.active(),
+                            .queued = static_cast<std::int64_t>(scheduler_.queued()),
+                            .kv_tokens = scheduler_.kv_tokens(),
+                            .kv_capacity = slots * scheduler_.context_length()});
   }
 
   // {"content" | "text": "...", "parse_special": true} -> {"tokens": [...]}
@@ -237,11 +249,17 @@ class Service {
     jobs_.push_back(job);
   }
 
-  // Cancels the job when the client goes away.
+  // Cancels the job when the client goes away; hands the generation's statistics to the
+  // transport (access log, metrics) before the job's own on_done answers.
   static void watch_client(const std::shared_ptr<ClientWatch>& watch, const std::shared_ptr<Job>& job) {
-    if (watch) watch->on_gone([weak = std::weak_ptr<Job>(job)] {
+    if (!watch) return;
+    watch->on_gone([weak = std::weak_ptr<Job>(job)] {
       if (auto j = weak.lock()) j->cancelled = true;
     });
+    job->on_done = [watch, done = std::move(job->on_done)](Generation&& g, std::exception_ptr error) {
+      if (!error && g.stats.prompt_tokens > 0) watch->record(g.stats);  // a generation ran
+      done(std::move(g), error);
+    };
   }
 
   // Puts `rules`' constraint (if the answer is not free) on the job, which owns it.
@@ -299,6 +317,7 @@ class Service {
   std::size_t max_prompt_bytes_;
   ServiceOptions options_;
   ConstraintFactory constraints_;
+  Metrics metrics_;
   std::atomic<bool> draining_{false}, aborting_{false};
   std::atomic<int> in_flight_{0};
   std::mutex jobs_mutex_;
