@@ -13,7 +13,7 @@ expected_tests() {
     case $area in data | fuzz | common) continue ;; esac
     if compgen -G "$dir*.cpp" >/dev/null; then echo "$area"; fi
   done
-  printf '%s\n' kernels_avx2 kernels_scalar server_openai_client server_anthropic_client package
+  printf '%s\n' kernels_avx2 kernels_scalar server_openai_client server_anthropic_client deploy_nginx package
 }
 
 run_tests() {  # build directory
