@@ -22,37 +22,9 @@ ServerProcess& server() {
 const std::string user_no_think =
     R"("messages": [{"role": "user", "content": "Answer in JSON."}], "chat_template_kwargs": {"enable_thinking": false})";
 
-Value post_ok(const std::string& path, const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, path, body);
-  REQUIRE(r);
-  INFO(r->body);
-  REQUIRE(r->status == 200);
-  return parse_json(r->body);
-}
-
-Value error_of(const std::string& path, const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, path, body);
-  REQUIRE(r);
-  INFO(r->body);
-  CHECK(r->status == 400);
-  return parse_json(r->body);
-}
-
-// The chunks of a streamed chat answer, [DONE] required and left out.
-std::vector<Value> post_stream(const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, "/v1/chat/completions", body);
-  REQUIRE(r);
-  REQUIRE(r->status == 200);
-  auto payloads = sse_payloads(r->body);
-  REQUIRE_FALSE(payloads.empty());
-  CHECK(payloads.back() == "[DONE]");
-  std::vector<Value> out;
-  for (std::size_t i = 0; i + 1 < payloads.size(); ++i) out.push_back(parse_json(payloads[i]));
-  return out;
-}
+Value post_ok(const std::string& path, const std::string& body) { return kylin::test::post_ok(server(), path, body); }
+Value error_of(const std::string& path, const std::string& body) { return post_400(server(), path, body); }
+std::vector<Value> post_stream(const std::string& body) { return kylin::test::post_stream(server(), "/v1/chat/completions", body); }
 
 const Value& message_of(const Value& r) { return at(at(r, "choices").as_array().at(0), "message"); }
 std::string finish_of(const Value& r) { return at(at(r, "choices").as_array().at(0), "finish_reason").as_string(); }

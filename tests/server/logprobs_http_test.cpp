@@ -27,36 +27,11 @@ const kylin::Tokenizer& tokenizer() {
   return t;
 }
 
-Value post_ok(const std::string& path, const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, path, body);
-  REQUIRE(r);
-  INFO(r->body);
-  REQUIRE(r->status == 200);
-  return parse_json(r->body);
-}
-
-// The JSON payloads of a streamed answer, [DONE] excluded (and required).
+Value post_ok(const std::string& path, const std::string& body) { return kylin::test::post_ok(server(), path, body); }
 std::vector<Value> post_stream(const std::string& path, const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, path, body);
-  REQUIRE(r);
-  REQUIRE(r->status == 200);
-  auto payloads = sse_payloads(r->body);
-  REQUIRE_FALSE(payloads.empty());
-  CHECK(payloads.back() == "[DONE]");
-  std::vector<Value> out;
-  for (std::size_t i = 0; i + 1 < payloads.size(); ++i) out.push_back(parse_json(payloads[i]));
-  return out;
+  return kylin::test::post_stream(server(), path, body);
 }
-
-Value error_of(const std::string& path, const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, path, body);
-  REQUIRE(r);
-  CHECK(r->status == 400);
-  return at(parse_json(r->body), "error");
-}
+Value error_of(const std::string& path, const std::string& body) { return at(post_400(server(), path, body), "error"); }
 
 // log-softmax, in double, of the last position's logits of `ids` as `kylin logits` prints them,
 // over the ids the sampler may draw.

@@ -21,14 +21,7 @@ ServerProcess& server() {
 
 const std::string secret = "zanzibar-marmalade-4417";  // a prompt the log must never show
 
-Value post_ok(const std::string& path, const std::string& body) {
-  auto c = server().client();
-  auto r = post_json(c, path, body);
-  REQUIRE(r);
-  INFO(r->body);
-  REQUIRE(r->status == 200);
-  return parse_json(r->body);
-}
+Value post_ok(const std::string& path, const std::string& body) { return kylin::test::post_ok(server(), path, body); }
 
 std::string get_metrics() {
   auto c = server().client();

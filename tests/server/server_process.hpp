@@ -219,4 +219,38 @@ inline httplib::Result post_json(httplib::Client& c, const std::string& path, co
   return c.Post(path.c_str(), headers, body, "application/json");
 }
 
+// POSTs a JSON body to `server`; the answer must be 200. Returns its parsed body.
+inline json::Value post_ok(const ServerProcess& server, const std::string& path, const std::string& body) {
+  auto c = server.client();
+  auto r = post_json(c, path, body);
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  return parse_json(r->body);
+}
+
+// The JSON payloads of a streamed answer (200 required), [DONE] required and left out.
+inline std::vector<json::Value> post_stream(const ServerProcess& server, const std::string& path, const std::string& body) {
+  auto c = server.client();
+  auto r = post_json(c, path, body);
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  const auto payloads = sse_payloads(r->body);
+  REQUIRE_FALSE(payloads.empty());
+  CHECK(payloads.back() == "[DONE]");
+  std::vector<json::Value> out;
+  for (std::size_t i = 0; i + 1 < payloads.size(); ++i) out.push_back(parse_json(payloads[i]));
+  return out;
+}
+
+// POSTs a JSON body to `server`; the answer must be 400. Returns its parsed body.
+inline json::Value post_400(const ServerProcess& server, const std::string& path, const std::string& body) {
+  auto c = server.client();
+  auto r = post_json(c, path, body);
+  REQUIRE(r);
+  INFO(r->body);
+  CHECK(r->status == 400);
+  return parse_json(r->body);
+}
+
 }  // namespace kylin::test
