@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: the Release build's tests, the same tests under AddressSanitizer +
-# UndefinedBehaviorSanitizer (clang, build-asan/), and a bounded libFuzzer run. Fails when a
-# build registers fewer tests than the source tree defines (tests or examples switched off).
+# UndefinedBehaviorSanitizer (clang, build-asan/), the server and generation tests under
+# ThreadSanitizer (clang, build-tsan/), and a bounded libFuzzer run. Fails when a build
+# registers fewer tests than the source tree defines (tests or examples switched off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -36,6 +37,14 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_
       -DKYLIN_BUILD_TESTS=ON -DKYLIN_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_tests build-asan
+
+echo "== tests (ThreadSanitizer, clang): server and generation"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+      -DKYLIN_SANITIZE_THREAD=ON -DKYLIN_WERROR=ON -DKYLIN_BUILD_BENCHMARKS=OFF \
+      -DKYLIN_BUILD_TESTS=ON -DKYLIN_BUILD_EXAMPLES=ON >/dev/null
+cmake --build build-tsan -j"$jobs" --target test_server test_generate kylin_server kylin_cli
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir build-tsan -R '^(server|generate)$' --output-on-failure --no-tests=error -j"$jobs"
 
 echo "== fuzzing (libFuzzer, bounded: 90 s over 6 targets)"
 bash scripts/fuzz.sh 90

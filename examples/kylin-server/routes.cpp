@@ -33,14 +33,9 @@ http::Response error_response(int status, const std::string& message, const std:
 http::Response guarded(const std::function<http::Response()>& body) {
   try {
     return body();
-  } catch (const srv::ApiError& e) {
-    return error_response(e.status(), e.message(), e.param(), e.code());
-  } catch (const kylin::Error& e) {
-    const bool request = e.category() == kylin::ErrorCategory::request || e.category() == kylin::ErrorCategory::tokenizer ||
-                         e.category() == kylin::ErrorCategory::chat_template;
-    return error_response(request ? srv::status::bad_request : srv::status::internal_error, e.what());
-  } catch (const std::exception& e) {
-    return error_response(srv::status::internal_error, e.what());
+  } catch (...) {
+    const srv::Failure f = srv::current_failure();
+    return error_response(f.status, f.message, f.param, f.code);
   }
 }
 

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -179,6 +180,11 @@ class ServerProcess {
 
   void kill_now() {
     if (pid_ <= 0) return;
+    if (int status = 0; ::waitpid(pid_, &status, WNOHANG) == pid_) {  // it died during the test: say why
+      std::cerr << "kylin-server exited during the test (wait status " << status << "); its log:\n" << log() << '\n';
+      pid_ = -1;
+      return;
+    }
     if (!signal_and_wait(SIGTERM, 10s)) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);

@@ -96,7 +96,7 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     if (!r.chat.stream) {
       auto promise = std::make_shared<std::promise<Reply>>();
       auto future = promise->get_future();
-      p.job->on_done = [this, promise, head = p.head, tools, max_calls, stops = r.chat.stop, output](Generation&& g, std::exception_ptr error) {
+      p.job->on_done = [this, promise, head = p.head, tools, max_calls, stops = r.chat.stop, output](Generation&& g, std::optional<Failure> error) {
         promise->set_value(anthropic::reshape(result(std::move(g), error, [&](Generation& done) {
           return json::dump(anthropic::message_response(head, done, tools, output(done), stops, max_calls));
         })));
@@ -114,11 +114,11 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
       if (std::string out = events->take(); !out.empty()) s->push(std::move(out));
       return true;
     };
-    p.job->on_done = [this, weak, events, stops = r.chat.stop, output](Generation&& g, std::exception_ptr error) {
+    p.job->on_done = [this, weak, events, stops = r.chat.stop, output](Generation&& g, std::optional<Failure> error) {
       auto s = weak.lock();
       if (!s) return;
       if (error || aborted(g)) {
-        const Reply failed = error ? failure(error) : shutdown_reply();
+        const Reply failed = error ? failure(*error) : shutdown_reply();
         s->push(anthropic::event("error", anthropic::error_from_openai(failed.status, failed.body)));
       } else {
         events->finish(g, output(g), stops);

@@ -2,6 +2,7 @@
 // {"error": {"message", "type", "param", "code"}}; `param` names the offending request field.
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "kylin/core/error.hpp"
@@ -69,5 +70,32 @@ inline std::string error_body(int http_status, const std::string& message, const
 }
 
 inline std::string error_body(const ApiError& e) { return error_body(e.status(), e.message(), e.param(), e.code()); }
+
+// A failed job's error as a value, handed from the inference thread to the request's thread. The
+// exception itself stays where it was caught: an exception_ptr's reference count lives in the C++
+// runtime, where ThreadSanitizer cannot see it order one thread's read before another's free.
+struct Failure {
+  int status = status::internal_error;
+  std::string message, param, code;
+};
+
+// What the exception being handled means for the client; call it inside a catch block.
+inline Failure current_failure() {
+  try {
+    throw;
+  } catch (const ApiError& e) {
+    return {e.status(), e.message(), e.param(), e.code()};
+  } catch (const Error& e) {
+    const ErrorCategory c = e.category();
+    const bool request = c == ErrorCategory::request || c == ErrorCategory::tokenizer || c == ErrorCategory::chat_template;
+    return {request ? status::bad_request : status::internal_error, e.what(), {}, {}};
+  } catch (const std::exception& e) {
+    return {status::internal_error, e.what(), {}, {}};
+  } catch (...) {
+    return {status::internal_error, "unknown error", {}, {}};
+  }
+}
+
+inline std::string error_body(const Failure& f) { return error_body(f.status, f.message, f.param, f.code); }
 
 }  // namespace kylin::server

@@ -67,7 +67,7 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
 inline Started Service::chat_reply(Prepared& p, const ChatShape& shape, const std::shared_ptr<ClientWatch>& watch) {
   auto promise = std::make_shared<std::promise<Reply>>();
   auto future = promise->get_future();
-  p.job->on_done = [this, promise, head = p.head, shape](Generation&& g, std::exception_ptr error) {
+  p.job->on_done = [this, promise, head = p.head, shape](Generation&& g, std::optional<Failure> error) {
     promise->set_value(result(std::move(g), error, [&](Generation& done) {
       json::Value logprobs;
       if (shape.logprobs && shape.logprobs->logprobs()) logprobs = chat_logprobs(engine_.tokenizer(), shape.logprobs->all());
@@ -94,11 +94,11 @@ inline Started Service::chat_stream(Prepared& p, const ChatShape& shape, bool us
     }
     return true;
   };
-  p.job->on_done = [this, weak, head = p.head, shape, hold, usage, tokenizer](Generation&& g, std::exception_ptr error) {
+  p.job->on_done = [this, weak, head = p.head, shape, hold, usage, tokenizer](Generation&& g, std::optional<Failure> error) {
     auto s = weak.lock();
     if (!s) return;
     if (error || aborted(g)) {
-      s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
+      s->push(sse(json::parse(error ? failure(*error).body : shutdown_reply().body)));
     } else {
       bool calls = false;
       if (shape.tools)
@@ -151,7 +151,7 @@ inline Started Service::completion_reply(Prepared& p, std::shared_ptr<LogprobRec
   };
   auto promise = std::make_shared<std::promise<Reply>>();
   auto future = promise->get_future();
-  p.job->on_done = [this, promise, text_so_far, head = p.head, logprobs](Generation&& g, std::exception_ptr error) {
+  p.job->on_done = [this, promise, text_so_far, head = p.head, logprobs](Generation&& g, std::optional<Failure> error) {
     promise->set_value(result(std::move(g), error, [&](Generation& done) {
       json::Value lp;
       std::int64_t offset = 0;
@@ -176,11 +176,11 @@ inline Started Service::completion_stream(Prepared& p, std::shared_ptr<LogprobRe
     s->push(sse(text_chunk(head, std::string(piece.text), std::nullopt, std::move(lp))));
     return true;
   };
-  p.job->on_done = [this, weak, head = p.head, usage, logprobs, tokenizer, offset](Generation&& g, std::exception_ptr error) {
+  p.job->on_done = [this, weak, head = p.head, usage, logprobs, tokenizer, offset](Generation&& g, std::optional<Failure> error) {
     auto s = weak.lock();
     if (!s) return;
     if (error || aborted(g)) {
-      s->push(sse(json::parse(error ? failure(error).body : shutdown_reply().body)));
+      s->push(sse(json::parse(error ? failure(*error).body : shutdown_reply().body)));
     } else {
       json::Value lp = detail::pending_completion_logprobs(logprobs.get(), *tokenizer, *offset);
       json::Value last = text_chunk(head, "", finish_reason(g.stop_reason, false), std::move(lp));

@@ -238,8 +238,8 @@ inline Reply Service::run_engine_task(std::function<void()> work, const std::sha
   job->engine_task = std::move(work);
   auto promise = std::make_shared<std::promise<Reply>>();
   auto future = promise->get_future();
-  job->on_done = [promise](Generation&& g, std::exception_ptr error) {
-    if (error) promise->set_value(failure(error));
+  job->on_done = [promise](Generation&& g, std::optional<Failure> error) {
+    if (error) promise->set_value(failure(*error));
     else if (g.stop_reason == StopReason::cancelled) promise->set_value(shutdown_reply());
     else promise->set_value({status::ok, {}});
   };

@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@
 
 #include "kylin/constrain/constraint.hpp"
 #include "kylin/generate/session.hpp"
+#include "kylin/server/api_error.hpp"
 
 namespace kylin::server {
 
@@ -46,7 +46,7 @@ struct Job {
   GenerateOptions options;
   std::shared_ptr<constrain::Constraint> constraint;  // owns options.constraint (null: a free answer)
   std::function<bool(const Piece&)> on_piece;
-  std::function<void(Generation&&, std::exception_ptr)> on_done;
+  std::function<void(Generation&&, std::optional<Failure>)> on_done;
   std::atomic<bool> cancelled{false};
   // Instead of a generation: work on slot `slot`'s Session between generations (slot save,
   // restore, erase); on_done gets an empty Generation and its error, if any.
@@ -121,7 +121,7 @@ class Scheduler {
     std::uint64_t last_used = 0;   // admission order of its latest job
     std::shared_ptr<Job> job;      // the generation running here, or null
     std::optional<GenerationRun> run;
-    std::exception_ptr error;      // the run failed; it ends this step
+    std::optional<Failure> error;  // the run failed; it ends this step
   };
 
   bool free(const Slot& s) const { return s.job == nullptr; }
@@ -181,7 +181,7 @@ class Scheduler {
     try {
       slot.run.emplace(*slot.session, job->prompt, std::move(o), job->start, prefill_chunk_);
     } catch (...) {
-      job->on_done(Generation{}, std::current_exception());
+      job->on_done(Generation{}, current_failure());
       return;
     }
     slot.job = job;
@@ -190,15 +190,15 @@ class Scheduler {
 
   void execute(Job& job) {
     Generation g;
-    std::exception_ptr error;
+    std::optional<Failure> error;
     try {
       if (job.slot_task) job.slot_task(*slots_.at(static_cast<std::size_t>(job.slot)).session);
       else if (job.cancelled.load()) g.stop_reason = StopReason::cancelled, ++skipped_;
       else job.engine_task();
     } catch (...) {
-      error = std::current_exception();
+      error = current_failure();
     }
-    job.on_done(std::move(g), error);
+    job.on_done(std::move(g), std::move(error));
   }
 
   // One batched forward: a token of every decoding slot, then prompt chunks of the prefilling
@@ -219,14 +219,14 @@ class Scheduler {
       try {
         engine_.model().forward(batch_);
       } catch (...) {
-        for (Slot* s : stepping_) s->error = std::current_exception();
+        for (Slot* s : stepping_) s->error = current_failure();
       }
       for (Slot* s : stepping_) {
         if (s->error) continue;
         try {
           s->run->advance();
         } catch (...) {
-          s->error = std::current_exception();
+          s->error = current_failure();
         }
       }
     }
@@ -256,21 +256,22 @@ class Scheduler {
 
   void finish(Slot& s) {
     Generation g;
-    std::exception_ptr error = s.error;
+    std::optional<Failure> error = std::move(s.error);
     if (!error) {
       try {
         g = s.run->finish();
       } catch (...) {
-        error = std::current_exception();
+        error = current_failure();
       }
     }
     std::shared_ptr<Job> job = std::move(s.job);
     s.run.reset();
-    s.error = nullptr;
+    s.error.reset();
     generated_tokens_ += static_cast<std::uint64_t>(g.tokens.size());
     --active_;
-    job->on_done(std::move(g), error);
-    if (prompt_cache_ && !error) s.session->store_prompt(*prompt_cache_, job->prompt);
+    const bool failed = error.has_value();
+    job->on_done(std::move(g), std::move(error));
+    if (prompt_cache_ && !failed) s.session->store_prompt(*prompt_cache_, job->prompt);
   }
 
   Engine& engine_;

@@ -256,9 +256,9 @@ class Service {
     watch->on_gone([weak = std::weak_ptr<Job>(job)] {
       if (auto j = weak.lock()) j->cancelled = true;
     });
-    job->on_done = [watch, done = std::move(job->on_done)](Generation&& g, std::exception_ptr error) {
+    job->on_done = [watch, done = std::move(job->on_done)](Generation&& g, std::optional<Failure> error) {
       if (!error && g.stats.prompt_tokens > 0) watch->record(g.stats);  // a generation ran
-      done(std::move(g), error);
+      done(std::move(g), std::move(error));
     };
   }
 
@@ -274,8 +274,8 @@ class Service {
     return {status::unavailable, error_body(status::unavailable, "the server shut down before this request finished", {},
                                             "server_shutting_down")};
   }
-  Reply result(Generation&& g, std::exception_ptr error, const std::function<std::string(Generation&)>& body) const {
-    if (error) return failure(error);
+  Reply result(Generation&& g, const std::optional<Failure>& error, const std::function<std::string(Generation&)>& body) const {
+    if (error) return failure(*error);
     if (aborted(g)) return shutdown_reply();
     return {status::ok, body(g)};
   }
@@ -297,18 +297,7 @@ class Service {
     return std::make_shared<EventStream>(job, [this] { --in_flight_; });
   }
 
-  static Reply failure(std::exception_ptr error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const ApiError& e) {
-      return {e.status(), error_body(e)};
-    } catch (const Error& e) {
-      const int s = e.category() == ErrorCategory::request ? status::bad_request : status::internal_error;
-      return {s, error_body(s, e.what())};
-    } catch (const std::exception& e) {
-      return {status::internal_error, error_body(status::internal_error, e.what())};
-    }
-  }
+  static Reply failure(const Failure& f) { return {f.status, error_body(f)}; }
 
   Engine& engine_;
   Scheduler& scheduler_;

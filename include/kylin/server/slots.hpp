@@ -94,11 +94,11 @@ inline json::Value slot_action(Scheduler& scheduler, const PromptCache* cache, s
     }
     out->set("timings", std::move(timings));
   };
-  auto done = std::make_shared<std::promise<std::exception_ptr>>();
+  auto done = std::make_shared<std::promise<std::optional<Failure>>>();
   auto result = done->get_future();
-  job->on_done = [done](Generation&&, std::exception_ptr error) { done->set_value(error); };
+  job->on_done = [done](Generation&&, std::optional<Failure> error) { done->set_value(std::move(error)); };
   if (!scheduler.submit(job)) throw ApiError(status::unavailable, "the request queue is full; retry later", {}, "server_overloaded");
-  if (auto error = result.get()) std::rethrow_exception(error);
+  if (auto f = result.get()) throw ApiError(f->status, std::move(f->message), std::move(f->param), std::move(f->code));
   return std::move(*out);
 }
 
