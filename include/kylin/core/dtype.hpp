@@ -15,12 +15,12 @@
 
 namespace kylin {
 
-enum class DType : std::uint8_t { bf16, f16, f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, boolean, f8_e4m3, f8_e5m2 };
+enum class DType : std::uint8_t { bf16, f16, f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, boolean, f8_e4m3, f8_e5m2, q8_0 };
 
 struct DTypeInfo {
   DType dtype;
   std::string_view name;  // as safetensors spells it
-  std::size_t size;       // bytes per element
+  std::size_t size;       // bytes per element (0: kylin's own block format, never in a file's header)
   bool runnable;          // the forward pass has kernels for it
 };
 
@@ -30,6 +30,7 @@ inline constexpr DTypeInfo dtype_table[] = {
     {DType::i16, "I16", 2, false},    {DType::u16, "U16", 2, false},       {DType::i32, "I32", 4, false},
     {DType::u32, "U32", 4, false},    {DType::i64, "I64", 8, false},       {DType::u64, "U64", 8, false},
     {DType::boolean, "BOOL", 1, false}, {DType::f8_e4m3, "F8_E4M3", 1, false}, {DType::f8_e5m2, "F8_E5M2", 1, false},
+    {DType::q8_0, "Q8_0", 0, false},  // weights quantized at load (kernels/quant.hpp)
 };
 
 constexpr const DTypeInfo& info(DType d) { return dtype_table[static_cast<std::size_t>(d)]; }
@@ -38,7 +39,7 @@ constexpr std::string_view dtype_name(DType d) { return info(d).name; }
 
 constexpr std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& entry : dtype_table)
-    if (entry.name == name) return entry.dtype;
+    if (entry.name == name && entry.size > 0) return entry.dtype;
   return std::nullopt;
 }
 

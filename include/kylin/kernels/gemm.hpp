@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin::kernels::detail {
@@ -31,6 +32,16 @@ inline void gemm_pack_x(const float* x, std::int64_t T, std::int64_t K, std::int
   }
 }
 
+// The same from activation rows quantized to Q8_0 blocks: each value q * scale, exact in float,
+// so a GEMM row over Q8_0 weights sums the products the decode kernel sums (to f32 rounding).
+inline void gemm_pack_x(const Q8Rows& x, std::int64_t T, std::int64_t K, std::int64_t p, float* a) {
+  const std::int64_t nb = K / q8_block;
+  for (std::int64_t i = 0; i < gemm_mr; ++i) {
+    const std::int64_t t = p * gemm_mr + i;
+    for (std::int64_t k = 0; k < K; ++k) a[k * gemm_mr + i] = t < T ? x.q[t * K + k] * x.scale[t * nb + k / q8_block] : 0.f;
+  }
+}
+
 // b[K][gemm_nr] = rows n0..n0+nv of W[.., K] widened and transposed; missing rows are zero.
 template <class T>
 void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
@@ -38,6 +49,22 @@ void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
     if (j < nv) {
       const T* wr = w + (n0 + j) * K;
       for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = to_float(wr[k]);
+    } else {
+      for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = 0.f;
+    }
+  }
+}
+
+// The same for Q8_0 weights: each value q * scale, exact in float.
+inline void gemm_pack_w(const Q8View& w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+  const std::int64_t nb = w.blocks();
+  for (std::int64_t j = 0; j < gemm_nr; ++j) {
+    if (j < nv) {
+      const std::int8_t* q = w.q + (n0 + j) * K;
+      for (std::int64_t blk = 0; blk < nb; ++blk) {
+        const float d = f16_to_f32(w.scale[(n0 + j) * nb + blk]);
+        for (std::int64_t k = blk * q8_block; k < (blk + 1) * q8_block; ++k) b[k * gemm_nr + j] = q[k] * d;
+      }
     } else {
       for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = 0.f;
     }
@@ -69,8 +96,8 @@ inline void gemm_tile(const float* a, const float* b, std::int64_t K, const floa
 }
 
 // Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once, run it over every token panel.
-template <class T>
-void gemm_panels(const float* packed_x, const T* w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
+template <class W>  // const T* for T in bf16_t, f16_t, float; or Q8View
+void gemm_panels(const float* packed_x, W w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
                  std::int64_t K, std::int64_t p0, std::int64_t p1, float* packed_w) {
   for (std::int64_t p = p0; p < p1; ++p) {
     const std::int64_t n0 = p * gemm_nr, nv = std::min(gemm_nr, rows - n0);

@@ -19,6 +19,7 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/dot.hpp"
 #include "kylin/kernels/gemm.hpp"
+#include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin::kernels {
@@ -58,8 +59,19 @@ struct RowPlan {
 // The plan of one sequence's chunk of T tokens: a single token decodes, longer chunks prefill.
 inline RowPlan chunk_plan(std::int64_t T) { return {T, T == 1 ? 1 : 0}; }
 
-// Scalar reference (the test oracle): double accumulation, no blocking, no threads.
+// Scalar reference (the test oracle): double accumulation, no blocking, no threads. For Q8_0
+// weights, of the quantized product: x's rows quantized as the kernels quantize them.
 inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T) {
+  if (w.dtype == DType::q8_0) {
+    const Q8View wq = q8_view(w.data, w.rows, w.cols);
+    std::vector<std::int8_t> q(static_cast<std::size_t>(T * w.cols));
+    std::vector<float> scale(static_cast<std::size_t>(T * wq.blocks()));
+    const Q8Rows xq{q.data(), scale.data(), w.cols};
+    quantize_rows_q8(x, T, w.cols, xq);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = static_cast<float>(q8_dot_ref(wq, r, xq, t) + (bias ? bias[r] : 0.0));
+    return;
+  }
   visit_dtype(w.dtype, [&]<class E>(std::type_identity<E>) {
     const E* wd = static_cast<const E*>(w.data);
     for (std::int64_t t = 0; t < T; ++t)
@@ -119,8 +131,10 @@ inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int6
 }
 
 // Prefill: x is packed once, then the weight panels of all products are split between threads.
-inline void gemm_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T_, ThreadPool& pool, float* packed_x,
-                       std::vector<float*>& packed_w) {
+// X is the rows as given (const float*) or quantized (Q8Rows, for Q8_0 weights).
+template <class X>
+void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, ThreadPool& pool, float* packed_x,
+                std::vector<float*>& packed_w) {
   const std::int64_t K = outs[0].w.cols;
   parallel_chunks(pool, gemm_token_panels(T_), 1, [&](int, std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) gemm_pack_x(x, T_, K, p, packed_x + p * K * gemm_mr);
@@ -130,9 +144,10 @@ inline void gemm_fused(const float* x, std::span<const MatmulOut> outs, std::int
   for (const auto& o : outs) total += panels(o);
   parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
     for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+      float* pw = packed_w[static_cast<std::size_t>(t)];
+      if (o.w.dtype == DType::q8_0) return gemm_panels(packed_x, q8_view(o.w.data, o.w.rows, K), o.bias, o.y, T_, o.w.rows, K, b, e, pw);
       visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
-        gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e,
-                    packed_w[static_cast<std::size_t>(t)]);
+        gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e, pw);
       });
     });
   });
@@ -152,22 +167,59 @@ struct AlignedBuffer {
 }  // namespace detail
 
 // Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
-// threads, and one widened weight panel [max_cols, gemm_nr] per thread for the GEMM.
+// threads, one widened weight panel [max_cols, gemm_nr] per thread for the GEMM, and the
+// activations quantized for Q8_0 weights.
 struct MatmulScratch {
   std::int64_t max_tokens = 0, max_cols = 0;
   detail::AlignedBuffer<float> packed_x;
   std::vector<detail::AlignedBuffer<float>> packed_w;
   std::vector<float*> packed_w_ptrs;
+  detail::AlignedBuffer<std::int8_t> q8_x;  // [max_tokens, max_cols]
+  detail::AlignedBuffer<float> q8_scale;    // [max_tokens, max_cols / q8_block]
   MatmulScratch() = default;
   MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens)
       : max_tokens(max_tokens), max_cols(max_cols),
-        packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)) {
+        packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)),
+        q8_x(static_cast<std::size_t>(max_tokens * max_cols)),
+        q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
       packed_w_ptrs.push_back(packed_w.back().get());
     }
   }
 };
+
+namespace detail {
+
+// Decode rows of Q8_0 weights: the rows of x are quantized once, then the weight rows of all
+// products are split between threads. (Prefill rows take the GEMM over the same quantized values,
+// widened: Q8_0 panels and quantized activation rows.)
+// x[n, K] quantized into the scratch's Q8_0 rows.
+inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, ThreadPool& pool, MatmulScratch& scratch) {
+  assert(n <= scratch.max_tokens && K % q8_block == 0 && "q8 matmul shapes");
+  const Q8Rows xq{scratch.q8_x.get(), scratch.q8_scale.get(), K};
+  parallel_chunks(pool, n, 16, [&](int, std::int64_t t0, std::int64_t t1) {  // a few decode rows: no fork
+    quantize_rows_q8(x + t0 * K, t1 - t0, K, Q8Rows{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K});
+  });
+  return xq;
+}
+
+inline void q8_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
+  const std::int64_t K = outs[0].w.cols;
+  for ([[maybe_unused]] const auto& o : outs) assert(o.w.dtype == DType::q8_0 && "q8 matmul: every product Q8_0");
+  const Q8Rows xq = quantize_rows(x, n, K, pool, scratch);
+  std::int64_t rows = 0;
+  for (const auto& o : outs) rows += o.w.rows;
+  const std::int64_t unit = 16;
+  const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
+  parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
+    for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+      q8_rows(q8_view(o.w.data, o.w.rows, o.w.cols), b, e, xq, n, o.bias, o.y, o.w.rows);
+    });
+  });
+}
+
+}  // namespace detail
 
 // The largest number of products one fused call takes (q/k/v).
 inline constexpr std::size_t max_fused_products = 4;
@@ -184,16 +236,25 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
     return;
   }
-  if (plan.dot_rows > 0) detail::dot_fused(x, outs, plan.dot_rows, pool);
+  if (plan.dot_rows > 0) {
+    if (outs[0].w.dtype == DType::q8_0) detail::q8_fused(x, outs, plan.dot_rows, pool, scratch);
+    else detail::dot_fused(x, outs, plan.dot_rows, pool);
+  }
   if (gemm_rows == 0) return;
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
-  detail::gemm_fused(x + plan.dot_rows * K, std::span<const MatmulOut>(shifted, outs.size()), gemm_rows, pool,
-                     scratch.packed_x.get(), scratch.packed_w_ptrs);
+  const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
+  if (outs[0].w.dtype == DType::q8_0) {  // the activations quantized as for the decode rows
+    const Q8Rows xq = detail::quantize_rows(x + plan.dot_rows * K, gemm_rows, K, pool, scratch);
+    return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
+  }
+  detail::gemm_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
 }
 
 // Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass.
+// (Q8_0 weights are not taken here: MoE experts keep their stored dtype.)
 inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool) {
+  for ([[maybe_unused]] const auto& p : products) assert(p.out.w.dtype != DType::q8_0 && "matmul_each: Q8_0 weights");
   if constexpr (!simd_enabled) {
     for (const auto& p : products) matmul_ref(p.x, p.out.w, p.out.bias, p.out.y, p.n);
   } else {
