@@ -22,6 +22,7 @@ struct Options {
   std::int64_t ctx = 0;
   int threads = 0;
   std::string kv_dtype = "f32";
+  std::string weights = "stored";
   std::string api_key;
   int parallel = 1;
   std::size_t queue = 16;
@@ -86,6 +87,7 @@ int serve(const Options& o) {
   kylin::EngineOptions eo;
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
+  eo.weights = *kylin::parse_weight_format(o.weights);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   const kylin::server::ServerTask task = server_task(o.task, *engine);
@@ -152,6 +154,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", o.threads, "Compute threads (0: all cores)");
   app.add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
       ->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 (docs/QUANTIZATION.md)")
+      ->check(CLI::IsMember({"stored", "q8"}));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
   app.add_option("--parallel", o.parallel, "Slots: generations that run at once, batched into each forward pass (each keeps its KV cache warm)")
       ->check(CLI::Range(1, 64));

@@ -143,7 +143,7 @@ double peak_rss_mb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// Weight bytes one decode step reads: every tensor except the embedding table, which is read
+// Weight bytes one decode step reads: every tensor (quantized ones as quantized) except the embedding table, which is read
 // one row at a time, unless it doubles as the (tied) LM head. Of an MoE layer's experts a token
 // reads k of num_experts (its router's choice), so expert tensors count k / num_experts.
 double weight_bytes_per_token(const kylin::Model& m) {
@@ -155,7 +155,8 @@ double weight_bytes_per_token(const kylin::Model& m) {
     if (t->name == "model.embed_tokens.weight" && !tied) continue;
     total += static_cast<double>(t->nbytes) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
   }
-  return total;
+  // weights quantized at load are read in their Q8_0 form instead
+  return total - static_cast<double>(m.quantized().replaced_bytes()) + static_cast<double>(m.quantized().bytes());
 }
 
 // FLOPs of one n-token prefill from an empty cache: 2 per weight of every linear layer per token
@@ -272,6 +273,7 @@ struct Options {
   std::int64_t ctx = 0;
   int batch = 0;
   std::string kv_dtype = "f32";
+  std::string weights = "stored";
   std::string format = "text";
 };
 
@@ -284,6 +286,7 @@ int run(const Options& o) {
   kylin::ModelOptions options;
   options.threads = threads;
   options.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
+  options.weights = *kylin::parse_weight_format(o.weights);
   kylin::Model model = kylin::Model::load(o.model, options);
   const std::int64_t ctx = o.ctx > 0 ? o.ctx : std::max<std::int64_t>(o.prompt, o.depth + o.gen) + 16;
   auto cache = model.new_cache(ctx);
@@ -330,6 +333,7 @@ int run(const Options& o) {
                           {"arch", kylin::json::Value(kylin::kernels::simd_arch_name())},
                           {"threads", kylin::json::Value(threads)},
                           {"kv_dtype", kylin::json::Value(o.kv_dtype)},
+                          {"weights", kylin::json::Value(o.weights)},
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
                           {"depth", kylin::json::Value(o.depth)},
@@ -394,6 +398,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("-d,--depth", o->depth, "Cached tokens before the decode test starts");
   cmd->add_option("--ctx", o->ctx, "KV cache capacity (default: what the tests need)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8")->check(CLI::IsMember({"stored", "q8"}));
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });

@@ -26,6 +26,7 @@ struct Options {
   std::int64_t ctx = 0;
   int threads = 0;
   std::string kv_dtype = "f32";
+  std::string weights = "stored";
   bool no_think = false;
   bool hide_think = false;
   std::vector<std::string> stop;
@@ -46,6 +47,7 @@ std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   kylin::EngineOptions eo;
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
+  eo.weights = *kylin::parse_weight_format(o.weights);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   if (stderr_tty()) std::fprintf(stderr, "\33[2K\r");
@@ -209,6 +211,8 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("-t,--threads", o.threads, "Threads (0: all cores)");
   cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
       ->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 (docs/QUANTIZATION.md)")
+      ->check(CLI::IsMember({"stored", "q8"}));
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");
   cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");

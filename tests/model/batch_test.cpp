@@ -52,44 +52,46 @@ std::vector<Sequence> random_batch(std::mt19937& rng, std::int64_t vocab) {
 
 }  // namespace
 
-TEST_CASE("each sequence of a random mixed batch gets the logits and hidden states it gets alone (<= 1e-6 rel. L2), every checkpoint") {
+TEST_CASE("each sequence of a random mixed batch gets the logits and hidden states it gets alone (<= 1e-6 rel. L2), every checkpoint, stored and q8 weights") {
   std::mt19937 rng(2026);
   for (const char* name : models)
-    for (std::int64_t max_chunk : {7, 64}) {  // 7: sequences are cut across several passes
-      CAPTURE(name);
-      CAPTURE(max_chunk);
-      kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = max_chunk});
-      const auto V = static_cast<std::size_t>(model.vocab_size()), H = static_cast<std::size_t>(model.hidden_size());
-      for (int round = 0; round < 3; ++round) {
-        const auto batch = random_batch(rng, model.vocab_size());
-        std::vector<kylin::KVCache> caches;
-        std::vector<std::vector<float>> logits, hidden;
-        for (const auto& s : batch) {
-          caches.push_back(model.new_cache(96));
-          if (!s.prefix.empty()) model.forward(s.prefix, caches.back(), std::span<float>{});
-          const std::size_t rows = s.positions == kylin::Positions::all ? s.chunk.size() : 1;
-          logits.emplace_back(rows * V);
-          hidden.emplace_back(rows * H);
-        }
-        std::vector<kylin::SequenceInput> inputs;
-        for (std::size_t i = 0; i < batch.size(); ++i)
-          inputs.push_back({batch[i].chunk, caches[i], {logits[i], hidden[i], batch[i].positions}});
-        model.forward(inputs);
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-          CAPTURE(i);
-          auto alone = model.new_cache(96);
-          std::vector<int> all = batch[i].prefix;
-          all.insert(all.end(), batch[i].chunk.begin(), batch[i].chunk.end());
-          if (!batch[i].prefix.empty()) model.forward(batch[i].prefix, alone, std::span<float>{});
-          std::vector<float> l(logits[i].size()), h(hidden[i].size());
-          model.forward(batch[i].chunk, alone, {l, h, batch[i].positions});
-          CHECK(relative_l2(logits[i], l) <= 1e-6);
-          CHECK(relative_l2(hidden[i], h) <= 1e-6);
-          CHECK(caches[i].size() == static_cast<std::int64_t>(all.size()));
-          CHECK(caches[i].common_prefix(all) == static_cast<std::int64_t>(all.size()));
+    for (std::int64_t max_chunk : {7, 64})  // 7: sequences are cut across several passes
+      for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8}) {
+        CAPTURE(name);
+        CAPTURE(max_chunk);
+        CAPTURE(kylin::weight_format_name(weights));
+        kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = max_chunk, .weights = weights});
+        const auto V = static_cast<std::size_t>(model.vocab_size()), H = static_cast<std::size_t>(model.hidden_size());
+        for (int round = 0; round < 3; ++round) {
+          const auto batch = random_batch(rng, model.vocab_size());
+          std::vector<kylin::KVCache> caches;
+          std::vector<std::vector<float>> logits, hidden;
+          for (const auto& s : batch) {
+            caches.push_back(model.new_cache(96));
+            if (!s.prefix.empty()) model.forward(s.prefix, caches.back(), std::span<float>{});
+            const std::size_t rows = s.positions == kylin::Positions::all ? s.chunk.size() : 1;
+            logits.emplace_back(rows * V);
+            hidden.emplace_back(rows * H);
+          }
+          std::vector<kylin::SequenceInput> inputs;
+          for (std::size_t i = 0; i < batch.size(); ++i)
+            inputs.push_back({batch[i].chunk, caches[i], {logits[i], hidden[i], batch[i].positions}});
+          model.forward(inputs);
+          for (std::size_t i = 0; i < batch.size(); ++i) {
+            CAPTURE(i);
+            auto alone = model.new_cache(96);
+            std::vector<int> all = batch[i].prefix;
+            all.insert(all.end(), batch[i].chunk.begin(), batch[i].chunk.end());
+            if (!batch[i].prefix.empty()) model.forward(batch[i].prefix, alone, std::span<float>{});
+            std::vector<float> l(logits[i].size()), h(hidden[i].size());
+            model.forward(batch[i].chunk, alone, {l, h, batch[i].positions});
+            CHECK(relative_l2(logits[i], l) <= 1e-6);
+            CHECK(relative_l2(hidden[i], h) <= 1e-6);
+            CHECK(caches[i].size() == static_cast<std::int64_t>(all.size()));
+            CHECK(caches[i].common_prefix(all) == static_cast<std::int64_t>(all.size()));
+          }
         }
       }
-    }
 }
 
 TEST_CASE("the reference prompts prefilled together, then decoded greedily together, give the float64 references' greedy ids") {

@@ -124,6 +124,25 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   CHECK(num("pp_compute_fraction") == doctest::Approx(num("pp_gflops") / num("compute_gflops")));
 }
 
+TEST_CASE("kylin bench --weights q8 reads the quantized bytes: the roofline counts Q8_0 projections and LM head, not the checkpoint's") {
+  const std::string model = data + "/models/tiny-qwen3-untied";
+  const Run stored = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --format json");
+  const Run q8 = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --weights q8 --format json");
+  REQUIRE(stored.exit_code == 0);
+  REQUIRE(q8.exit_code == 0);
+  const auto a = kylin::json::parse(stored.out), b = kylin::json::parse(q8.out);
+  CHECK(a.find("weights")->as_string() == "stored");
+  CHECK(b.find("weights")->as_string() == "q8");
+  // tiny-qwen3-untied (BF16): 2 layers of projections (hidden 64, q 64, kv 32, intermediate 128)
+  // and its own LM head [256, 64] go from 2 bytes per weight to 34 bytes per 32.
+  const double weights = 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 128 * 64) + 256 * 64;
+  const double saved = weights * 2 - weights * 34 / 32;
+  CHECK(a.find("bytes_per_token")->as_double() - b.find("bytes_per_token")->as_double() == doctest::Approx(saved));
+  const Run bad = run(kylin_bin + " bench --model " + model + " --weights q3");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("--weights") != std::string::npos);
+}
+
 TEST_CASE("kylin bench --depth also decodes from depth 0 in the same repetitions and reports the ratio") {
   const Run r = run(kylin_bin + " bench --model " + data + "/models/tiny-qwen3-untied -p 0 -n 4 -r 3 -t 1 --depth 24 --format json");
   REQUIRE(r.exit_code == 0);

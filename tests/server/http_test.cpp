@@ -217,6 +217,23 @@ TEST_CASE("/v1/completions continues a raw prompt; streamed text equals the non-
   CHECK(at(s.chunks.front(), "object").as_string() == "text_completion");
 }
 
+TEST_CASE("--weights q8 serves the quantized model: a completion runs, streamed text equals the non-streamed; a bad value is refused") {
+  ServerProcess server({"--weights", "q8"});
+  const Value full = post_ok(server, "/v1/completions", R"({"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0})");
+  CHECK(at(at(full, "usage"), "completion_tokens").as_int() == 8);
+  auto c = server.client();
+  const Streamed s = post_stream(c, "/v1/completions",
+                                 R"({"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0, "stream": true})");
+  CHECK(s.done);
+  CHECK(s.text == at(at(full, "choices").as_array().at(0), "text").as_string());
+  try {
+    ServerProcess bad({"--weights", "q3"});
+    FAIL("kylin-server started with --weights q3");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()).find("--weights") != std::string::npos);
+  }
+}
+
 TEST_CASE("/tokenize and /detokenize round-trip text; 'text' is accepted for 'content'") {
   auto c = shared_server().client();
   const Value t = post_ok(c, "/tokenize", R"({"content": "Hello, world! 你好"})");

@@ -39,6 +39,7 @@ struct EngineOptions {
   std::int64_t max_chunk = 512;               // prefill tokens per batched pass
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
   DType kv_dtype = DType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
+  WeightFormat weights = WeightFormat::stored;  // q8: projections quantized at load (docs/QUANTIZATION.md)
 };
 
 class Engine {
@@ -93,7 +94,7 @@ class Engine {
   Engine(const std::filesystem::path& dir, const EngineOptions& o)
       : dir_(dir),
         started_(std::chrono::steady_clock::now()),
-        model_(Model::load(dir, {.threads = o.threads, .max_chunk = o.max_chunk, .kv_dtype = o.kv_dtype})),
+        model_(Model::load(dir, {.threads = o.threads, .max_chunk = o.max_chunk, .kv_dtype = o.kv_dtype, .weights = o.weights})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     sampleable_ids_ = kylin::sampleable_ids(tokenizer_);

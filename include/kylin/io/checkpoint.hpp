@@ -57,6 +57,14 @@ class Checkpoint {
   void advise(AccessHint hint) const {
     for (const auto& f : files_) f->mapping().advise(hint);
   }
+  // The same for the `bytes` bytes at `data`, inside one of the mapped files.
+  void advise(AccessHint hint, const void* data, std::size_t bytes) const {
+    const auto* p = static_cast<const std::byte*>(data);
+    for (const auto& f : files_) {
+      const MappedFile& m = f->mapping();
+      if (p >= m.data() && p < m.data() + m.size()) m.advise(hint, static_cast<std::size_t>(p - m.data()), bytes);
+    }
+  }
 
  private:
   void add(const TensorView& t) {

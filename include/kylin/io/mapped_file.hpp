@@ -21,7 +21,8 @@ namespace kylin::io {
 
 // populate: map every page now (MADV_POPULATE_READ, Linux 5.14+; read-ahead advice elsewhere),
 // so the first forward pass does not pay ~300k page faults for a 1.2 GB checkpoint.
-enum class AccessHint { normal, sequential, random, will_need, populate };
+// release: drop the range's pages from this process (they are read again from the file if used).
+enum class AccessHint { normal, sequential, random, will_need, populate, release };
 
 class MappedFile {
  public:
@@ -75,6 +76,7 @@ class MappedFile {
 #endif
     const int advice = hint == AccessHint::sequential ? MADV_SEQUENTIAL
                        : hint == AccessHint::random   ? MADV_RANDOM
+                       : hint == AccessHint::release  ? MADV_DONTNEED
                        : hint == AccessHint::will_need || hint == AccessHint::populate ? MADV_WILLNEED
                                                                                         : MADV_NORMAL;
     ::madvise(addr, end - begin, advice);

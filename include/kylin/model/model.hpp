@@ -12,6 +12,7 @@
 #include <vector>
 #include <variant>
 
+#include "kylin/model/quantized_weights.hpp"
 #include "kylin/model/transformer.hpp"
 
 namespace kylin {
@@ -20,6 +21,7 @@ struct ModelOptions {
   int threads = 0;                 // 0: all hardware threads
   std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
+  WeightFormat weights = WeightFormat::stored;  // q8: projections quantized at load (quantized_weights.hpp)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -67,6 +69,9 @@ class BasicModel {
   std::int64_t hidden_size() const { return impl_->config.hidden_size; }
   std::int64_t max_chunk() const { return impl_->workspace.max_tokens; }
   DType kv_dtype() const { return impl_->kv_dtype; }
+  WeightFormat weight_format() const { return impl_->weight_format; }
+  // The weights quantized at load (none for WeightFormat::stored).
+  const QuantizedWeights& quantized() const { return impl_->quantized; }
   // False for an embedding model saved without lm_head: it gives hidden states, never logits.
   bool has_lm_head() const { return impl_->lm_head != LmHead::none; }
   B& backend() { return impl_->backend; }
@@ -117,7 +122,8 @@ class BasicModel {
           checkpoint(std::make_unique<io::Checkpoint>(dir)),
           backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
-          net(make_net(config, bind_weights(*checkpoint, config))),
+          weight_format(o.weights),
+          net(make_net(config, quantized.apply(bind_weights(*checkpoint, config), o.weights, o.threads, *checkpoint))),
           kv_dtype(o.kv_dtype),
           lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
@@ -136,6 +142,8 @@ class BasicModel {
     std::unique_ptr<io::Checkpoint> checkpoint;
     B backend;
     Workspace workspace;
+    WeightFormat weight_format;
+    QuantizedWeights quantized;  // the Q8_0 copies `net` points to (empty: weights as stored)
     Net net;
     DType kv_dtype;
     LmHead lm_head;
@@ -148,7 +156,9 @@ class BasicModel {
   BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     impl_ = std::make_unique<Impl>(dir, o);
-    impl_->checkpoint->advise(io::AccessHint::populate);
+    // Quantized weights were read once and dropped; the small tensors kept as stored (norms) are
+    // faulted in without readahead, which would map the dropped neighbours again.
+    impl_->checkpoint->advise(o.weights == WeightFormat::stored ? io::AccessHint::populate : io::AccessHint::random);
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
