@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
@@ -35,8 +36,8 @@ class QuantizedWeights {
   ModelWeights apply(ModelWeights w, WeightFormat format, int threads, const io::Checkpoint& ckpt) {
     if (format == WeightFormat::stored) return w;
     ThreadPool pool(threads);
-    auto replace = [&](MatRef& m) {
-      if (m.data && m.cols % kernels::q8_block == 0) m = quantize(m, pool, ckpt);
+    auto replace = [&](MatRef& m) {  // (a checkpoint saved by `kylin quantize` is Q8_0 already)
+      if (m.data && m.dtype != DType::q8_0 && m.cols % kernels::q8_block == 0) m = quantize(m, pool, ckpt);
     };
     for (LayerWeights& L : w.layers)
       for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) replace(*m);
@@ -53,6 +54,13 @@ class QuantizedWeights {
     own(w.norm);
     ckpt.advise(io::AccessHint::release);  // what is still read from the file (experts, an untied table) faults back in
     return w;
+  }
+
+  // The Q8_0 copy of the stored tensor whose data is at `stored`, if it was quantized.
+  const MatRef* copy_of(const void* stored) const {
+    for (const auto& [from, to] : copies_)
+      if (from == stored) return &to;
+    return nullptr;
   }
 
   // Bytes of the Q8_0 copies, and of the checkpoint tensors they replace.
@@ -93,10 +101,12 @@ class QuantizedWeights {
       ckpt.advise(io::AccessHint::release, static_cast<const std::byte*>(m.data) + static_cast<std::size_t>(s0) * row_bytes,
                   static_cast<std::size_t>(s1 - s0) * row_bytes);
     }
-    return MatRef{DType::q8_0, out, m.rows, m.cols};
+    copies_.emplace_back(m.data, MatRef{DType::q8_0, out, m.rows, m.cols});
+    return copies_.back().second;
   }
 
   std::vector<kernels::detail::AlignedBuffer<std::int8_t>> buffers_;  // one Q8_0 matrix each
+  std::vector<std::pair<const void*, MatRef>> copies_;  // stored data -> its Q8_0 copy
   std::size_t bytes_ = 0, replaced_bytes_ = 0;
 };
 

@@ -61,6 +61,9 @@ inline LmHead lm_head_source(const io::Checkpoint& ckpt, const ModelConfig& c) {
   return io::is_sentence_transformers_dir(ckpt.dir()) ? LmHead::none : LmHead::own;
 }
 
+// The tensor holding the f16 scales of a Q8_0 tensor saved by `kylin quantize`.
+inline std::string q8_scale_name(const std::string& tensor) { return tensor + "_q8_scale"; }
+
 namespace detail {
 
 class Binder {
@@ -79,13 +82,35 @@ class Binder {
       problems_.push_back(name + ": expected " + io::shape_string(shape) + ", got " + io::shape_string(t->shape));
       return {};
     }
+    const std::int64_t cols = shape.back();
+    const std::int64_t rows = shape.size() == 2 ? shape[0] : 1;
+    if (t->dtype == DType::i8) return bind_q8(*t, rows, cols);
     if (!info(t->dtype).runnable) {
       problems_.push_back(name + ": dtype " + std::string(dtype_name(t->dtype)) + " is not supported (BF16, F16, F32 are)");
       return {};
     }
-    const std::int64_t cols = shape.back();
-    const std::int64_t rows = shape.size() == 2 ? shape[0] : 1;
     return MatRef{t->dtype, t->data, rows, cols};
+  }
+
+  // An I8 tensor written by `kylin quantize`: Q8_0 values, followed in the file by their f16
+  // scales, the tensor named q8_scale_name(name) [rows, cols / 32]; bound as one Q8_0 matrix.
+  MatRef bind_q8(const io::TensorView& t, std::int64_t rows, std::int64_t cols) {
+    const std::string scale_name = q8_scale_name(t.name);
+    bound_.insert(scale_name);
+    const io::TensorView* s = ckpt_.find(scale_name);
+    const std::vector<std::int64_t> scale_shape{rows, cols / kernels::q8_block};
+    std::string problem;
+    if (cols % kernels::q8_block != 0) problem = "I8 (Q8_0) with " + std::to_string(cols) + " columns, not a multiple of 32";
+    else if (!s) problem = "I8 (Q8_0) without its scales " + scale_name;
+    else if (s->dtype != DType::f16 || s->shape != scale_shape)
+      problem = "its scales " + scale_name + " must be F16 " + io::shape_string(scale_shape) + ", got " +
+                std::string(dtype_name(s->dtype)) + " " + io::shape_string(s->shape);
+    else if (s->data != t.data + rows * cols) problem = "its scales " + scale_name + " must directly follow it in the same file";
+    if (!problem.empty()) {
+      problems_.push_back(t.name + ": " + problem);
+      return {};
+    }
+    return MatRef{DType::q8_0, t.data, rows, cols};
   }
 
   std::vector<float> bind_f32(const std::string& name, std::int64_t n) {

@@ -1,0 +1,76 @@
+// `kylin quantize`: load a checkpoint with --weights q8 and save what loading made of it, so that
+// the next load maps the Q8_0 weights as they are. Every tensor loading quantized becomes an I8
+// tensor followed by its F16 scales (docs/QUANTIZATION.md); the others and the config and
+// tokenizer files are copied unchanged.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kylin/cli.hpp"
+#include "kylin/io/safetensors_writer.hpp"
+#include "kylin/model/model.hpp"
+
+namespace cmd_quantize {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string model, out, weights = "q8";
+  int threads = 0;
+};
+
+// The tensors of the saved file in checkpoint order; a quantized one is followed by its scales.
+std::vector<kylin::io::TensorSpec> saved_specs(const kylin::Model& m) {
+  std::vector<kylin::io::TensorSpec> specs;
+  for (const auto* t : m.checkpoint().tensors()) {
+    if (const kylin::MatRef* q = m.quantized().copy_of(t->data)) {
+      specs.push_back({t->name, kylin::DType::i8, t->shape});
+      specs.push_back({kylin::q8_scale_name(t->name), kylin::DType::f16, {q->rows, q->cols / kylin::kernels::q8_block}});
+    } else {
+      specs.push_back({t->name, t->dtype, t->shape});
+    }
+  }
+  return specs;
+}
+
+int run(const Options& o) {
+  const fs::path in(o.model), out(o.out);
+  if (fs::exists(out) && fs::equivalent(in, out))
+    throw kylin::Error(kylin::ErrorCategory::request, "--out", "must not be the model directory");
+  const kylin::Model model = kylin::Model::load(in, {.threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
+  fs::create_directories(out);
+  kylin::io::SafetensorsWriter writer(out / "model.safetensors", saved_specs(model), {{"format", "pt"}, {"kylin.weights", "q8_0"}});
+  for (const auto* t : model.checkpoint().tensors()) {
+    if (const kylin::MatRef* q = model.quantized().copy_of(t->data)) {
+      const kylin::kernels::Q8View v = kylin::kernels::q8_view(q->data, q->rows, q->cols);
+      writer.write(t->name, std::span<const std::int8_t>(v.q, static_cast<std::size_t>(q->rows * q->cols)));
+      writer.write(kylin::q8_scale_name(t->name), std::span<const std::uint16_t>(v.scale, static_cast<std::size_t>(q->rows * v.blocks())));
+    } else {
+      writer.write(t->name, std::span<const std::byte>(t->data, t->nbytes));
+    }
+  }
+  writer.close();
+  for (const auto& entry : fs::directory_iterator(in)) {  // config, generation config, tokenizer, template
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) continue;
+    fs::copy_file(entry.path(), out / name, fs::copy_options::overwrite_existing);
+  }
+  std::printf("wrote %s: %.1f MB of Q8_0 weights for %.1f MB as stored\n", out.string().c_str(),
+              static_cast<double>(model.quantized().bytes()) / 1e6, static_cast<double>(model.quantized().replaced_bytes()) / 1e6);
+  return 0;
+}
+
+const kylin::cli::Registrar registrar{"quantize", [](CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("quantize", "Save a checkpoint with its weights quantized as --weights quantizes them at load");
+  cmd->add_option("--model", o->model, "Model directory")->required();
+  cmd->add_option("--weights", o->weights, "Weight format")->check(CLI::IsMember({"q8"}));
+  cmd->add_option("--out", o->out, "Output directory (model.safetensors, config and tokenizer files)")->required();
+  cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
+  cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
+}};
+
+}  // namespace cmd_quantize
