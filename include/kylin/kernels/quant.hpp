@@ -77,17 +77,21 @@ inline void quantize_rows_q8(const float* x, std::int64_t n, std::int64_t cols, 
           quantize_block_q8(x + t * cols + b * q8_block, out.q + t * cols + b * q8_block, [](float d) { return d; });
 }
 
+// The exact integer dot product of block b of weight row r and activation row t.
+inline std::int32_t q8_block_dot(const Q8View& w, std::int64_t r, const Q8Rows& x, std::int64_t t, std::int64_t b) {
+  std::int32_t s = 0;
+  for (std::int64_t i = 0; i < q8_block; ++i)
+    s += std::int32_t{w.q[r * w.cols + b * q8_block + i]} * std::int32_t{x.q[t * x.cols + b * q8_block + i]};
+  return s;
+}
+
 // Scalar reference of one output: sum over blocks of scale_w * scale_x * (exact integer dot), in
 // double. The kernels below sum the same products in float, in a fixed order per output.
 inline double q8_dot_ref(const Q8View& w, std::int64_t r, const Q8Rows& x, std::int64_t t) {
   const std::int64_t nb = w.blocks();
   double acc = 0.0;
-  for (std::int64_t b = 0; b < nb; ++b) {
-    std::int32_t s = 0;
-    for (std::int64_t i = 0; i < q8_block; ++i)
-      s += std::int32_t{w.q[r * w.cols + b * q8_block + i]} * std::int32_t{x.q[t * x.cols + b * q8_block + i]};
-    acc += static_cast<double>(f16_to_f32(w.scale[r * nb + b])) * x.scale[t * nb + b] * s;
-  }
+  for (std::int64_t b = 0; b < nb; ++b)
+    acc += static_cast<double>(f16_to_f32(w.scale[r * nb + b])) * x.scale[t * nb + b] * q8_block_dot(w, r, x, t, b);
   return acc;
 }
 
@@ -166,12 +170,8 @@ inline void q8_one(const Q8View& w, std::int64_t r, const Q8Rows& x, std::int64_
                    std::int64_t ldy) {
   const std::int64_t nb = w.blocks();
   float acc = 0.f;
-  for (std::int64_t b = 0; b < nb; ++b) {
-    std::int32_t s = 0;
-    for (std::int64_t i = 0; i < q8_block; ++i)
-      s += std::int32_t{w.q[r * w.cols + b * q8_block + i]} * std::int32_t{x.q[t * x.cols + b * q8_block + i]};
-    acc = std::fma(f16_to_f32(w.scale[r * nb + b]) * x.scale[t * nb + b], static_cast<float>(s), acc);
-  }
+  for (std::int64_t b = 0; b < nb; ++b)
+    acc = std::fma(f16_to_f32(w.scale[r * nb + b]) * x.scale[t * nb + b], static_cast<float>(q8_block_dot(w, r, x, t, b)), acc);
   y[t * ldy + r] = acc + (bias ? bias[r] : 0.f);
 }
 
