@@ -62,14 +62,20 @@ inline RowPlan chunk_plan(std::int64_t T) { return {T, T == 1 ? 1 : 0}; }
 // Scalar reference (the test oracle): double accumulation, no blocking, no threads. For Q8_0
 // weights, of the quantized product: x's rows quantized as the kernels quantize them.
 inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T) {
-  if (w.dtype == DType::q8_0) {
+  if (w.dtype == DType::q8_0) {  // each block of x quantized again per output: no buffer to allocate
     const Q8View wq = q8_view(w.data, w.rows, w.cols);
-    std::vector<std::int8_t> q(static_cast<std::size_t>(T * w.cols));
-    std::vector<float> scale(static_cast<std::size_t>(T * wq.blocks()));
-    const Q8Rows xq{q.data(), scale.data(), w.cols};
-    quantize_rows_q8(x, T, w.cols, xq);
+    std::int8_t q[q8_block];
     for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = static_cast<float>(q8_dot_ref(wq, r, xq, t) + (bias ? bias[r] : 0.0));
+      for (std::int64_t r = 0; r < w.rows; ++r) {
+        double acc = bias ? bias[r] : 0.0;
+        for (std::int64_t b = 0; b < wq.blocks(); ++b) {
+          float scale = 0.f;
+          quantize_rows_q8(x + t * w.cols + b * q8_block, 1, q8_block, Q8Rows{q, &scale, q8_block});
+          const Q8View wb{wq.q + r * w.cols + b * q8_block, wq.scale + r * wq.blocks() + b, 1, q8_block};
+          acc += q8_dot_ref(wb, 0, Q8Rows{q, &scale, q8_block}, 0);
+        }
+        y[t * w.rows + r] = static_cast<float>(acc);
+      }
     return;
   }
   visit_dtype(w.dtype, [&]<class E>(std::type_identity<E>) {
@@ -191,9 +197,6 @@ struct MatmulScratch {
 
 namespace detail {
 
-// Decode rows of Q8_0 weights: the rows of x are quantized once, then the weight rows of all
-// products are split between threads. (Prefill rows take the GEMM over the same quantized values,
-// widened: Q8_0 panels and quantized activation rows.)
 // x[n, K] quantized into the scratch's Q8_0 rows.
 inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, ThreadPool& pool, MatmulScratch& scratch) {
   assert(n <= scratch.max_tokens && K % q8_block == 0 && "q8 matmul shapes");
@@ -204,6 +207,9 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
   return xq;
 }
 
+// Decode rows of Q8_0 weights: the rows of x are quantized once, then the weight rows of all
+// products are split between threads. (Prefill rows take the GEMM over the same quantized values,
+// widened: Q8_0 panels and quantized activation rows.)
 inline void q8_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
   const std::int64_t K = outs[0].w.cols;
   for ([[maybe_unused]] const auto& o : outs) assert(o.w.dtype == DType::q8_0 && "q8 matmul: every product Q8_0");

@@ -32,6 +32,14 @@ inline Q8View q8_view(const void* data, std::int64_t rows, std::int64_t cols) {
   return {q, reinterpret_cast<const std::uint16_t*>(q + rows * cols), rows, cols};
 }
 
+// out[cols] = row r's values, q * scale (exact in float), the scale widened once per block.
+inline void dequantize_row_q8(const Q8View& w, std::int64_t r, float* out) {
+  for (std::int64_t b = 0; b < w.blocks(); ++b) {
+    const float d = f16_to_f32(w.scale[r * w.blocks() + b]);
+    for (std::int64_t i = b * q8_block; i < (b + 1) * q8_block; ++i) out[i] = w.q[r * w.cols + i] * d;
+  }
+}
+
 // Activation rows quantized at run time: int8 [rows, cols] and float scales [rows, cols / 32]
 // (not rounded to f16: they never leave memory).
 struct Q8Rows {

@@ -156,9 +156,8 @@ class BasicModel {
   BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     impl_ = std::make_unique<Impl>(dir, o);
-    // Quantized weights were read once and dropped; the small tensors kept as stored (norms) are
-    // faulted in without readahead, which would map the dropped neighbours again.
-    impl_->checkpoint->advise(o.weights == WeightFormat::stored ? io::AccessHint::populate : io::AccessHint::random);
+    // Quantized weights were read once and their pages dropped (QuantizedWeights::apply).
+    if (o.weights == WeightFormat::stored) impl_->checkpoint->advise(io::AccessHint::populate);
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 

@@ -22,7 +22,7 @@ enum class WeightFormat { stored, q8 };
 
 inline std::string_view weight_format_name(WeightFormat f) { return f == WeightFormat::q8 ? "q8" : "stored"; }
 inline std::optional<WeightFormat> parse_weight_format(std::string_view s) {
-  if (s == "stored" || s == "bf16") return WeightFormat::stored;
+  if (s == "stored") return WeightFormat::stored;
   if (s == "q8") return WeightFormat::q8;
   return std::nullopt;
 }
