@@ -23,6 +23,7 @@ struct Options {
   int threads = 0;
   std::string kv_dtype = "f32";
   std::string weights = "stored";
+  std::string backend = "cpu";
   std::string api_key;
   int parallel = 1;
   std::size_t queue = 16;
@@ -85,6 +86,7 @@ int serve(const Options& o) {
   signal(SIGPIPE, SIG_IGN);
 
   kylin::EngineOptions eo;
+  eo.backend = *kylin::parse_backend_kind(o.backend);
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);
@@ -156,6 +158,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8"}));
+  app.add_option("--backend", o.backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
   app.add_option("--parallel", o.parallel, "Slots: generations that run at once, batched into each forward pass (each keeps its KV cache warm)")
       ->check(CLI::Range(1, 64));

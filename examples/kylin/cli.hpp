@@ -32,6 +32,11 @@ struct Registrar {
   }
 };
 
+// --backend cpu|cuda, shared by the commands that load a model.
+inline void add_backend_option(CLI::App* cmd, std::string& backend) {
+  cmd->add_option("--backend", backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
 // Parses "1,2,3" into ids; throws kylin::Error naming the bad item.
 std::vector<int> parse_id_list(const std::string& text);
 

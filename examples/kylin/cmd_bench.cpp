@@ -274,6 +274,7 @@ struct Options {
   int batch = 0;
   std::string kv_dtype = "f32";
   std::string weights = "stored";
+  std::string backend = "cpu";
   std::string format = "text";
 };
 
@@ -284,6 +285,7 @@ int run(const Options& o) {
   const double compute_gflops = measure_fma_gflops(threads);
   const auto t_load = Clock::now();
   kylin::ModelOptions options;
+  options.backend = *kylin::parse_backend_kind(o.backend);
   options.threads = threads;
   options.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   options.weights = *kylin::parse_weight_format(o.weights);
@@ -329,7 +331,11 @@ int run(const Options& o) {
   const double roofline = bandwidth * 1e9 / bytes_per_token;
   const double fraction = median(dec.fraction);
   const double pp_gflops = o.prompt > 0 ? prefill_flops(model, o.prompt) / o.prompt * pp_tok_s / 1e9 : 0.0;
+  // The probes measure the host: a device backend's speed has no roofline here (null).
+  const bool on_host = model.backend_name() == "cpu";
+  auto host_only = [&](double v) { return on_host ? kylin::json::Value(v) : kylin::json::Value(); };
   kylin::json::Object out{{"model", kylin::json::Value(o.model)},
+                          {"backend", kylin::json::Value(std::string(model.backend_name()))},
                           {"arch", kylin::json::Value(kylin::kernels::simd_arch_name())},
                           {"threads", kylin::json::Value(threads)},
                           {"kv_dtype", kylin::json::Value(o.kv_dtype)},
@@ -346,10 +352,10 @@ int run(const Options& o) {
                           {"bytes_per_token", kylin::json::Value(bytes_per_token)},
                           {"kv_bytes_per_token", kylin::json::Value(kv_bytes)},
                           {"tg_roofline_tok_s", kylin::json::Value(roofline)},
-                          {"tg_roofline_fraction", kylin::json::Value(fraction)},
+                          {"tg_roofline_fraction", host_only(fraction)},
                           {"compute_gflops", kylin::json::Value(compute_gflops)},
                           {"pp_gflops", kylin::json::Value(pp_gflops)},
-                          {"pp_compute_fraction", kylin::json::Value(pp_gflops / compute_gflops)},
+                          {"pp_compute_fraction", host_only(pp_gflops / compute_gflops)},
                           {"peak_rss_mb", kylin::json::Value(peak_rss)},
                           {"checkpoint_mb", kylin::json::Value(static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0)},
                           {"kv_cache_mb", kylin::json::Value(static_cast<double>(cache.bytes()) / 1048576.0)},
@@ -399,6 +405,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("--ctx", o->ctx, "KV cache capacity (default: what the tests need)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8")->check(CLI::IsMember({"stored", "q8"}));
+  kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });

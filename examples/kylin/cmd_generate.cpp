@@ -16,6 +16,7 @@ struct Options {
   std::int64_t n = 16;
   std::string format = "text";
   int threads = 0;
+  std::string backend = "cpu";
   bool ignore_eos = false;
   kylin::cli::SamplingFlags sampling;
 };
@@ -43,7 +44,7 @@ struct Stream {
 // Token ids in, token ids out: works on a checkpoint without tokenizer files. Several --tokens
 // lists decode together, one batched forward per step; each equals its run alone.
 int generate_tokens(const Options& o) {
-  kylin::Model model = kylin::Model::load(o.model, {.threads = o.threads});
+  kylin::Model model = kylin::Model::load(o.model, {.backend = *kylin::parse_backend_kind(o.backend), .threads = o.threads});
   const kylin::json::Value& gen = model.generation_config();
   const auto params = kylin::apply_overrides(
       kylin::from_generation_config(gen.is_null() ? kylin::json::Value(kylin::json::Object{}) : gen), o.sampling.overrides());
@@ -91,7 +92,7 @@ int generate_tokens(const Options& o) {
 
 // Raw text in, streamed text out.
 int generate_text(const Options& o) {
-  auto engine = kylin::Engine::load(o.model, {.threads = o.threads});
+  auto engine = kylin::Engine::load(o.model, {.backend = *kylin::parse_backend_kind(o.backend), .threads = o.threads});
   kylin::Session session(*engine);
   kylin::GenerateOptions g;
   g.sampling = o.sampling.overrides();
@@ -129,6 +130,7 @@ const kylin::cli::Registrar registrar{"generate", [](CLI::App& app) {
   cmd->add_option("-n,--n-predict", o->n, "Number of tokens to generate")->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
   cmd->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
+  kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   o->sampling.add_to(cmd);
   cmd->callback([o, tokens, prompt] {

@@ -14,11 +14,12 @@ struct Options {
   std::string positions = "last";
   std::string format = "json";
   int threads = 0;
+  std::string backend = "cpu";
 };
 
 int run(const Options& o) {
   const std::vector<int> ids = kylin::cli::parse_id_list(o.tokens);
-  kylin::Model model = kylin::Model::load(o.model, {.threads = o.threads});
+  kylin::Model model = kylin::Model::load(o.model, {.backend = *kylin::parse_backend_kind(o.backend), .threads = o.threads});
   auto cache = model.new_cache();  // the default context length: longer inputs are an error
   cache.check_room(static_cast<std::int64_t>(ids.size()));
   const bool all = o.positions == "all";
@@ -51,6 +52,7 @@ const kylin::cli::Registrar registrar{"logits", [](CLI::App& app) {
       ->check(CLI::IsMember({"last", "all"}));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"json"}));
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
+  kylin::cli::add_backend_option(cmd, o->backend);
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 

@@ -27,6 +27,7 @@ struct Options {
   int threads = 0;
   std::string kv_dtype = "f32";
   std::string weights = "stored";
+  std::string backend = "cpu";
   bool no_think = false;
   bool hide_think = false;
   std::vector<std::string> stop;
@@ -45,6 +46,7 @@ bool stderr_tty() { return ::isatty(STDERR_FILENO) == 1; }
 std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   if (stderr_tty()) std::fprintf(stderr, "loading %s ...\r", o.model.c_str());
   kylin::EngineOptions eo;
+  eo.backend = *kylin::parse_backend_kind(o.backend);
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);
@@ -213,6 +215,7 @@ void add_common(CLI::App* cmd, Options& o) {
       ->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8"}));
+  kylin::cli::add_backend_option(cmd, o.backend);
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");
   cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");

@@ -8,63 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "common/reference.hpp"
 #include "kylin/model/model.hpp"
 
 namespace forward_test {
 
-const std::string data = KYLIN_TEST_DATA;
-
-struct Case {
-  std::vector<int> tokens;
-  bool all_positions;
-  std::vector<std::vector<double>> logits;  // [rows][vocab]
-  std::vector<int> greedy;                  // 12 ids
-};
-
-std::vector<Case> load_cases(const std::string& model) {
-  const auto ref = kylin::json::parse(kylin::io::read_text_file(data + "/reference/" + model + ".json"));
-  std::vector<Case> cases;
-  for (const auto& c : ref.find("cases")->as_array()) {
-    Case k;
-    for (const auto& t : c.find("tokens")->as_array()) k.tokens.push_back(static_cast<int>(t.as_int()));
-    k.all_positions = c.find("positions")->as_string() == "all";
-    for (const auto& row : c.find("logits")->as_array()) {
-      auto& r = k.logits.emplace_back();
-      for (const auto& x : row.as_array()) r.push_back(x.as_double());
-    }
-    for (const auto& g : c.find("greedy")->as_array()) k.greedy.push_back(static_cast<int>(g.as_int()));
-    cases.push_back(std::move(k));
-  }
-  return cases;
-}
-
-double relative_l2(const float* ours, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double d = ours[i] - ref[i];
-    num += d * d;
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / den);
-}
-
-int argmax(const float* x, std::size_t n) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return static_cast<int>(best);
-}
-
-std::vector<int> greedy(kylin::Model& model, kylin::KVCache& cache, std::vector<float> logits, int n) {
-  const auto V = static_cast<std::size_t>(model.vocab_size());
-  std::vector<int> out;
-  for (int i = 0; i < n; ++i) {
-    const int next = argmax(logits.data() + logits.size() - V, V);
-    out.push_back(next);
-    if (i + 1 < n) logits = model.logits_last(std::vector<int>{next}, cache);
-  }
-  return out;
-}
+using kylin::test::argmax;
+using kylin::test::Case;
+using kylin::test::data;
+using kylin::test::greedy;
+using kylin::test::load_cases;
+using kylin::test::relative_l2;
 
 const char* const models[] = {"tiny-qwen3-untied",   "small-qwen3",     "odd-qwen3-f16-sharded", "small-qwen2-f32",
                               "e2e-qwen3-fullvocab", "tiny-qwen3-yarn", "tiny-qwen3-moe",        "odd-qwen3-moe-f32-sharded"};

@@ -49,7 +49,7 @@ struct PromptCacheOptions {
 
 class PromptCache {
  public:
-  PromptCache(const Engine& engine, PromptCacheOptions options) : PromptCache(kv_file_meta(engine), std::move(options)) {}
+  PromptCache(const Engine& engine, PromptCacheOptions options) : PromptCache(checked_meta(engine), std::move(options)) {}
   PromptCache(const KVFileMeta& meta, PromptCacheOptions options) : meta_(meta), o_(std::move(options)) {
     if (!o_.warn) o_.warn = [](const std::string& m) { std::fprintf(stderr, "kylin: prompt cache: %s\n", m.c_str()); };
     std::error_code ec;
@@ -62,6 +62,13 @@ class PromptCache {
                                                       .add(meta.head_dim).digest()));
     key_ = key;
     writer_ = std::thread([this] { write_loop(); });
+  }
+  // KV files are read and written through host memory (KVCache::head_rows).
+  static KVFileMeta checked_meta(const Engine& engine) {
+    if (engine.model().backend_name() != "cpu")
+      throw Error(ErrorCategory::config, "prompt cache", "needs the cpu backend: on " + std::string(engine.model().backend_name()) +
+                                                             " the KV cache lives in device memory");
+    return kv_file_meta(engine);
   }
   PromptCache(const PromptCache&) = delete;
   PromptCache& operator=(const PromptCache&) = delete;

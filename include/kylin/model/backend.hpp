@@ -19,21 +19,27 @@
 
 namespace kylin {
 
+// Where a backend's bytes live: host memory the CPU can read, or a device's own memory.
+enum class Placement : std::uint8_t { host, device };
+
 // Bytes owned by a backend, in its address space (host memory for the CPU, device memory for a
 // GPU), freed by the function that came with them. Move-only.
 class Memory {
  public:
   using Release = void (*)(void*);
   Memory() = default;
-  Memory(void* data, std::size_t bytes, Release release) : data_(data), bytes_(bytes), release_(release) {}
+  Memory(void* data, std::size_t bytes, Release release, Placement placement = Placement::host)
+      : data_(data), bytes_(bytes), release_(release), placement_(placement) {}
   Memory(Memory&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), release_(std::exchange(o.release_, nullptr)) {}
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), release_(std::exchange(o.release_, nullptr)),
+        placement_(o.placement_) {}
   Memory& operator=(Memory&& o) noexcept {
     if (this != &o) {
       reset();
       data_ = std::exchange(o.data_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
       release_ = std::exchange(o.release_, nullptr);
+      placement_ = o.placement_;
     }
     return *this;
   }
@@ -43,6 +49,7 @@ class Memory {
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
+  Placement placement() const { return placement_; }
   template <class T>
   T* as(std::size_t byte_offset = 0) const { return reinterpret_cast<T*>(static_cast<std::byte*>(data_) + byte_offset); }
 
@@ -54,6 +61,7 @@ class Memory {
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Release release_ = nullptr;
+  Placement placement_ = Placement::host;
 };
 
 // What a backend is sized for; the model sizes come from the config.
@@ -69,7 +77,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              std::span<const kernels::DotProduct> products, const kernels::HeadRows& heads,
              const kernels::RopeTables& tables, kernels::KVRef kv, const kernels::KVLayout& layout,
              const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
-             std::size_t bytes, std::span<float> host) {
+             std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.threads() } -> std::convertible_to<int>;
       b.matmul(in, w, in, out, plan);        // out[rows, w.rows] = in[rows, w.cols] · w^T + bias
@@ -86,6 +94,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.add_rows_scaled(out, in, sel, n);    // out[sel.rows[i]] += sel.weights[i] * in[i]
       b.embed(w, n, out);                    // row n of the table
       b.download(host, in);                  // host.size() floats from backend memory to the host
+      b.upload(out, host_in);                // host_in.size() floats from the host to backend memory
     };
 
 class CpuBackend {
@@ -108,6 +117,7 @@ class CpuBackend {
     return Memory(p, bytes, [](void* q) { ::operator delete[](q, std::align_val_t{64}); });
   }
   static void download(std::span<float> host, const float* src) { std::memcpy(host.data(), src, host.size_bytes()); }
+  static void upload(float* dst, std::span<const float> host) { std::memcpy(dst, host.data(), host.size_bytes()); }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
     kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_);

@@ -74,6 +74,8 @@ class Workspace {
       offset += padded(sizes[i]);
     }
     attention_seqs.reserve(static_cast<std::size_t>(T));
+    cos_host.resize(static_cast<std::size_t>(T * half));
+    sin_host.resize(static_cast<std::size_t>(T * half));
     if (c.moe) {
       routing = ExpertRouting(T, *c.moe);
       expert_blocks.reserve(static_cast<std::size_t>(c.moe->num_experts));
@@ -101,6 +103,7 @@ class Workspace {
   std::vector<ExpertBlock> expert_blocks;             // [<= num_experts] decode rows gathered per expert
   std::vector<kernels::DotProduct> expert_products;   // [<= 2 * num_experts] their products of one pass
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
+  std::vector<float> cos_host, sin_host;               // [T, head_dim/2] rotary tables, made on the host, uploaded to cos/sin
 
  private:
   static std::size_t padded(std::int64_t floats) { return (static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64; }

@@ -95,8 +95,10 @@ class KVCache {
 
   // Positions [0, n) of one kv head of a layer's keys (kv = 0) or values (kv = 1): [n][head_dim]
   // in dtype(). Host memory, as CpuBackend allocates it: saving and restoring a prefix
-  // (generate/kv_file.hpp) copies through these; a device backend would stage them.
+  // (generate/kv_file.hpp) copies through these; a device backend's cache is refused by name.
   std::span<std::byte> head_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n) {
+    if (data_.placement() != Placement::host)
+      throw Error(ErrorCategory::runtime, "kv cache", "the cache lives in device memory: saving or restoring a prompt cache needs the cpu backend");
     return {static_cast<std::byte*>(view(2 * layer + kv).data) + static_cast<std::size_t>(head * head_stride()) * dtype_size(dtype_),
             static_cast<std::size_t>(n * head_dim_) * dtype_size(dtype_)};
   }

@@ -1,4 +1,4 @@
-// kylin::Model (BasicModel<CpuBackend>): load a Hugging Face directory and run the forward pass
+// kylin::Model (BasicModel<B> for the backend ModelOptions::backend names): load a Hugging Face directory and run the forward pass
 // over one sequence or a batch of them. Reads config.json, maps the safetensors, binds weights,
 // picks the Transformer instantiation for model_type, and sizes every buffer once.
 #pragma once
@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <variant>
 
@@ -17,7 +18,18 @@
 
 namespace kylin {
 
+// Which backend a Model runs on: the CPU, or a CUDA device (needs a build with KYLIN_CUDA, which
+// links backends/cuda/register.cu).
+enum class BackendKind : std::uint8_t { cpu, cuda };
+inline std::string_view backend_kind_name(BackendKind k) { return k == BackendKind::cuda ? "cuda" : "cpu"; }
+inline std::optional<BackendKind> parse_backend_kind(std::string_view s) {
+  if (s == "cpu") return BackendKind::cpu;
+  if (s == "cuda") return BackendKind::cuda;
+  return std::nullopt;
+}
+
 struct ModelOptions {
+  BackendKind backend = BackendKind::cpu;
   int threads = 0;                 // 0: all hardware threads
   std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
@@ -245,6 +257,104 @@ class BasicModel {
   std::unique_ptr<Impl> impl_;
 };
 
-using Model = BasicModel<CpuBackend>;
+namespace detail {
+
+// What every BasicModel<B> offers, whatever B: Model holds one behind this interface, so the
+// generation, server and CLI code is written once and a backend is picked at run time.
+class AnyModel {
+ public:
+  virtual ~AnyModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const json::Value& generation_config() const = 0;
+  virtual const io::Checkpoint& checkpoint() const = 0;
+  virtual std::string_view backend_name() const = 0;
+  virtual int threads() const = 0;
+  virtual double load_seconds() const = 0;
+  virtual std::int64_t max_chunk() const = 0;
+  virtual DType kv_dtype() const = 0;
+  virtual WeightFormat weight_format() const = 0;
+  virtual const QuantizedWeights& quantized() const = 0;
+  virtual bool has_lm_head() const = 0;
+  virtual KVCache new_cache(std::optional<std::int64_t> context_length) const = 0;
+  virtual void forward(std::span<const SequenceInput> batch) = 0;
+};
+
+template <Backend B>
+class ModelOn final : public AnyModel {
+ public:
+  ModelOn(const std::filesystem::path& dir, const ModelOptions& o) : m_(BasicModel<B>::load(dir, o)) {}
+  const ModelConfig& config() const override { return m_.config(); }
+  const json::Value& generation_config() const override { return m_.generation_config(); }
+  const io::Checkpoint& checkpoint() const override { return m_.checkpoint(); }
+  std::string_view backend_name() const override {
+    if constexpr (requires { B::name; }) return B::name;
+    else return "cpu";
+  }
+  int threads() const override { return m_.threads(); }
+  double load_seconds() const override { return m_.load_seconds(); }
+  std::int64_t max_chunk() const override { return m_.max_chunk(); }
+  DType kv_dtype() const override { return m_.kv_dtype(); }
+  WeightFormat weight_format() const override { return m_.weight_format(); }
+  const QuantizedWeights& quantized() const override { return m_.quantized(); }
+  bool has_lm_head() const override { return m_.has_lm_head(); }
+  KVCache new_cache(std::optional<std::int64_t> n) const override { return m_.new_cache(n); }
+  void forward(std::span<const SequenceInput> batch) override { m_.forward(batch); }
+
+ private:
+  BasicModel<B> m_;
+};
+
+// Set by backends/cuda/register.cu when it is linked in (a KYLIN_CUDA build).
+using ModelFactory = std::unique_ptr<AnyModel> (*)(const std::filesystem::path&, const ModelOptions&);
+inline ModelFactory& cuda_model_factory() {
+  static ModelFactory factory = nullptr;
+  return factory;
+}
+
+}  // namespace detail
+
+// A model on the backend ModelOptions::backend names; the same calls as BasicModel<B>.
+class Model {
+ public:
+  static Model load(const std::filesystem::path& dir, const ModelOptions& o = {}) {
+    if (o.backend == BackendKind::cpu) return Model(std::make_unique<detail::ModelOn<CpuBackend>>(dir, o));
+    if (!detail::cuda_model_factory())
+      throw Error(ErrorCategory::config, "backend", "cuda: this build has no CUDA backend (configure with -DKYLIN_CUDA=ON)");
+    return Model(detail::cuda_model_factory()(dir, o));
+  }
+
+  const ModelConfig& config() const { return m_->config(); }
+  const json::Value& generation_config() const { return m_->generation_config(); }
+  const io::Checkpoint& checkpoint() const { return m_->checkpoint(); }
+  std::string_view backend_name() const { return m_->backend_name(); }
+  int threads() const { return m_->threads(); }
+  double load_seconds() const { return m_->load_seconds(); }
+  std::int64_t vocab_size() const { return config().vocab_size; }
+  std::int64_t hidden_size() const { return config().hidden_size; }
+  std::int64_t max_chunk() const { return m_->max_chunk(); }
+  DType kv_dtype() const { return m_->kv_dtype(); }
+  WeightFormat weight_format() const { return m_->weight_format(); }
+  const QuantizedWeights& quantized() const { return m_->quantized(); }
+  bool has_lm_head() const { return m_->has_lm_head(); }
+  KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const { return m_->new_cache(context_length); }
+
+  void forward(std::span<const SequenceInput> batch) { m_->forward(batch); }
+  void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
+    const SequenceInput one{tokens, cache, out};
+    forward(std::span<const SequenceInput>(&one, 1));
+  }
+  void forward(std::span<const int> tokens, KVCache& cache, std::span<float> logits, Positions which = Positions::last) {
+    forward(tokens, cache, ForwardOutputs{.logits = logits, .hidden = {}, .positions = which});
+  }
+  std::vector<float> logits_last(std::span<const int> tokens, KVCache& cache) {
+    std::vector<float> out(static_cast<std::size_t>(vocab_size()));
+    forward(tokens, cache, out);
+    return out;
+  }
+
+ private:
+  explicit Model(std::unique_ptr<detail::AnyModel> m) : m_(std::move(m)) {}
+  std::unique_ptr<detail::AnyModel> m_;
+};
 
 }  // namespace kylin

@@ -35,9 +35,11 @@ class Transformer {
     for (const PassSequence& s : pass.seqs) {
       // token embeddings
       for (std::int64_t t = 0; t < s.n(); ++t) b.embed(weights_.embed_tokens, s.tokens[static_cast<std::size_t>(t)], x + (s.row0 + t) * H);
-      // rotary tables for positions cache.size() .. + n
-      rope_.tables(s.cache->size(), s.n(), ws.cos + s.row0 * half, ws.sin + s.row0 * half);
+      // rotary tables for positions cache.size() .. + n, made on the host
+      rope_.tables(s.cache->size(), s.n(), ws.cos_host.data() + s.row0 * half, ws.sin_host.data() + s.row0 * half);
     }
+    b.upload(ws.cos, std::span<const float>(ws.cos_host).first(static_cast<std::size_t>(pass.rows * half)));
+    b.upload(ws.sin, std::span<const float>(ws.sin_host).first(static_cast<std::size_t>(pass.rows * half)));
     for (std::int64_t l = 0; l < static_cast<std::int64_t>(blocks_.size()); ++l) {
       const Block& blk = blocks_[static_cast<std::size_t>(l)];
       // x += attn(input_norm(x))
