@@ -1,0 +1,191 @@
+// Causal grouped-query attention of a batch of sequences against their f32/f16 KV caches on the
+// GPU, with kernels::attention's semantics: one block per (query row, KV head, group of up to 8 of
+// its query heads), an online softmax over tiles of 64 keys, each K/V row read once for the group.
+#pragma once
+
+#include "kylin/backends/cuda/device_math.hpp"
+
+namespace kylin::cuda {
+
+// One sequence of a batched attention call, in device memory: its queries are rows [row0, row0 +
+// n_tokens) of q and out, row row0 + i sits at position pos0 + i and sees keys [0, pos0 + i].
+struct DeviceAttentionSeq {
+  const void* k;  // [n_kv_heads][capacity][head_dim]
+  const void* v;  // [n_kv_heads][capacity][head_dim]
+  std::int64_t kv_stride, row0, n_tokens, pos0;  // kv_stride = capacity * head_dim
+};
+
+namespace detail {
+inline constexpr unsigned attn_threads = 128;  // 4 warps
+inline constexpr int attn_tile = 64;           // keys per tile: two per lane in the softmax step
+inline constexpr int attn_heads = 8;           // query heads per block: accumulators in registers
+inline constexpr int attn_max_dim = 256;
+inline constexpr int attn_key_lanes = 8;       // lanes sharing one key's dot product
+inline constexpr int attn_dim_threads = attn_max_dim / static_cast<int>(attn_threads);  // V columns per thread
+}  // namespace detail
+
+struct AttentionKernel {
+  const float* q;  // [n_rows, n_heads * head_dim]
+  float* out;      // [n_rows, n_heads * head_dim]
+  const DeviceAttentionSeq* seqs;  // [n_seqs]
+  std::int64_t n_seqs, n_rows, n_heads, n_kv_heads, head_dim;  // head_dim <= 256
+  float scale;                                                 // head_dim^-0.5
+  DType kv_dtype;                                              // f32 or f16 (bf16 also)
+
+  std::int64_t groups() const { return n_heads / n_kv_heads; }
+  std::int64_t head_blocks() const { return (groups() + detail::attn_heads - 1) / detail::attn_heads; }
+  std::int64_t block_heads() const { return groups() < detail::attn_heads ? groups() : detail::attn_heads; }
+
+  // Grid (query row, KV head x head block); shared memory: queries [heads, head_dim], probabilities
+  // [heads, tile], running max/sum/correction [heads].
+  LaunchShape shape() const {
+    const std::int64_t g = block_heads();
+    return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_kv_heads * head_blocks())},
+            {detail::attn_threads},
+            static_cast<std::size_t>(g * (head_dim + detail::attn_tile + 3)) * sizeof(float)};
+  }
+
+  template <class Thread>
+  KYLIN_HD void operator()(Thread& t) const {
+    if (head_dim > detail::attn_max_dim) return run<void>(t);  // NaN: the accumulators hold 256 columns
+    switch (kv_dtype) {
+      case DType::f32: return run<float>(t);
+      case DType::f16: return run<f16_t>(t);
+      case DType::bf16: return run<bf16_t>(t);
+      default: return run<void>(t);
+    }
+  }
+
+  // The block's work: query row, its sequence, the heads [h0, h0 + ng) of KV head kvh.
+  struct Item {
+    const DeviceAttentionSeq* seq;
+    std::int64_t row, n_keys, kvh, h0;
+    int ng;
+  };
+
+  template <class Thread>
+  KYLIN_HD bool find_item(Thread& t, Item& it) const {
+    const std::int64_t G = n_heads / n_kv_heads, hb = (G + detail::attn_heads - 1) / detail::attn_heads;
+    it.row = t.block_idx().x;
+    it.kvh = t.block_idx().y / hb;
+    const std::int64_t g0 = (t.block_idx().y % hb) * detail::attn_heads;
+    it.h0 = it.kvh * G + g0;
+    it.ng = static_cast<int>(G - g0 < detail::attn_heads ? G - g0 : detail::attn_heads);
+    for (std::int64_t s = 0; s < n_seqs; ++s)
+      if (it.row >= seqs[s].row0 && it.row < seqs[s].row0 + seqs[s].n_tokens) {
+        it.seq = &seqs[s];
+        it.n_keys = seqs[s].pos0 + (it.row - seqs[s].row0) + 1;
+        return true;
+      }
+    return false;
+  }
+
+  template <class T, class Thread>
+  KYLIN_HD void run(Thread& t) const {
+    Item it{};
+    if (!find_item(t, it)) return;  // a row of no sequence: the whole block leaves, out untouched
+    const std::int64_t D = head_dim;
+    const int ng = it.ng;
+    float* q_s = t.template shared<float>();  // [ng, D]
+    float* p_s = q_s + ng * D;                // [ng, tile] scores, then probabilities
+    float* m_s = p_s + ng * detail::attn_tile;  // [ng] running max
+    float* l_s = m_s + ng;                      // [ng] running sum
+    float* c_s = l_s + ng;                      // [ng] this tile's rescale of the accumulators
+    const unsigned tid = t.thread_idx().x;
+    const float* qr = q + (it.row * n_heads + it.h0) * D;
+    for (std::int64_t i = tid; i < ng * D; i += detail::attn_threads) q_s[i] = qr[i];
+    if (tid < static_cast<unsigned>(ng)) {
+      m_s[tid] = -INFINITY;
+      l_s[tid] = 0.f;
+    }
+    float acc[detail::attn_heads][detail::attn_dim_threads] = {};
+    t.sync();
+    if constexpr (!std::is_void_v<T>) {
+      const T* k = static_cast<const T*>(it.seq->k) + it.kvh * it.seq->kv_stride;
+      const T* v = static_cast<const T*>(it.seq->v) + it.kvh * it.seq->kv_stride;
+      for (std::int64_t j0 = 0; j0 < it.n_keys; j0 += detail::attn_tile) {
+        const int nk = static_cast<int>(it.n_keys - j0 < detail::attn_tile ? it.n_keys - j0 : detail::attn_tile);
+        scores(t, k + j0 * D, nk, ng, q_s, p_s);
+        t.sync();
+        softmax_step(t, nk, ng, p_s, m_s, l_s, c_s);
+        t.sync();
+        accumulate(v + j0 * D, nk, ng, p_s, c_s, tid, acc);
+        t.sync();  // p_s is rewritten by the next tile
+      }
+    }
+    float* o = out + (it.row * n_heads + it.h0) * D;
+    for (int c = 0; c < detail::attn_dim_threads; ++c) {
+      const std::int64_t d = tid + c * detail::attn_threads;
+      if (d >= D) break;
+      for (int g = 0; g < detail::attn_heads && g < ng; ++g)
+        o[g * D + d] = std::is_void_v<T> ? detail::poison() : acc[g][c] / l_s[g];
+    }
+  }
+
+  // p_s[g, j] = scale * q_g · k_j: 8 lanes per key (4 keys per warp step) striding along head_dim,
+  // so a key's dot product takes 3 shuffles per head, not a whole warp's 5.
+  template <class T, class Thread>
+  KYLIN_HD void scores(Thread& t, const T* k, int nk, int ng, const float* q_s, float* p_s) const {
+    constexpr int lanes = detail::attn_key_lanes, keys_per_warp = static_cast<int>(warp_size) / lanes;
+    constexpr int step = keys_per_warp * static_cast<int>(detail::attn_threads / warp_size);
+    const int lane = static_cast<int>(t.thread_idx().x % warp_size), warp = static_cast<int>(t.thread_idx().x / warp_size);
+    const int sub = lane % lanes;
+    for (int j0 = warp * keys_per_warp; j0 < nk; j0 += step) {
+      const int j = j0 + lane / lanes;
+      const bool live = j < nk;  // dead lanes still shuffle, with zeros
+      float part[detail::attn_heads] = {};
+      for (std::int64_t d = sub; live && d < head_dim; d += lanes) {
+        const float kd = detail::to_f32(k[j * head_dim + d]);
+        KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
+          if (g < ng) part[g] += q_s[g * head_dim + d] * kd;
+      }
+      KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g) {  // a constant bound keeps part[] in registers
+        if (g >= ng) break;
+        float s = part[g];
+        for (int m = 1; m < lanes; m <<= 1) s += t.shfl_xor(s, m);
+        if (live && sub == 0) p_s[g * detail::attn_tile + j] = s * scale;
+      }
+    }
+  }
+
+  // Per head (a warp each): the tile's max, p = e^(s - new max), and the running sum rescaled.
+  template <class Thread>
+  KYLIN_HD void softmax_step(Thread& t, int nk, int ng, float* p_s, float* m_s, float* l_s, float* c_s) const {
+    const int lane = static_cast<int>(t.thread_idx().x % warp_size), warp = static_cast<int>(t.thread_idx().x / warp_size);
+    for (int g = warp; g < ng; g += detail::attn_threads / warp_size) {
+      float* p = p_s + g * detail::attn_tile;
+      const int j1 = lane + static_cast<int>(warp_size);
+      const float s0 = lane < nk ? p[lane] : -INFINITY, s1 = j1 < nk ? p[j1] : -INFINITY;
+      const float m_old = m_s[g], m_new = fmaxf(m_old, detail::warp_max(t, fmaxf(s0, s1)));
+      const float e0 = lane < nk ? expf(s0 - m_new) : 0.f, e1 = j1 < nk ? expf(s1 - m_new) : 0.f;
+      if (lane < nk) p[lane] = e0;
+      if (j1 < nk) p[j1] = e1;
+      const float sum = detail::warp_sum(t, e0 + e1);  // every lane has read m_s[g] before lane 0 writes it
+      if (lane == 0) {
+        const float corr = expf(m_old - m_new);  // 0 on the first tile: e^-inf
+        m_s[g] = m_new;
+        l_s[g] = l_s[g] * corr + sum;
+        c_s[g] = corr;
+      }
+    }
+  }
+
+  // acc[g][c] = acc * corr_g + sum_j p[g, j] * v_j[d]: threads along head_dim, each V value widened once.
+  template <class T>
+  KYLIN_HD void accumulate(const T* v, int nk, int ng, const float* p_s, const float* c_s, unsigned tid,
+                           float (&acc)[detail::attn_heads][detail::attn_dim_threads]) const {
+    KYLIN_UNROLL for (int c = 0; c < detail::attn_dim_threads; ++c) {
+      const std::int64_t d = tid + c * detail::attn_threads;
+      if (d >= head_dim) break;
+      KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
+        if (g < ng) acc[g][c] *= c_s[g];
+      for (int j = 0; j < nk; ++j) {
+        const float vj = detail::to_f32(v[j * head_dim + d]);
+        KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
+          if (g < ng) acc[g][c] += p_s[g * detail::attn_tile + j] * vj;
+      }
+    }
+  }
+};
+
+}  // namespace kylin::cuda

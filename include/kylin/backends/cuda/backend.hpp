@@ -1,0 +1,177 @@
+// CudaBackend<Runtime>: the Backend concept on a CUDA device. Workspace and KV caches live in
+// device memory, weights are uploaded once (at first use) in their stored dtype, decode rows take
+// the matvec kernel and prefill rows cuBLAS; logits come back to the host. The Runtime is the GPU
+// (device_runtime.hpp) or, in the tests, the host emulation (host_runtime.hpp).
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kylin/backends/cuda/gemm_call.hpp"
+#include "kylin/backends/cuda/kernels.hpp"
+#include "kylin/model/backend.hpp"
+
+namespace kylin::cuda {
+
+// What CudaBackend needs from a device: memory, copies, kernel launches and cublasGemmEx.
+template <class R>
+concept Runtime = requires(R& r, std::size_t n, void* p, const void* cp, const GemmCall& g, const FillKernel& k) {
+  { R::name } -> std::convertible_to<std::string_view>;
+  { r.allocate(n) } -> std::same_as<Memory>;  // Placement::device
+  r.to_device(p, cp, n);                       // ordered after earlier launches; the host buffer may be reused on return
+  r.to_host(p, cp, n);                         // waits for earlier launches
+  r.launch(k);                                 // any kernel of kernels.hpp, at k.shape()
+  r.gemm(g);
+};
+
+template <Runtime R>
+class CudaBackend {
+ public:
+  // Staging for the small per-call host arguments (row selections, attention sequences) and the
+  // BF16 halves of a GEMM's f32 input, sized once for the widest matrix input and max_tokens rows.
+  CudaBackend(const ModelConfig& c, const BackendOptions& o)
+      : rows_(std::max<std::int64_t>(1, o.max_tokens)),
+        widest_(std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0})),
+        split_(runtime_.allocate(static_cast<std::size_t>(2 * rows_ * widest_) * sizeof(std::uint16_t))),
+        index_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(std::int64_t))),
+        weight_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(float))),
+        seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))) {
+    host_seqs_.reserve(static_cast<std::size_t>(rows_));
+    if (c.head_dim > detail::attn_max_dim)
+      throw Error(ErrorCategory::config, std::string(name), "head_dim " + std::to_string(c.head_dim) + " is above the attention kernel's " +
+                                                                std::to_string(detail::attn_max_dim));
+  }
+
+  static constexpr std::string_view name = R::name;
+  static int threads() { return 1; }  // host threads: the device does the work
+  R& runtime() { return runtime_; }
+  // Bytes of weights uploaded so far.
+  std::size_t resident_bytes() const {
+    std::size_t n = 0;
+    for (const auto& [key, mem] : resident_) n += mem.bytes();
+    return n;
+  }
+
+  Memory allocate(std::size_t bytes) { return runtime_.allocate(bytes); }
+  void download(std::span<float> host, const float* src) { runtime_.to_host(host.data(), src, host.size_bytes()); }
+  void upload(float* dst, std::span<const float> host) { runtime_.to_device(dst, host.data(), host.size_bytes()); }
+
+  void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
+    const kernels::MatmulOut one{w, bias, y};
+    matmul_fused(x, std::span<const kernels::MatmulOut>(&one, 1), plan);
+  }
+  // Decode rows: the matvec kernel, which reads each weight once for all of them. GEMM rows: BF16
+  // weights through two cuBLAS BF16 GEMMs on the hi and lo BF16 halves of x (f32 compute, so x
+  // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
+  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
+    const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.dot_rows;
+    if (plan.dot_rows > 0)
+      for (const kernels::MatmulOut& o : outs) matvec(x, plan.dot_rows, o);
+    if (T == 0) return;
+    const float* xg = x + plan.dot_rows * K;  // [T, K]
+    auto* hi = split_.as<std::uint16_t>();    // [T, K]
+    auto* lo = hi + rows_ * widest_;          // [T, K]
+    if (std::ranges::any_of(outs, [](const kernels::MatmulOut& o) { return o.w.dtype == DType::bf16; }))
+      runtime_.launch(SplitBf16Kernel{.x = xg, .n = T * K, .hi = hi, .lo = lo});
+    for (const kernels::MatmulOut& o : outs) {
+      const std::int64_t N = o.w.rows;
+      float* yg = o.y + plan.dot_rows * N;  // [T, N]
+      if (o.w.dtype == DType::bf16) {
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = hi, .y = yg, .T = T, .N = N, .K = K}));
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = lo, .y = yg, .T = T, .N = N, .K = K, .beta = 1.0f}));
+      } else if (o.w.dtype == DType::f32) {
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K}));
+      } else {
+        matvec(xg, T, {o.w, o.bias, yg});
+        continue;
+      }
+      if (o.bias) runtime_.launch(AddBiasKernel{.y = yg, .bias = resident(o.bias, N), .rows = T, .cols = N});
+    }
+  }
+  void matmul_each(std::span<const kernels::DotProduct> products) {
+    for (const kernels::DotProduct& p : products) matvec(p.x, p.n, p.out);
+  }
+
+  void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
+    runtime_.launch(RmsNormKernel{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps});
+  }
+  void rope(float* x, const kernels::HeadRows& s, const kernels::RopeTables& t) {
+    runtime_.launch(RopeKernel{.x = x, .n_tokens = s.n_tokens, .n_heads = s.n_heads, .head_dim = s.head_dim, .cos = t.cos, .sin = t.sin});
+  }
+  void store_kv(kernels::KVRef cache, const kernels::KVLayout& layout, const kernels::KVRows& rows) {
+    runtime_.launch(StoreKVKernel{.cache = cache.data, .dtype = cache.dtype, .n_kv_heads = layout.n_kv_heads, .head_dim = layout.head_dim,
+                                  .head_stride = layout.head_stride, .rows = rows.rows, .n_tokens = rows.n_tokens, .pos0 = rows.pos0});
+  }
+  void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
+    host_seqs_.clear();
+    std::int64_t n_rows = 0;
+    for (const kernels::AttentionSeq& s : seqs) {
+      host_seqs_.push_back({.k = s.k.data, .v = s.v.data, .kv_stride = s.kv_stride, .row0 = s.row0, .n_tokens = s.n_tokens, .pos0 = s.pos0});
+      n_rows = std::max(n_rows, s.row0 + s.n_tokens);
+    }
+    runtime_.to_device(seqs_.data(), host_seqs_.data(), host_seqs_.size() * sizeof(DeviceAttentionSeq));
+    runtime_.launch(AttentionKernel{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
+                                    .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
+                                    .scale = h.scale, .kv_dtype = seqs.front().k.dtype});
+  }
+  void silu_mul(float* gate, const float* up, std::int64_t n) { runtime_.launch(SiluMulKernel{.gate = gate, .up = up, .n = n}); }
+  void add(float* acc, const float* x, std::int64_t n) { runtime_.launch(AddKernel{.acc = acc, .x = x, .n = n}); }
+  void fill_zero(float* out, std::int64_t n) { runtime_.launch(FillKernel{.out = out, .n = n, .value = 0.0f}); }
+  void gather_rows(const float* x, const kernels::RowSelection& sel, float* out, std::int64_t width) {
+    runtime_.to_device(index_.data(), sel.rows.data(), sel.rows.size_bytes());
+    runtime_.launch(GatherRowsKernel{.x = x, .rows = index_.as<std::int64_t>(), .n_rows = static_cast<std::int64_t>(sel.rows.size()),
+                                     .width = width, .out = out});
+  }
+  void add_rows_scaled(float* acc, const float* y, const kernels::RowSelection& sel, std::int64_t width) {
+    runtime_.to_device(index_.data(), sel.rows.data(), sel.rows.size_bytes());
+    runtime_.to_device(weight_.data(), sel.weights.data(), sel.weights.size_bytes());
+    runtime_.launch(AddRowsScaledKernel{.acc = acc, .y = y, .rows = index_.as<std::int64_t>(), .weights = weight_.as<float>(),
+                                        .n_rows = static_cast<std::int64_t>(sel.rows.size()), .width = width});
+  }
+  void embed(const kernels::MatRef& table, std::int64_t id, float* out) {
+    runtime_.launch(EmbedKernel{.table = resident(table), .dtype = table.dtype, .rows = table.rows, .cols = table.cols, .id = id, .out = out});
+  }
+
+ private:
+  void matvec(const float* x, std::int64_t n, const kernels::MatmulOut& o) {
+    runtime_.launch(MatvecKernel{.x = x, .n = n, .w = resident(o.w), .w_dtype = o.w.dtype, .out_features = o.w.rows,
+                                 .in_features = o.w.cols, .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y});
+  }
+
+  // The device copy of a weight (keyed by its host address: weights never change while a model
+  // lives), uploaded on first use. Unknown dtypes are refused by name before any kernel sees them.
+  const void* resident(const kernels::MatRef& w) {
+    if (auto it = resident_.find(w.data); it != resident_.end()) return it->second.data();
+    if (w.dtype != DType::bf16 && w.dtype != DType::f16 && w.dtype != DType::f32 && w.dtype != DType::q8_0)
+      throw Error(ErrorCategory::config, std::string(name), "no kernels for " + std::string(dtype_name(w.dtype)) + " weights");
+    const auto elems = static_cast<std::size_t>(w.rows * w.cols);
+    const std::size_t bytes = w.dtype == DType::q8_0 ? elems + elems / 32 * sizeof(std::uint16_t) : elems * dtype_size(w.dtype);
+    return upload_once(w.data, bytes);
+  }
+  const float* resident(const float* bias, std::int64_t n) {
+    if (auto it = resident_.find(bias); it != resident_.end()) return it->second.template as<float>();
+    return static_cast<const float*>(upload_once(bias, static_cast<std::size_t>(n) * sizeof(float)));
+  }
+  const void* upload_once(const void* host, std::size_t bytes) {
+    Memory m = runtime_.allocate(bytes);
+    runtime_.to_device(m.data(), host, bytes);
+    return resident_.emplace(host, std::move(m)).first->second.data();
+  }
+
+  R runtime_;
+  std::int64_t rows_, widest_;
+  Memory split_;   // [2][rows, widest] BF16 halves of a GEMM input
+  Memory index_;   // [rows] int64 row indices of a selection
+  Memory weight_;  // [rows] f32 routing weights of a selection
+  Memory seqs_;    // [rows] DeviceAttentionSeq
+  std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
+  std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy
+};
+
+}  // namespace kylin::cuda

@@ -1,0 +1,134 @@
+// Device-side helpers of the CUDA kernels: exact bf16/f16 conversions (bit for bit those of
+// core/dtype.hpp, which are host code), launch shapes and block reductions, for GPU and emulator alike.
+#pragma once
+
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kylin/backends/cuda/portable.hpp"
+#include "kylin/core/dtype.hpp"  // DType and the bf16_t/f16_t storage tags only: its functions are host code
+
+#if defined(__CUDA_ARCH__)
+#define KYLIN_UNROLL _Pragma("unroll")
+#else
+#define KYLIN_UNROLL
+#endif
+
+namespace kylin::cuda {
+
+
+namespace detail {
+
+KYLIN_HD inline std::uint32_t bits_of(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+KYLIN_HD inline float float_of(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// The conversions of core/dtype.hpp, line for line, so device results are bit-identical to the CPU's.
+KYLIN_HD inline float bf16_to_f32(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
+
+KYLIN_HD inline std::uint16_t f32_to_bf16(float f) {
+  std::uint32_t u = bits_of(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+KYLIN_HD inline float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+  }
+  return float_of(bits);
+}
+
+KYLIN_HD inline std::uint16_t f32_to_f16(float f) {
+  const std::uint32_t u = bits_of(f), sign = (u >> 16) & 0x8000u, abs = u & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u);
+  if (abs >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // rounds to >= 65520
+  if (abs < 0x38800000u) {  // subnormal or zero: exact in float after scaling by 2^24
+    const float scaled = float_of(abs) * 16777216.0f;
+    const auto units = static_cast<std::uint32_t>(scaled);
+    const float rem = scaled - static_cast<float>(units);
+    const std::uint32_t r = units + ((rem > 0.5f || (rem == 0.5f && (units & 1u))) ? 1u : 0u);
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  const std::uint32_t r = abs + 0xFFFu + ((abs >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | ((r - 0x38000000u) >> 13));
+}
+
+KYLIN_HD inline float to_f32(float x) { return x; }
+KYLIN_HD inline float to_f32(bf16_t x) { return bf16_to_f32(x.bits); }
+KYLIN_HD inline float to_f32(f16_t x) { return f16_to_f32(x.bits); }
+
+// What a kernel writes for a dtype it has no path for (the backend refuses those before launching).
+KYLIN_HD inline float poison() { return NAN; }
+
+template <class Thread>
+KYLIN_HD float warp_sum(Thread& t, float v) {
+  for (int m = static_cast<int>(warp_size) / 2; m > 0; m >>= 1) v += t.shfl_xor(v, m);
+  return v;
+}
+
+template <class Thread>
+KYLIN_HD float warp_max(Thread& t, float v) {
+  for (int m = static_cast<int>(warp_size) / 2; m > 0; m >>= 1) v = fmaxf(v, t.shfl_xor(v, m));
+  return v;
+}
+
+inline constexpr unsigned block_threads = 256;
+
+// Element-wise kernels: a grid-stride loop over n, so any n fits a grid capped well under CUDA's limit.
+inline LaunchShape elementwise_shape(std::int64_t n) {
+  const std::int64_t blocks = (n + block_threads - 1) / block_threads;
+  return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks)}, {block_threads}, 0};
+}
+
+// One block per row (grid-stride over rows), threads striding across the row.
+inline LaunchShape row_shape(std::int64_t rows, std::size_t shared_bytes = 0) {
+  return {{static_cast<unsigned>(rows < 1 ? 1 : rows > 65535 ? 65535 : rows)}, {block_threads}, shared_bytes};
+}
+
+template <class Thread>
+KYLIN_HD std::int64_t global_index(Thread& t) {
+  return static_cast<std::int64_t>(t.block_idx().x) * t.block_dim().x + t.thread_idx().x;
+}
+
+template <class Thread>
+KYLIN_HD std::int64_t global_stride(Thread& t) {
+  return static_cast<std::int64_t>(t.grid_dim().x) * t.block_dim().x;
+}
+
+}  // namespace detail
+
+}  // namespace kylin::cuda

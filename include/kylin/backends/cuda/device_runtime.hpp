@@ -1,0 +1,103 @@
+// The GPU under CudaBackend: cudaMalloc'd memory, one stream for every copy, launch and
+// cublasGemmEx, and a named kylin::Error for any failing CUDA or cuBLAS call. Compiles with a plain
+// C++ compiler; the kernels' entry points come from kernels.cu, which nvcc compiles.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include "kylin/backends/cuda/gemm_call.hpp"
+#include "kylin/backends/cuda/portable.hpp"
+#include "kylin/model/backend.hpp"
+
+namespace kylin::cuda {
+
+// &run_kernel<Kernel> for each kernel of kernels.hpp, instantiated in kernels.cu.
+template <class Kernel>
+const void* kernel_entry();
+
+namespace detail {
+
+inline void check(cudaError_t e, std::string_view call) {
+  if (e != cudaSuccess) throw Error(ErrorCategory::runtime, "cuda", std::string(call) + ": " + cudaGetErrorString(e));
+}
+inline void check(cublasStatus_t s, std::string_view call) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCategory::runtime, "cublas", std::string(call) + ": " + cublasGetStatusString(s));
+}
+inline cublasOperation_t blas_op(GemmOp op) { return op == GemmOp::t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+inline cudaDataType_t blas_type(GemmType t) {
+  switch (t) {
+    case GemmType::bf16: return CUDA_R_16BF;
+    case GemmType::f16: return CUDA_R_16F;
+    case GemmType::f32: return CUDA_R_32F;
+  }
+  return CUDA_R_32F;
+}
+
+}  // namespace detail
+
+class DeviceRuntime {
+ public:
+  static constexpr std::string_view name = "cuda";
+
+  // Device 0 (CUDA_VISIBLE_DEVICES picks another); a machine without one is refused by name.
+  DeviceRuntime() {
+    int devices = 0;
+    const cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0)
+      throw Error(ErrorCategory::runtime, "cuda", std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+    detail::check(cudaSetDevice(0), "cudaSetDevice");
+    detail::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
+      cudaStreamDestroy(stream_);
+      detail::check(s, "cublasCreate");
+    }
+    detail::check(cublasSetStream(blas_, stream_), "cublasSetStream");
+  }
+  DeviceRuntime(const DeviceRuntime&) = delete;
+  DeviceRuntime& operator=(const DeviceRuntime&) = delete;
+  ~DeviceRuntime() {
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  static Memory allocate(std::size_t bytes) {
+    void* p = nullptr;
+    detail::check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+    return Memory(p, bytes, [](void* q) { cudaFree(q); }, Placement::device);
+  }
+  // From pageable host memory the call returns once the source is staged, so it may be reused.
+  void to_device(void* dst, const void* src, std::size_t bytes) {
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
+  }
+  void to_host(void* dst, const void* src, std::size_t bytes) {
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host");
+    detail::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  template <class Kernel>
+  void launch(const Kernel& k) {
+    const LaunchShape s = k.shape();
+    void* args[] = {const_cast<Kernel*>(&k)};
+    detail::check(cudaLaunchKernel(kernel_entry<Kernel>(), dim3(s.grid.x, s.grid.y, s.grid.z), dim3(s.block.x, s.block.y, s.block.z), args,
+                                   s.shared_bytes, stream_),
+                  "cudaLaunchKernel");
+  }
+  void gemm(const GemmCall& c) {
+    cuda::detail::check_gemm(c);
+    detail::check(cublasGemmEx(blas_, detail::blas_op(c.transa), detail::blas_op(c.transb), static_cast<int>(c.m), static_cast<int>(c.n),
+                               static_cast<int>(c.k), &c.alpha, c.a, detail::blas_type(c.a_type), static_cast<int>(c.lda), c.b,
+                               detail::blas_type(c.b_type), static_cast<int>(c.ldb), &c.beta, c.c, CUDA_R_32F, static_cast<int>(c.ldc),
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  "cublasGemmEx");
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+};
+
+}  // namespace kylin::cuda

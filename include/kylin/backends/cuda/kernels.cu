@@ -1,0 +1,26 @@
+// The device entry point of every kernel of kernels.hpp, for DeviceRuntime::launch. The one file
+// nvcc compiles: a program using the CUDA backend builds it and register.cpp (the kylin::cuda target).
+#include "kylin/backends/cuda/kernels.hpp"
+
+namespace kylin::cuda {
+
+template <class Kernel>
+const void* kernel_entry() {
+  return reinterpret_cast<const void*>(&run_kernel<Kernel>);
+}
+
+template const void* kernel_entry<RmsNormKernel>();
+template const void* kernel_entry<RopeKernel>();
+template const void* kernel_entry<StoreKVKernel>();
+template const void* kernel_entry<AttentionKernel>();
+template const void* kernel_entry<SiluMulKernel>();
+template const void* kernel_entry<AddKernel>();
+template const void* kernel_entry<FillKernel>();
+template const void* kernel_entry<GatherRowsKernel>();
+template const void* kernel_entry<AddRowsScaledKernel>();
+template const void* kernel_entry<EmbedKernel>();
+template const void* kernel_entry<MatvecKernel>();
+template const void* kernel_entry<SplitBf16Kernel>();
+template const void* kernel_entry<AddBiasKernel>();
+
+}  // namespace kylin::cuda

@@ -1,0 +1,61 @@
+// What a kylin CUDA kernel is written against, so one source runs on a GPU (nvcc) and, for the
+// tests, on the host (emulate.hpp walks the grid and runs each block's threads as fibers).
+// A kernel is a struct of device pointers and sizes with `template <class Thread> KYLIN_HD void operator()(Thread& t) const`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define KYLIN_HD __host__ __device__
+#define KYLIN_DEVICE_CODE 1
+#else
+#define KYLIN_HD
+#define KYLIN_DEVICE_CODE 0
+#endif
+
+namespace kylin::cuda {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// A launch: grid of blocks, threads per block, dynamic shared memory per block.
+struct LaunchShape {
+  Dim3 grid;
+  Dim3 block;
+  std::size_t shared_bytes = 0;
+};
+
+inline constexpr unsigned warp_size = 32;
+
+// The thread interface every kernel body uses (DeviceThread below, emulate::HostThread on the host):
+//   t.thread_idx(), t.block_idx(), t.block_dim(), t.grid_dim() -> Dim3
+//   t.sync()                 __syncthreads(): every thread of the block must reach it
+//   t.template shared<T>()   the block's dynamic shared memory (LaunchShape::shared_bytes), as T*
+//   t.shfl_xor(v, mask)      __shfl_xor_sync(0xffffffff, v, mask) on a float, within a warp of 32
+//                            (every lane of the warp calls it; blockDim.x is a multiple of 32)
+
+#if KYLIN_DEVICE_CODE
+struct DeviceThread {
+  __device__ Dim3 thread_idx() const { return {threadIdx.x, threadIdx.y, threadIdx.z}; }
+  __device__ Dim3 block_idx() const { return {blockIdx.x, blockIdx.y, blockIdx.z}; }
+  __device__ Dim3 block_dim() const { return {blockDim.x, blockDim.y, blockDim.z}; }
+  __device__ Dim3 grid_dim() const { return {gridDim.x, gridDim.y, gridDim.z}; }
+  __device__ void sync() const { __syncthreads(); }
+  template <class T>
+  __device__ T* shared() const {
+    extern __shared__ unsigned char kylin_dynamic_shared[];
+    return reinterpret_cast<T*>(kylin_dynamic_shared);
+  }
+  __device__ float shfl_xor(float v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
+};
+
+template <class Kernel>
+__global__ void run_kernel(Kernel k) {
+  DeviceThread t;
+  k(t);
+}
+#endif
+
+}  // namespace kylin::cuda

@@ -1,0 +1,367 @@
+// The CUDA kernels (backends/cuda/kernels.hpp) run by the host grid emulator against the CPU kernels
+// of kylin::kernels, at the shapes of the test checkpoints (head_dim 16..128 incl. 40/48, hidden
+// 32..256 incl. 96/192, GQA groups 1..12): bit-identical where the arithmetic is the same, <= 1e-5
+// relative L2 for the reductions (RMSNorm, matvec, attention).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/helpers.hpp"
+#include "kylin/backends/cuda/emulate.hpp"
+#include "kylin/backends/cuda/kernels.hpp"
+#include "kylin/kernels/attention.hpp"
+#include "kylin/kernels/ops.hpp"
+
+namespace cuda_kernels_test {
+
+using namespace kylin;
+using cuda::emulate::launch;
+
+template <class K>
+void run(const K& k) {
+  launch(k, k.shape());
+}
+
+// Index of the first element whose bits differ, -1 when all match.
+std::int64_t first_mismatch(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+// ||a - b|| / ||b||.
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 1e-300;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+std::vector<float> zeros(std::int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.f); }
+
+// A Q8_0 matrix [rows, cols] quantized from random floats as kylin quantizes weights at load.
+std::vector<std::uint8_t> q8_matrix(std::int64_t rows, std::int64_t cols, unsigned seed) {
+  const auto f = test::random_floats(rows * cols, seed, 0.5f);
+  std::vector<std::uint8_t> buf(kernels::q8_bytes(rows, cols));
+  for (std::int64_t r = 0; r < rows; ++r) kernels::quantize_weight_row_q8(f.data() + r * cols, buf.data(), rows, cols, r);
+  return buf;
+}
+
+// Values around f16's and bf16's edges: subnormals, halfway cases, overflow, infinities, NaN.
+std::vector<float> edge_values() {
+  const float inf = std::numeric_limits<float>::infinity();
+  return {0.f, -0.f, 1e-5f, -3e-8f, 2.98023224e-8f, 5.96046448e-8f, 8.94069672e-8f, 6.1035156e-5f, 65504.f, 65519.f, 65520.f,
+          -1e30f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1.00048828125f, 1.001953125f, 3.0e-39f};
+}
+
+TEST_CASE("detail:: conversions are bit-identical to core/dtype.hpp: every f16/bf16 widened, a 2^-13 sample of floats narrowed") {
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const auto b = static_cast<std::uint16_t>(h);
+    REQUIRE(std::bit_cast<std::uint32_t>(cuda::detail::f16_to_f32(b)) == std::bit_cast<std::uint32_t>(f16_to_f32(b)));
+    REQUIRE(std::bit_cast<std::uint32_t>(cuda::detail::bf16_to_f32(b)) == std::bit_cast<std::uint32_t>(bf16_to_f32(b)));
+  }
+  for (std::uint64_t u = 0; u < (1ull << 32); u += (1u << 13) + 1) {
+    const float f = std::bit_cast<float>(static_cast<std::uint32_t>(u));
+    REQUIRE(cuda::detail::f32_to_f16(f) == f32_to_f16(f));
+    REQUIRE(cuda::detail::f32_to_bf16(f) == f32_to_bf16(f));
+  }
+}
+
+TEST_CASE("RmsNormKernel matches kernels::rms_norm within 1e-5 rel. L2 for BF16/F16/F32 weights at the checkpoints' norm widths, in place too") {
+  for (DType dt : {DType::bf16, DType::f16, DType::f32})
+    for (std::int64_t dim : {16, 32, 40, 48, 64, 96, 128, 192, 256, 1031}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(dim);
+      const std::int64_t rows = 3;
+      const auto w = test::random_weights(dt, 1, dim, 3, 1.f);
+      const auto x = test::random_floats(rows * dim, 4, 3.f);
+      auto expected = zeros(rows * dim), got = zeros(rows * dim);
+      kernels::rms_norm(x.data(), w.ref(), expected.data(), rows, 1e-6);
+      run(cuda::RmsNormKernel{.x = x.data(), .w = w.ref().data, .w_dtype = dt, .out = got.data(), .rows = rows, .dim = dim, .eps = 1e-6});
+      CHECK(rel_l2(got, expected) <= 1e-5);
+      auto inplace = x;
+      run(cuda::RmsNormKernel{.x = inplace.data(), .w = w.ref().data, .w_dtype = dt, .out = inplace.data(), .rows = rows, .dim = dim, .eps = 1e-6});
+      CHECK(rel_l2(inplace, expected) <= 1e-5);
+    }
+}
+
+TEST_CASE("RopeKernel is bit-identical to kernels::rope (rotate_half) at head_dim 16, 32, 40, 48, 64, 128") {
+  for (std::int64_t D : {16, 32, 40, 48, 64, 128}) {
+    CAPTURE(D);
+    const std::int64_t T = 4, H = 6;
+    const auto x = test::random_floats(T * H * D, 5, 2.f), cos = test::random_floats(T * D / 2, 6), sin = test::random_floats(T * D / 2, 7);
+    auto expected = x, got = x;
+    kernels::rope(expected.data(), {T, H, D}, {cos.data(), sin.data()});
+    run(cuda::RopeKernel{.x = got.data(), .n_tokens = T, .n_heads = H, .head_dim = D, .cos = cos.data(), .sin = sin.data()});
+    CHECK(first_mismatch(got, expected) == -1);
+  }
+}
+
+TEST_CASE("StoreKVKernel writes the bytes of kernels::store_kv_ref into F32/F16/BF16 caches, edge values included") {
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (std::int64_t D : {40, 48, 64}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(D);
+      const std::int64_t n_kv = 2, cap = 16, T = 7, pos0 = 5;
+      auto rows = test::random_floats(T * n_kv * D, 8, 3.f);
+      const auto edges = edge_values();
+      std::copy(edges.begin(), edges.end(), rows.begin() + 3);
+      for (std::size_t i = 40; i < rows.size(); i += 9) rows[i] *= 1e-5f;  // f16 subnormals
+      const std::size_t bytes = static_cast<std::size_t>(n_kv * cap * D) * (dt == DType::f32 ? 4 : 2);
+      std::vector<std::uint8_t> expected(bytes, 0xAB), got(bytes, 0xAB);
+      kernels::store_kv_ref({dt, expected.data()}, {n_kv, D, cap * D}, {rows.data(), T, pos0});
+      run(cuda::StoreKVKernel{.cache = got.data(), .dtype = dt, .n_kv_heads = n_kv, .head_dim = D, .head_stride = cap * D,
+                              .rows = rows.data(), .n_tokens = T, .pos0 = pos0});
+      CHECK(got == expected);
+    }
+}
+
+TEST_CASE("SiluMul, Add and Fill kernels are bit-identical to silu_mul_ref, add_inplace and a fill, at sizes with ragged tails") {
+  for (std::int64_t n : {1, 7, 520, 4097}) {
+    CAPTURE(n);
+    const auto gate = test::random_floats(n, 9, 4.f), up = test::random_floats(n, 10);
+    auto expected = gate, got = gate;
+    kernels::silu_mul_ref(expected.data(), up.data(), n);
+    run(cuda::SiluMulKernel{.gate = got.data(), .up = up.data(), .n = n});
+    CHECK(first_mismatch(got, expected) == -1);
+    expected = gate, got = gate;
+    kernels::add_inplace(expected.data(), up.data(), n);
+    run(cuda::AddKernel{.acc = got.data(), .x = up.data(), .n = n});
+    CHECK(first_mismatch(got, expected) == -1);
+    run(cuda::FillKernel{.out = got.data(), .n = n, .value = -2.5f});
+    CHECK(first_mismatch(got, std::vector<float>(gate.size(), -2.5f)) == -1);
+  }
+}
+
+TEST_CASE("GatherRows and AddRowsScaled kernels are bit-identical to kernels::gather_rows and add_rows_scaled (rows out of order)") {
+  for (std::int64_t width : {96, 520}) {
+    CAPTURE(width);
+    const auto x = test::random_floats(10 * width, 11), y = test::random_floats(4 * width, 12);
+    const std::vector<std::int64_t> rows{7, 2, 9, 0};
+    const std::vector<float> weights{0.25f, -1.5f, 0.7f, 0.1f};
+    auto expected = zeros(4 * width), got = zeros(4 * width);
+    kernels::gather_rows(x.data(), {rows, {}}, expected.data(), width);
+    run(cuda::GatherRowsKernel{.x = x.data(), .rows = rows.data(), .n_rows = 4, .width = width, .out = got.data()});
+    CHECK(first_mismatch(got, expected) == -1);
+    expected = x, got = x;
+    kernels::add_rows_scaled(expected.data(), y.data(), {rows, weights}, width);
+    run(cuda::AddRowsScaledKernel{.acc = got.data(), .y = y.data(), .rows = rows.data(), .weights = weights.data(), .n_rows = 4, .width = width});
+    CHECK(first_mismatch(got, expected) == -1);
+  }
+}
+
+TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q8_0 tables, full 151936-row vocab included") {
+  struct Table {
+    DType dt;
+    std::int64_t rows, cols;
+  };
+  for (const Table& tb : {Table{DType::bf16, 1531, 96}, Table{DType::f16, 1531, 192}, Table{DType::f32, 4096, 256},
+                          Table{DType::q8_0, 1531, 96}, Table{DType::q8_0, 2048, 128}, Table{DType::bf16, 151936, 32}}) {
+    CAPTURE(dtype_name(tb.dt));
+    CAPTURE(tb.rows);
+    const test::Weights w = tb.dt == DType::q8_0 ? test::Weights{} : test::random_weights(tb.dt, tb.rows, tb.cols, 13);
+    const auto q8 = tb.dt == DType::q8_0 ? q8_matrix(tb.rows, tb.cols, 13) : std::vector<std::uint8_t>{};
+    const kernels::MatRef table = tb.dt == DType::q8_0 ? kernels::MatRef{DType::q8_0, q8.data(), tb.rows, tb.cols} : w.ref();
+    for (std::int64_t id : {std::int64_t{0}, std::int64_t{7}, tb.rows - 1}) {
+      auto expected = zeros(tb.cols), got = zeros(tb.cols);
+      kernels::embed_row(table, id, expected.data());
+      run(cuda::EmbedKernel{.table = table.data, .dtype = tb.dt, .rows = tb.rows, .cols = tb.cols, .id = id, .out = got.data()});
+      CHECK(first_mismatch(got, expected) == -1);
+    }
+  }
+}
+
+// One matvec case: W [out, in] in dt, n rows of x, with or without bias.
+double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias) {
+  const test::Weights w = dt == DType::q8_0 ? test::Weights{} : test::random_weights(dt, out, in, 14);
+  const auto q8 = dt == DType::q8_0 ? q8_matrix(out, in, 14) : std::vector<std::uint8_t>{};
+  const kernels::MatRef m = dt == DType::q8_0 ? kernels::MatRef{DType::q8_0, q8.data(), out, in} : w.ref();
+  const auto x = test::random_floats(n * in, 15), bias_v = test::random_floats(out, 16);
+  const float* bias = with_bias ? bias_v.data() : nullptr;
+  auto expected = zeros(n * out), got = zeros(n * out);
+  kernels::matmul_ref(x.data(), m, bias, expected.data(), n);
+  run(cuda::MatvecKernel{.x = x.data(), .n = n, .w = m.data, .w_dtype = dt, .out_features = out, .in_features = in, .bias = bias, .y = got.data()});
+  return rel_l2(got, expected);
+}
+
+TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16/F16/F32 weights, odd widths, 1..13 rows, bias or not") {
+  struct Shape {
+    std::int64_t out, in, n;
+  };
+  for (DType dt : {DType::bf16, DType::f16, DType::f32})
+    for (const Shape& s : {Shape{192, 96, 1}, Shape{96, 240, 3}, Shape{40, 40, 13}, Shape{520, 192, 1}, Shape{192, 520, 5},
+                           Shape{56, 96, 9}, Shape{1531, 32, 1}, Shape{288, 192, 2}}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(s.out);
+      CAPTURE(s.in);
+      CAPTURE(s.n);
+      CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 1) <= 1e-5);
+    }
+}
+
+TEST_CASE("MatvecKernel on Q8_0 weights matches matmul_ref's quantized product within 1e-5 (x quantized per block as on the CPU)") {
+  struct Shape {
+    std::int64_t out, in, n;
+  };
+  for (const Shape& s : {Shape{192, 96, 1}, Shape{136, 192, 3}, Shape{64, 256, 9}, Shape{1531, 32, 1}, Shape{96, 160, 8}}) {
+    CAPTURE(s.out);
+    CAPTURE(s.in);
+    CAPTURE(s.n);
+    CHECK(matvec_error(DType::q8_0, s.out, s.in, s.n, s.n % 2 == 0) <= 1e-5);
+  }
+}
+
+TEST_CASE("SplitBf16Kernel gives hi = bf16(x) and lo = bf16(x - hi), nearest-even, bit for bit") {
+  auto x = test::random_floats(1000, 17, 10.f);
+  const auto edges = edge_values();
+  std::copy(edges.begin(), edges.end(), x.begin());
+  std::vector<std::uint16_t> hi(x.size()), lo(x.size());
+  run(cuda::SplitBf16Kernel{.x = x.data(), .n = static_cast<std::int64_t>(x.size()), .hi = hi.data(), .lo = lo.data()});
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(hi[i] == f32_to_bf16(x[i]));
+    REQUIRE(lo[i] == f32_to_bf16(x[i] - bf16_to_f32(hi[i])));
+  }
+}
+
+TEST_CASE("AddBiasKernel adds bias[c] to every row, bit for bit, also when the grid is smaller than the rows") {
+  const std::int64_t rows = 5, cols = 520;
+  const auto y0 = test::random_floats(rows * cols, 18), bias = test::random_floats(cols, 19);
+  auto expected = y0, got = y0, strided = y0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) expected[static_cast<std::size_t>(r * cols + c)] += bias[static_cast<std::size_t>(c)];
+  const cuda::AddBiasKernel k{.y = got.data(), .bias = bias.data(), .rows = rows, .cols = cols};
+  run(k);
+  CHECK(first_mismatch(got, expected) == -1);
+  cuda::AddBiasKernel k2 = k;
+  k2.y = strided.data();
+  launch(k2, {{1, 2}, {64}, 0});  // grid-stride in both directions
+  CHECK(first_mismatch(strided, expected) == -1);
+}
+
+// One sequence of an attention batch: its rows of q/out, cached positions before them, its own cache.
+struct Seq {
+  std::int64_t row0, n_tokens, pos0;
+  std::vector<std::uint8_t> k, v;
+  std::int64_t stride = 0;
+};
+
+struct AttnCase {
+  std::int64_t n_heads, n_kv, D;
+  DType kv;
+};
+
+// Rows: two decodes (151 and 38 keys), a prefill chunk from position 0, a chunk across the 64-key
+// tile edge, a decode of 129 keys, a 2-token chunk at 300 keys: 12 rows, each sequence its own capacity.
+double attention_error(const AttnCase& c) {
+  std::vector<Seq> seqs;
+  for (auto [row0, n, pos0] : {std::array<std::int64_t, 3>{0, 1, 150}, {1, 1, 37}, {2, 4, 0}, {6, 3, 62}, {9, 1, 128}, {10, 2, 299}})
+    seqs.push_back({row0, n, pos0, {}, {}});
+  const std::int64_t H = c.n_heads, D = c.D, n_rows = 12;
+  const std::size_t elem = c.kv == DType::f32 ? 4 : 2;
+  const auto q = test::random_floats(n_rows * H * D, 20, 2.f);
+  auto expected = zeros(n_rows * H * D), got = zeros(n_rows * H * D);
+  std::vector<cuda::DeviceAttentionSeq> dev;
+  unsigned seed = 21;
+  for (Seq& s : seqs) {
+    const std::int64_t ctx = s.pos0 + s.n_tokens, cap = ctx + 3;
+    s.stride = cap * D;
+    s.k.assign(static_cast<std::size_t>(c.n_kv * s.stride) * elem, 0);
+    s.v.assign(s.k.size(), 0);
+    const auto keys = test::random_floats(ctx * c.n_kv * D, seed++, 2.f), vals = test::random_floats(ctx * c.n_kv * D, seed++);
+    kernels::store_kv_ref({c.kv, s.k.data()}, {c.n_kv, D, s.stride}, {keys.data(), ctx, 0});
+    kernels::store_kv_ref({c.kv, s.v.data()}, {c.n_kv, D, s.stride}, {vals.data(), ctx, 0});
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    kernels::attention_ref(q.data() + s.row0 * H * D, {c.kv, s.k.data()}, {c.kv, s.v.data()}, expected.data() + s.row0 * H * D,
+                           {s.n_tokens, s.pos0, H, c.n_kv, D, s.stride, scale});
+    dev.push_back({.k = s.k.data(), .v = s.v.data(), .kv_stride = s.stride, .row0 = s.row0, .n_tokens = s.n_tokens, .pos0 = s.pos0});
+  }
+  run(cuda::AttentionKernel{.q = q.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = static_cast<std::int64_t>(dev.size()),
+                            .n_rows = n_rows, .n_heads = H, .n_kv_heads = c.n_kv, .head_dim = D,
+                            .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), .kv_dtype = c.kv});
+  return rel_l2(got, expected);
+}
+
+TEST_CASE("AttentionKernel matches kernels::attention_ref within 1e-5 rel. L2: decode and prefill rows mixed, contexts past the key tile, GQA 1..12, F32/F16 KV") {
+  for (const AttnCase& c : {AttnCase{6, 2, 40, DType::f32}, AttnCase{6, 3, 48, DType::f16}, AttnCase{8, 2, 64, DType::f16},
+                            AttnCase{4, 2, 128, DType::f32}, AttnCase{12, 1, 32, DType::f16}, AttnCase{2, 2, 16, DType::f32}}) {
+    CAPTURE(c.n_heads);
+    CAPTURE(c.n_kv);
+    CAPTURE(c.D);
+    CAPTURE(dtype_name(c.kv));
+    CHECK(attention_error(c) <= 1e-5);
+  }
+}
+
+TEST_CASE("kernels write NaN, never a guess, for a dtype they have no path for") {
+  const std::int64_t dim = 64;
+  const auto x = test::random_floats(2 * dim, 22);
+  const std::vector<std::uint8_t> raw(4096, 1);
+  auto out = zeros(2 * dim);
+  run(cuda::RmsNormKernel{.x = x.data(), .w = raw.data(), .w_dtype = DType::i8, .out = out.data(), .rows = 2, .dim = dim, .eps = 1e-6});
+  CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
+  out = zeros(2 * 8);
+  run(cuda::MatvecKernel{.x = x.data(), .n = 2, .w = raw.data(), .w_dtype = DType::u8, .out_features = 8, .in_features = dim, .bias = nullptr, .y = out.data()});
+  CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
+  out = zeros(dim);
+  run(cuda::EmbedKernel{.table = raw.data(), .dtype = DType::f64, .rows = 4, .cols = dim, .id = 1, .out = out.data()});
+  CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
+  const cuda::DeviceAttentionSeq seq{.k = raw.data(), .v = raw.data(), .kv_stride = 4 * 32, .row0 = 0, .n_tokens = 2, .pos0 = 1};
+  out = zeros(2 * 2 * 32);
+  run(cuda::AttentionKernel{.q = x.data(), .out = out.data(), .seqs = &seq, .n_seqs = 1, .n_rows = 2, .n_heads = 2, .n_kv_heads = 1,
+                            .head_dim = 32, .scale = 0.2f, .kv_dtype = DType::i32});
+  CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
+}
+
+TEST_CASE("launch shapes respect CUDA's limits at full model sizes and are valid (>= 1 block) for empty work") {
+  auto ok = [](const cuda::LaunchShape& s) {
+    const unsigned threads = s.block.x * s.block.y * s.block.z;
+    return s.grid.x >= 1 && s.grid.y >= 1 && s.grid.y <= 65535 && s.grid.z >= 1 && s.grid.z <= 65535 && threads % 32 == 0 &&
+           threads <= 1024 && s.shared_bytes <= 48 * 1024;
+  };
+  const std::int64_t big = 40'000'000'000;
+  CHECK(ok(cuda::SiluMulKernel{.gate = nullptr, .up = nullptr, .n = big}.shape()));
+  CHECK(ok(cuda::FillKernel{.out = nullptr, .n = 0, .value = 0}.shape()));
+  CHECK(ok(cuda::RmsNormKernel{.x = nullptr, .w = nullptr, .w_dtype = DType::bf16, .out = nullptr, .rows = 1'000'000, .dim = 8192, .eps = 1e-6}.shape()));
+  CHECK(ok(cuda::AddBiasKernel{.y = nullptr, .bias = nullptr, .rows = 1'000'000, .cols = 151936}.shape()));
+  CHECK(ok(cuda::GatherRowsKernel{.x = nullptr, .rows = nullptr, .n_rows = 0, .width = 64, .out = nullptr}.shape()));
+  CHECK(ok(cuda::RopeKernel{.x = nullptr, .n_tokens = 100'000, .n_heads = 64, .head_dim = 256, .cos = nullptr, .sin = nullptr}.shape()));
+  CHECK(ok(cuda::MatvecKernel{.x = nullptr, .n = 512, .w = nullptr, .w_dtype = DType::q8_0, .out_features = 151936, .in_features = 5120,
+                              .bias = nullptr, .y = nullptr}.shape()));
+  for (std::int64_t kv : {1, 4, 8})
+    CHECK(ok(cuda::AttentionKernel{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64, .n_kv_heads = kv,
+                                   .head_dim = 256, .scale = 1, .kv_dtype = DType::f16}.shape()));
+}
+
+TEST_CASE("grid-stride kernels are correct under a grid smaller than their work (more rows and elements than threads)") {
+  const std::int64_t rows = 5, dim = 700;
+  const auto x = test::random_floats(rows * dim, 23);
+  const auto w = test::random_weights(DType::f32, 1, dim, 24);
+  auto expected = zeros(rows * dim), got = zeros(rows * dim);
+  kernels::rms_norm(x.data(), w.ref(), expected.data(), rows, 1e-6);
+  const cuda::RmsNormKernel norm{.x = x.data(), .w = w.ref().data, .w_dtype = DType::f32, .out = got.data(), .rows = rows, .dim = dim, .eps = 1e-6};
+  launch(norm, {{2}, {norm.shape().block}, norm.shape().shared_bytes});
+  CHECK(rel_l2(got, expected) <= 1e-5);
+  auto a = x, b = x;
+  kernels::add_inplace(a.data(), expected.data(), rows * dim);
+  launch(cuda::AddKernel{.acc = b.data(), .x = expected.data(), .n = rows * dim}, {{3}, {64}, 0});
+  CHECK(first_mismatch(b, a) == -1);
+  const std::vector<std::int64_t> sel{4, 1, 3};
+  auto ge = zeros(3 * dim), gg = zeros(3 * dim);
+  kernels::gather_rows(x.data(), {sel, {}}, ge.data(), dim);
+  launch(cuda::GatherRowsKernel{.x = x.data(), .rows = sel.data(), .n_rows = 3, .width = dim, .out = gg.data()}, {{2}, {32}, 0});
+  CHECK(first_mismatch(gg, ge) == -1);
+}
+
+}  // namespace cuda_kernels_test
