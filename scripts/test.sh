@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: the Release build's tests, the same tests under AddressSanitizer +
+# The whole test suite: the Release build's tests (with the CUDA backend compiled and linked
+# where nvcc exists: scripts/setup.sh), the same tests under AddressSanitizer +
 # UndefinedBehaviorSanitizer (clang, build-asan/), the server and generation tests under
 # ThreadSanitizer (clang, build-tsan/), and a bounded libFuzzer run. Fails when a build
 # registers fewer tests than the source tree defines (tests or examples switched off).
@@ -15,11 +16,13 @@ expected_tests() {
     if compgen -G "$dir*.cpp" >/dev/null; then echo "$area"; fi
   done
   printf '%s\n' kernels_avx2 kernels_scalar server_openai_client server_anthropic_client deploy_nginx package
+  # the Release build has the CUDA backend wherever nvcc is (scripts/setup.sh)
+  if [ "$1" = build ] && { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then echo cuda_device; fi
 }
 
 run_tests() {  # build directory
   local missing
-  missing=$(comm -23 <(expected_tests | sort) <(ctest --test-dir "$1" -N | sed -n 's/^ *Test *#[0-9]*: //p' | sort))
+  missing=$(comm -23 <(expected_tests "$1" | sort) <(ctest --test-dir "$1" -N | sed -n 's/^ *Test *#[0-9]*: //p' | sort))
   if [ -n "$missing" ]; then
     echo "!! $1 does not register these tests: $(echo $missing) (KYLIN_BUILD_TESTS or KYLIN_BUILD_EXAMPLES off?)" >&2
     exit 1

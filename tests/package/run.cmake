@@ -1,6 +1,7 @@
 # ctest `package`: installs the kylin build tree into a fresh prefix, configures and builds
 # tests/package/consumer against it with find_package(kylin), and runs the consumer on a model.
-# Inputs: KYLIN_BUILD_DIR, KYLIN_SOURCE_DIR, WORK_DIR, CXX, GENERATOR, MODEL_DIR.
+# With CUDA=ON (a KYLIN_CUDA build) also tests/package/cuda_consumer, linking kylin::cuda.
+# Inputs: KYLIN_BUILD_DIR, KYLIN_SOURCE_DIR, WORK_DIR, CXX, GENERATOR, MODEL_DIR, CUDA, CUDA_COMPILER.
 cmake_minimum_required(VERSION 3.25)
 
 function(run_step what)
@@ -41,3 +42,16 @@ if(NOT step_output MATCHES "^qwen3 25 tensors [0-9]+ elements; no preset matched
   message(FATAL_ERROR "package test: unexpected consumer output: ${step_output}")
 endif()
 message(STATUS "package test: ${step_output}")
+
+if(CUDA)
+  run_step("configure the CUDA consumer" ${CMAKE_COMMAND} -S "${KYLIN_SOURCE_DIR}/tests/package/cuda_consumer" -B "${WORK_DIR}/cuda"
+           -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CUDA_COMPILER=${CUDA_COMPILER} -DCMAKE_CUDA_ARCHITECTURES=80
+           -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix} -Dkylin_DIR=${prefix}/lib/cmake/kylin)
+  run_step("build the CUDA consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/cuda")
+  # A GPU prints "cuda argmax N"; without one, kylin's named error and exit 1, never a crash.
+  execute_process(COMMAND "${WORK_DIR}/cuda/app" "${MODEL_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT ((rc EQUAL 0 AND out MATCHES "^cuda argmax [0-9]+") OR (rc EQUAL 1 AND err MATCHES "^\\[kylin.runtime\\] cuda: no CUDA device")))
+    message(FATAL_ERROR "package test: the CUDA consumer exited ${rc}: ${out}${err}")
+  endif()
+  message(STATUS "package test (cuda): ${out}${err}")
+endif()

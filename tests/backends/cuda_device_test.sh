@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# A KYLIN_CUDA build's `kylin logits --backend cuda`: on a machine with an NVIDIA GPU it prints
+# logits (scripts/gpu-check.sh compares them with the references); without one it exits 1 with
+# kylin's named error, not a crash, a hang or CUDA's own abort.
+set -uo pipefail
+kylin=$1 model=$2
+out=$("$kylin" logits --model "$model" --tokens 1,2,3 --backend cuda 2>&1)
+rc=$?
+if [ $rc -eq 0 ]; then
+  case $out in '{"logits": [['*) echo "cuda_device: a GPU ran the model"; exit 0 ;; esac
+  echo "cuda_device: exit 0 without logits: $out" >&2; exit 1
+fi
+if [ $rc -eq 1 ] && grep -q '^kylin: error: \[kylin.runtime\] cuda: no CUDA device' <<<"$out"; then
+  echo "cuda_device: no GPU here, refused by name: $out"
+  exit 0
+fi
+echo "cuda_device: exit $rc, unexpected output: $out" >&2
+exit 1
