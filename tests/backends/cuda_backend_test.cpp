@@ -52,7 +52,9 @@ Result run_checkpoint(const std::string& name, kylin::DType kv_dtype, std::size_
 // or any layout slip. The f16 cache keeps the CPU's own bar (forward_test: 2e-3).
 TEST_CASE("CudaBackend (emulated device) matches the float64 references on every checkpoint, f32 and f16 KV cache") {
   for (const char* name : models)
-    for (auto [kv, bar] : {std::pair{kylin::DType::f32, 1e-4}, std::pair{kylin::DType::f16, 2e-3}}) {
+    for (const auto& kv_bar : {std::pair{kylin::DType::f32, 1e-4}, std::pair{kylin::DType::f16, 2e-3}}) {
+      const kylin::DType kv = kv_bar.first;  // no structured bindings: clang 14 cannot capture them in CAPTURE's lambda
+      const double bar = kv_bar.second;
       CAPTURE(name);
       CAPTURE(kylin::dtype_name(kv));
       const Result r = run_checkpoint(name, kv, kv == kylin::DType::f32 ? 1 : 0);

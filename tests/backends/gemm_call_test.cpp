@@ -3,6 +3,7 @@
 // that host_gemm of it equals the CPU matmul on every dtype the GEMM path takes.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <vector>
 
 #include "kernels/helpers.hpp"
@@ -61,11 +62,11 @@ void check_linear(kylin::DType dtype, std::int64_t T, std::int64_t N, std::int64
 
 TEST_CASE("linear_call: row-major y[T,N] = x[T,K] · W[N,K]^T on the checkpoints' odd and even shapes, BF16 and F32") {
   for (auto dtype : {kylin::DType::bf16, kylin::DType::f32})
-    for (auto [T, N, K] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 96, 96}, {5, 192, 96}, {7, 40, 192}, {3, 130, 48}, {16, 64, 256}}) {
-      CAPTURE(T);
-      CAPTURE(N);
-      CAPTURE(K);
-      check_linear(dtype, T, N, K);
+    for (const auto& shape : std::vector<std::array<std::int64_t, 3>>{{1, 96, 96}, {5, 192, 96}, {7, 40, 192}, {3, 130, 48}, {16, 64, 256}}) {
+      CAPTURE(shape[0]);  // T
+      CAPTURE(shape[1]);  // N
+      CAPTURE(shape[2]);  // K
+      check_linear(dtype, shape[0], shape[1], shape[2]);
     }
 }
 

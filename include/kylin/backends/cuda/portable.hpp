@@ -45,7 +45,7 @@ struct DeviceThread {
   __device__ void sync() const { __syncthreads(); }
   template <class T>
   __device__ T* shared() const {
-    extern __shared__ unsigned char kylin_dynamic_shared[];
+    extern __shared__ __align__(16) unsigned char kylin_dynamic_shared[];  // kernels keep doubles and floats there
     return reinterpret_cast<T*>(kylin_dynamic_shared);
   }
   __device__ float shfl_xor(float v, int mask) const { return __shfl_xor_sync(0xffffffffu, v, mask); }
