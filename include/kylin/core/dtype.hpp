@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -52,6 +53,17 @@ inline std::uint16_t f32_to_bf16(float f) {
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);
   u += 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
+}
+
+// float8_e4m3fn -> float, exact: 1 sign, 4 exponent (bias 7), 3 mantissa bits, no infinities,
+// S.1111.111 is NaN, exponent 0 is subnormal (m/8 * 2^-6).
+inline float f8_e4m3_to_f32(std::uint8_t v) {
+  const int exp = (v >> 3) & 0xF, mant = v & 0x7;
+  const float sign = (v & 0x80) ? -1.0f : 1.0f;
+  if (exp == 0xF && mant == 0x7) return std::bit_cast<float>(0x7FC00000u);
+  const float mag = exp == 0 ? static_cast<float>(mant) * 0x1p-9f
+                             : std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
+  return sign * mag;
 }
 
 // IEEE half -> float, exact for every input (subnormals, inf, NaN included).

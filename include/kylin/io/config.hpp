@@ -37,6 +37,13 @@ struct MoeConfig {
   std::vector<std::int64_t> mlp_only_layers;  // ... and l is not listed here
 };
 
+// quantization_config of the FP8 releases (Qwen/Qwen3-*-FP8): float8_e4m3fn linear weights, each
+// with a weight_scale_inv per block of weight_block_size, activations quantized at run time.
+struct Fp8Config {
+  std::int64_t block_rows = 128;  // weight_block_size[0]: output features per scale
+  std::int64_t block_cols = 128;  // weight_block_size[1]: input features per scale
+};
+
 struct ModelConfig {
   std::string model_type;  // an ArchInfo::name of model/arch.hpp
   std::int64_t hidden_size = 0;
@@ -57,6 +64,7 @@ struct ModelConfig {
   std::string torch_dtype;
   std::string hidden_act = "silu";
   std::optional<MoeConfig> moe;  // set exactly for archs with experts
+  std::optional<Fp8Config> fp8;  // quantization_config with quant_method "fp8"
 
   std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // width of q_proj output
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // width of k_proj/v_proj output
@@ -184,6 +192,30 @@ inline MoeConfig read_moe(const ConfigReader& r, std::int64_t layers) {
   return m;
 }
 
+// quantization_config: only the FP8 block format is read (its weights are widened at load,
+// model/weights.hpp); any other method is refused here, before its tensors confuse the binding.
+inline std::optional<Fp8Config> read_quantization(const ConfigReader& r) {
+  const json::Value* v = r.get("quantization_config");
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_object()) r.fail("quantization_config", "must be an object or null");
+  const ConfigReader q(*v, r.where(), "quantization_config.");
+  const auto method = q.get_string("quant_method");
+  if (method != "fp8")
+    q.fail("quant_method", "\"" + method.value_or("") + "\" is not supported (kylin reads \"fp8\" checkpoints; --weights q8 quantizes BF16 ones)");
+  if (auto fmt = q.get_string("fmt"); fmt && *fmt != "e4m3") q.fail("fmt", "\"" + *fmt + "\" is not supported (e4m3 is)");
+  if (auto act = q.get_string("activation_scheme"); act && *act != "dynamic")
+    q.fail("activation_scheme", "\"" + *act + "\" is not supported (dynamic is)");
+  Fp8Config f;
+  if (const json::Value* b = q.get("weight_block_size"); b && !b->is_null()) {
+    if (!b->is_array() || b->as_array().size() != 2 || !b->as_array()[0].is_int() || !b->as_array()[1].is_int() ||
+        b->as_array()[0].as_int() < 1 || b->as_array()[1].as_int() < 1)
+      q.fail("weight_block_size", "must be two positive integers [rows, cols]");
+    f.block_rows = b->as_array()[0].as_int();
+    f.block_cols = b->as_array()[1].as_int();
+  }
+  return f;
+}
+
 }  // namespace detail
 
 inline ModelConfig parse_model_config(const json::Value& root, const std::string& where = "config.json") {
@@ -236,6 +268,7 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   c.hidden_act = r.get_string("hidden_act").value_or("silu");
   if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation \"" + c.hidden_act + "\" (Qwen uses \"silu\")");
   if (arch->has_experts()) c.moe = detail::read_moe(r, c.num_hidden_layers);
+  c.fp8 = detail::read_quantization(r);
   if (r.get_bool("use_sliding_window").value_or(false))
     r.fail("use_sliding_window", "sliding-window attention is not supported");
   arch_checks(c, where);

@@ -37,7 +37,10 @@ class QuantizedWeights {
     if (format == WeightFormat::stored) return w;
     ThreadPool pool(threads);
     auto replace = [&](MatRef& m) {  // (a checkpoint saved by `kylin quantize` is Q8_0 already)
-      if (m.data && m.dtype != DType::q8_0 && m.cols % kernels::q8_block == 0) m = quantize(m, pool, ckpt);
+      if (!m.data || m.dtype == DType::q8_0 || m.cols % kernels::q8_block != 0) return;
+      const void* stored = m.data;
+      m = quantize(m, pool, ckpt);
+      release_widened(w, stored);
     };
     for (LayerWeights& L : w.layers)
       for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) replace(*m);
@@ -68,6 +71,13 @@ class QuantizedWeights {
   std::size_t replaced_bytes() const { return replaced_bytes_; }
 
  private:
+  // An FP8 weight's BF16 widening (weights.hpp) is not read again once it is quantized.
+  static void release_widened(ModelWeights& w, const void* data) {
+    if (!w.widened) return;
+    for (auto& v : *w.widened)
+      if (v.data() == data) return std::vector<std::uint16_t>().swap(v);
+  }
+
   // A small tensor copied as it is, in its stored dtype.
   void own(MatRef& m) {
     if (!m.data) return;

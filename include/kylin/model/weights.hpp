@@ -3,6 +3,9 @@
 // together (one kylin::Error, or check_weights' list). Weights stay zero-copy views.
 #pragma once
 
+#include <array>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -49,6 +52,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   MatRef norm;          // [hidden]
   MatRef lm_head;       // [vocab, hidden]: lm_head.weight, or embed_tokens when tied and absent; empty: LmHead::none
+  // FP8 checkpoints only: the BF16 widenings of their F8_E4M3 weights, which the MatRefs above
+  // point into (shared, so copies of these weights stay valid).
+  std::shared_ptr<std::vector<std::vector<std::uint16_t>>> widened;
 };
 
 // Where the LM head comes from. An embedding model (a sentence-transformers directory) may be
@@ -64,11 +70,27 @@ inline LmHead lm_head_source(const io::Checkpoint& ckpt, const ModelConfig& c) {
 // The tensor holding the f16 scales of a Q8_0 tensor saved by `kylin quantize`.
 inline std::string q8_scale_name(const std::string& tensor) { return tensor + "_q8_scale"; }
 
+// The tensor holding the block scales of an FP8 weight, as the FP8 releases name it.
+inline std::string fp8_scale_name(const std::string& tensor) { return tensor + "_scale_inv"; }
+
 namespace detail {
+
+// load: FP8 weights are widened (memory and time); check: only their scales are checked.
+enum class BindMode { load, check };
+
+inline const std::array<float, 256>& f8_e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[static_cast<std::size_t>(v)] = f8_e4m3_to_f32(static_cast<std::uint8_t>(v));
+    return t;
+  }();
+  return table;
+}
 
 class Binder {
  public:
-  explicit Binder(const io::Checkpoint& ckpt) : ckpt_(ckpt), bare_(is_bare(ckpt)) {}
+  Binder(const io::Checkpoint& ckpt, std::optional<Fp8Config> fp8, BindMode mode)
+      : ckpt_(ckpt), bare_(is_bare(ckpt)), fp8_(fp8), mode_(mode) {}
 
   MatRef bind(const std::string& hf_name, std::vector<std::int64_t> shape) {
     const std::string name = resolve(hf_name);
@@ -85,6 +107,7 @@ class Binder {
     const std::int64_t cols = shape.back();
     const std::int64_t rows = shape.size() == 2 ? shape[0] : 1;
     if (t->dtype == DType::i8) return bind_q8(*t, rows, cols);
+    if (t->dtype == DType::f8_e4m3 && shape.size() == 2) return bind_fp8(*t, rows, cols);
     if (!info(t->dtype).runnable) {
       problems_.push_back(name + ": dtype " + std::string(dtype_name(t->dtype)) + " is not supported (BF16, F16, F32 are)");
       return {};
@@ -112,6 +135,44 @@ class Binder {
     }
     return MatRef{DType::q8_0, t.data, rows, cols};
   }
+
+  // A float8_e4m3fn weight of the FP8 releases with its scales fp8_scale_name(name) [ceil(rows /
+  // block_rows), ceil(cols / block_cols)]: widened once to BF16 (w * scale in f32, rounded once),
+  // because kylin has no FP8 kernels. --weights q8 then quantizes the widening.
+  MatRef bind_fp8(const io::TensorView& t, std::int64_t rows, std::int64_t cols) {
+    const std::string scale_name = fp8_scale_name(t.name);
+    bound_.insert(scale_name);
+    const io::TensorView* s = ckpt_.find(scale_name);
+    const Fp8Config blocks = fp8_.value_or(Fp8Config{});
+    const std::int64_t br = blocks.block_rows, bc = blocks.block_cols, scale_cols = (cols + bc - 1) / bc;
+    const std::vector<std::int64_t> scale_shape{(rows + br - 1) / br, scale_cols};
+    std::string problem;
+    if (!fp8_) problem = "F8_E4M3, but config.json has no quantization_config with quant_method \"fp8\"";
+    else if (!s) problem = "F8_E4M3 without its scales " + scale_name;
+    else if ((s->dtype != DType::f32 && s->dtype != DType::bf16) || s->shape != scale_shape)
+      problem = "its scales " + scale_name + " must be F32 or BF16 " + io::shape_string(scale_shape) + ", got " +
+                std::string(dtype_name(s->dtype)) + " " + io::shape_string(s->shape);
+    if (!problem.empty()) {
+      problems_.push_back(t.name + ": " + problem);
+      return {};
+    }
+    if (mode_ == BindMode::check) return {};
+    if (!widened_) widened_ = std::make_shared<std::vector<std::vector<std::uint16_t>>>();
+    std::vector<std::uint16_t>& out = widened_->emplace_back(static_cast<std::size_t>(rows * cols));  // [rows, cols]
+    const std::array<float, 256>& f8 = f8_e4m3_table();
+    const auto* q = reinterpret_cast<const std::uint8_t*>(t.data);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
+        const std::int64_t at = (r / br) * scale_cols + c0 / bc;
+        float scale = 0;
+        if (s->dtype == DType::f32) std::memcpy(&scale, s->data + at * 4, 4);
+        else scale = bf16_to_f32(static_cast<std::uint16_t>(static_cast<unsigned>(s->data[at * 2]) | static_cast<unsigned>(s->data[at * 2 + 1]) << 8));
+        for (std::int64_t c = c0; c < std::min(cols, c0 + bc); ++c)
+          out[static_cast<std::size_t>(r * cols + c)] = f32_to_bf16(f8[q[r * cols + c]] * scale);
+      }
+    return MatRef{DType::bf16, out.data(), rows, cols};
+  }
+  std::shared_ptr<std::vector<std::vector<std::uint16_t>>> widened() const { return widened_; }
 
   std::vector<float> bind_f32(const std::string& name, std::int64_t n) {
     const MatRef w = bind(name, {n});
@@ -162,6 +223,9 @@ class Binder {
 
   const io::Checkpoint& ckpt_;
   bool bare_;  // names lack "model."
+  std::optional<Fp8Config> fp8_;
+  BindMode mode_;
+  std::shared_ptr<std::vector<std::vector<std::uint16_t>>> widened_;  // [FP8 tensors][rows * cols] BF16
   std::vector<std::string> problems_;
   std::unordered_set<std::string> bound_;  // every name bind() asked for, present or not
 };
@@ -213,6 +277,7 @@ inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
     case LmHead::tied: w.lm_head = w.embed_tokens; break;
     case LmHead::none: break;
   }
+  w.widened = b.widened();
   return w;
 }
 
@@ -221,7 +286,7 @@ inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
 // Binds every tensor; throws one kylin::Error listing all missing or mismatched tensors.
 // Tensors nothing binds are ignored, as transformers ignores unexpected keys (with a warning).
 inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
-  detail::Binder b(ckpt);
+  detail::Binder b(ckpt, c.fp8, detail::BindMode::load);
   ModelWeights w = detail::bind_all(b, c);
   b.throw_if_problems();
   return w;
@@ -236,7 +301,7 @@ struct WeightCheck {
 };
 
 inline WeightCheck check_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
-  detail::Binder b(ckpt);
+  detail::Binder b(ckpt, c.fp8, detail::BindMode::check);
   detail::bind_all(b, c);
   return {b.problems(), b.unbound()};
 }
