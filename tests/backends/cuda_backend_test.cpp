@@ -85,12 +85,7 @@ TEST_CASE("CudaBackend (emulated device): every sequence of a mixed batch equals
   model.forward(batch);
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     CAPTURE(i);
-    double num = 0, den = 0;
-    for (std::size_t j = 0; j < V; ++j) {
-      num += (got[i][j] - expect[i][j]) * (got[i][j] - expect[i][j]);
-      den += expect[i][j] * expect[i][j];
-    }
-    CHECK(std::sqrt(num / den) <= 1e-6);
+    CHECK(relative_l2(got[i], expect[i]) <= 1e-6);
   }
 }
 
@@ -106,12 +101,7 @@ TEST_CASE("CudaBackend (emulated device): weights are uploaded once, q8 weights 
   kylin::Model cpu = kylin::Model::load(kylin::test::data + "/models/small-qwen3", {.threads = 1, .weights = kylin::WeightFormat::q8});
   auto cpu_cache = cpu.new_cache(32);
   const std::vector<float> ref = cpu.logits_last(std::vector<int>{1, 2, 3}, cpu_cache);
-  double num = 0, den = 0;
-  for (std::size_t j = 0; j < ref.size(); ++j) {
-    num += (first[j] - ref[j]) * (first[j] - ref[j]);
-    den += ref[j] * ref[j];
-  }
-  CHECK(std::sqrt(num / den) < 0.05);
+  CHECK(relative_l2(first, ref) < 0.05);
   CHECK_THROWS_WITH(cache.head_rows(0, 0, 0, 1), doctest::Contains("device memory"));
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,16 @@ inline std::vector<Case> load_cases(const std::string& model) {
     cases.push_back(std::move(k));
   }
   return cases;
+}
+
+// ||ours - ref|| / ||ref|| of two float rows of the same length.
+inline double relative_l2(std::span<const float> ours, std::span<const float> ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    num += (double(ours[i]) - ref[i]) * (double(ours[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
 }
 
 inline double relative_l2(const float* ours, const std::vector<double>& ref) {

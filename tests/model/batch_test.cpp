@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/reference.hpp"
 #include "kylin/model/model.hpp"
 
 namespace {
@@ -15,14 +16,7 @@ const std::string data = KYLIN_TEST_DATA;
 const char* const models[] = {"tiny-qwen3-untied",   "small-qwen3",     "odd-qwen3-f16-sharded", "small-qwen2-f32",
                               "e2e-qwen3-fullvocab", "tiny-qwen3-yarn", "tiny-qwen3-moe",        "odd-qwen3-moe-f32-sharded"};
 
-double relative_l2(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using kylin::test::relative_l2;
 
 int argmax(std::span<const float> x) {
   std::size_t best = 0;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/reference.hpp"
 #include "common/temp_dir.hpp"
 #include "kylin/io/safetensors_writer.hpp"
 #include "kylin/model/model.hpp"
@@ -139,13 +140,9 @@ TEST_CASE("an FP8 checkpoint gives the logits of its BF16 widening bit for bit (
       CHECK(fp8 == logits(p.bf16));
       // what FP8 costs against the checkpoint it was made from (4 significant bits per weight):
       // measured 0.076-0.105 relative L2 on these random-weight checkpoints; the bar is 2x that
-      double num = 0, den = 0;
-      for (std::size_t i = 0; i < fp8.size(); ++i) {
-        num += (fp8[i] - original[i]) * (fp8[i] - original[i]);
-        den += original[i] * original[i];
-      }
-      MESSAGE(std::string(name) << " " << block[0] << "x" << block[1] << ": relative L2 against the source checkpoint " << std::sqrt(num / den));
-      CHECK(std::sqrt(num / den) < 0.2);
+      const double error = kylin::test::relative_l2(fp8, original);
+      MESSAGE(std::string(name) << " " << block[0] << "x" << block[1] << ": relative L2 against the source checkpoint " << error);
+      CHECK(error < 0.2);
       // --weights q8 quantizes the widening, as it would the BF16 checkpoint
       CHECK(logits(p.fp8, kylin::WeightFormat::q8) == logits(p.bf16, kylin::WeightFormat::q8));
     }
