@@ -1,6 +1,7 @@
 // Micro-benchmarks of the forward pass's hot kernels at Qwen3-0.6B shapes (hidden 1024, 16/8
 // heads x 128, intermediate 3072, vocab 151936). Matvecs report weight bytes/s (decode is
-// bandwidth-bound), the GEMM FLOP/s, attention KV bytes/s. Arg(1)/Arg(2): threads.
+// bandwidth-bound), the GEMM FLOP/s, attention KV bytes/s; BF16, and Q8_0/Q4_0 weights.
+// Arg(1)/Arg(2): threads.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -46,6 +47,26 @@ void run_matmul(benchmark::State& state, std::int64_t rows, std::int64_t cols, s
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * T), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The same with the weights quantized to Q8_0 or Q4_0 (weight bytes/s counts the quantized bytes).
+template <kernels::QuantView W>
+void run_quant_matmul(benchmark::State& state, std::int64_t rows, std::int64_t cols, std::int64_t T) {
+  const int threads = static_cast<int>(state.range(0));
+  const auto wf = randn(rows * cols, 1, 0.02f);
+  std::vector<std::int8_t> w(kernels::quant_bytes<W>(rows, cols));
+  for (std::int64_t r = 0; r < rows; ++r) kernels::quantize_weight_row<W>(wf.data() + r * cols, w.data(), rows, cols, r);
+  const auto x = randn(T * cols, 2);
+  std::vector<float> y(static_cast<std::size_t>(T * rows));
+  ThreadPool pool(threads);
+  kernels::MatmulScratch scratch(pool.size(), cols, T);
+  const kernels::MatRef m{W::dtype, w.data(), rows, cols};
+  for (auto _ : state) {
+    kernels::matmul(x.data(), m, nullptr, y.data(), kernels::chunk_plan(T), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_bytes/s"] = benchmark::Counter(static_cast<double>(w.size()), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * T), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_matvec_bf16_1024_to_2048(benchmark::State& s) { run_matmul(s, 2048, 1024, 1); }      // q_proj
 void BM_matvec_bf16_1024_to_3072(benchmark::State& s) { run_matmul(s, 3072, 1024, 1); }      // gate/up
 void BM_matvec_bf16_3072_to_1024(benchmark::State& s) { run_matmul(s, 1024, 3072, 1); }      // down_proj
@@ -58,6 +79,17 @@ BENCHMARK(BM_matvec_bf16_3072_to_1024)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_bf16_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_bf16_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gemm_bf16_512x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_matvec_q8_1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q8View>(s, 3072, 1024, 1); }
+void BM_matvec_q4_1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 3072, 1024, 1); }
+void BM_matvec_q4_3072_to_1024(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 1024, 3072, 1); }
+void BM_matvec_q4_1024_to_151936(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 151936, 1024, 1); }
+void BM_gemm_q4_512x1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 3072, 1024, 512); }
+BENCHMARK(BM_matvec_q8_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_q4_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_q4_3072_to_1024)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_q4_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_gemm_q4_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Decode attention of one token against `ctx` cached positions: 16 query heads, 8 KV heads, 128 dims.
 // Args: {ctx, threads}. Successive iterations walk through enough layers' caches (>= 512 MB in

@@ -29,7 +29,7 @@ if [ -z "$bench_model" ]; then
   bench_model=$(mktemp -d)/qwen3-0.6b
   build-gpu/bin/kylin make-test-model --preset qwen3-0.6b --seed 1 --out "$bench_model" --tokenizer-from tests/data/qwen3-tokenizer
 fi
-for weights in stored q8; do
+for weights in stored q8 q4; do
   build-gpu/bin/kylin bench --model "$bench_model" -p 512 -n 128 -r 3 --backend cuda --weights "$weights" --format json
 done
 echo "gpu-check: passed"

@@ -156,8 +156,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", o.threads, "Compute threads (0: all cores)");
   app.add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
       ->check(CLI::IsMember({"f32", "f16"}));
-  app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 (docs/QUANTIZATION.md)")
-      ->check(CLI::IsMember({"stored", "q8"}));
+  app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
+      ->check(CLI::IsMember({"stored", "q8", "q4"}));
   app.add_option("--backend", o.backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");

@@ -404,7 +404,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("-d,--depth", o->depth, "Cached tokens before the decode test starts");
   cmd->add_option("--ctx", o->ctx, "KV cache capacity (default: what the tests need)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
-  cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8")->check(CLI::IsMember({"stored", "q8"}));
+  cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8 or q4")->check(CLI::IsMember({"stored", "q8", "q4"}));
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));

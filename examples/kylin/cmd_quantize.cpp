@@ -1,7 +1,7 @@
-// `kylin quantize`: load a checkpoint with --weights q8 and save what loading made of it, so that
-// the next load maps the Q8_0 weights as they are. Every tensor loading quantized becomes an I8
-// tensor followed by its F16 scales (docs/QUANTIZATION.md); the others and the config and
-// tokenizer files are copied unchanged.
+// `kylin quantize`: load a checkpoint with --weights q8|q4 and save what loading made of it, so
+// that the next load maps the quantized weights as they are. Every tensor loading quantized becomes
+// an I8 (Q8_0) or U8 (packed Q4_0) tensor followed by its F16 scales (docs/QUANTIZATION.md); the
+// others and the config and tokenizer files are copied unchanged.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -22,13 +22,32 @@ struct Options {
   int threads = 0;
 };
 
+// How a quantized copy is saved: its values' tensor dtype and shape, and its scales' name.
+struct Saved {
+  kylin::DType dtype;
+  std::vector<std::int64_t> shape;
+  std::string scale_name;
+  std::size_t value_bytes;
+};
+
+Saved saved_as(const std::string& name, const kylin::MatRef& q) {
+  return kylin::kernels::visit_quant(q.dtype, q.data, q.rows, q.cols, [&]<class W>(const W&) {
+    const std::int64_t row_bytes = kylin::kernels::row_value_bytes<W>(q.cols);
+    if constexpr (std::same_as<W, kylin::kernels::Q8View>)
+      return Saved{kylin::DType::i8, {q.rows, row_bytes}, kylin::q8_scale_name(name), static_cast<std::size_t>(q.rows * row_bytes)};
+    else
+      return Saved{kylin::DType::u8, {q.rows, row_bytes}, kylin::q4_scale_name(name), static_cast<std::size_t>(q.rows * row_bytes)};
+  });
+}
+
 // The tensors of the saved file in checkpoint order; a quantized one is followed by its scales.
 std::vector<kylin::io::TensorSpec> saved_specs(const kylin::Model& m) {
   std::vector<kylin::io::TensorSpec> specs;
   for (const auto* t : m.checkpoint().tensors()) {
     if (const kylin::MatRef* q = m.quantized().copy_of(t->data)) {
-      specs.push_back({t->name, kylin::DType::i8, t->shape});
-      specs.push_back({kylin::q8_scale_name(t->name), kylin::DType::f16, {q->rows, q->cols / kylin::kernels::q8_block}});
+      const Saved s = saved_as(t->name, *q);
+      specs.push_back({t->name, s.dtype, s.shape});
+      specs.push_back({s.scale_name, kylin::DType::f16, {q->rows, q->cols / kylin::kernels::q8_block}});
     } else {
       specs.push_back({t->name, t->dtype, t->shape});
     }
@@ -41,15 +60,18 @@ int run(const Options& o) {
   if (fs::exists(out) && fs::equivalent(in, out))
     throw kylin::Error(kylin::ErrorCategory::request, "--out", "must not be the model directory");
   if (kylin::load_model_config(in).fp8)  // its weights are widened in memory at load: no file tensor has a Q8_0 copy to save
-    throw kylin::Error(kylin::ErrorCategory::request, in.string(), "an FP8 checkpoint loads with --weights q8 directly; kylin quantize takes BF16/F16/F32 ones");
+    throw kylin::Error(kylin::ErrorCategory::request, in.string(), "an FP8 checkpoint loads with --weights q8 or q4 directly; kylin quantize takes BF16/F16/F32 ones");
   const kylin::Model model = kylin::Model::load(in, {.threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
   fs::create_directories(out);
-  kylin::io::SafetensorsWriter writer(out / "model.safetensors", saved_specs(model), {{"format", "pt"}, {"kylin.weights", "q8_0"}});
+  const std::string format = o.weights == "q8" ? "q8_0" : "q4_0";
+  kylin::io::SafetensorsWriter writer(out / "model.safetensors", saved_specs(model), {{"format", "pt"}, {"kylin.weights", format}});
   for (const auto* t : model.checkpoint().tensors()) {
-    if (const kylin::MatRef* q = model.quantized().copy_of(t->data)) {
-      const kylin::kernels::Q8View v = kylin::kernels::q8_view(q->data, q->rows, q->cols);
-      writer.write(t->name, std::span<const std::int8_t>(v.q, static_cast<std::size_t>(q->rows * q->cols)));
-      writer.write(kylin::q8_scale_name(t->name), std::span<const std::uint16_t>(v.scale, static_cast<std::size_t>(q->rows * v.blocks())));
+    if (const kylin::MatRef* q = model.quantized().copy_of(t->data)) {  // values, then the f16 scales right after them
+      const Saved s = saved_as(t->name, *q);
+      const auto* bytes = static_cast<const std::byte*>(q->data);
+      const std::size_t scales = static_cast<std::size_t>(q->rows * (q->cols / kylin::kernels::q8_block));
+      writer.write(t->name, std::span<const std::byte>(bytes, s.value_bytes));
+      writer.write(s.scale_name, std::span<const std::uint16_t>(reinterpret_cast<const std::uint16_t*>(bytes + s.value_bytes), scales));
     } else {
       writer.write(t->name, std::span<const std::byte>(t->data, t->nbytes));
     }
@@ -60,8 +82,9 @@ int run(const Options& o) {
     if (!entry.is_regular_file() || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")) continue;
     fs::copy_file(entry.path(), out / name, fs::copy_options::overwrite_existing);
   }
-  std::printf("wrote %s: %.1f MB of Q8_0 weights for %.1f MB as stored\n", out.string().c_str(),
-              static_cast<double>(model.quantized().bytes()) / 1e6, static_cast<double>(model.quantized().replaced_bytes()) / 1e6);
+  std::printf("wrote %s: %.1f MB of %s weights for %.1f MB as stored\n", out.string().c_str(),
+              static_cast<double>(model.quantized().bytes()) / 1e6, o.weights == "q8" ? "Q8_0" : "Q4_0",
+              static_cast<double>(model.quantized().replaced_bytes()) / 1e6);
   return 0;
 }
 
@@ -69,7 +92,7 @@ const kylin::cli::Registrar registrar{"quantize", [](CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("quantize", "Save a checkpoint with its weights quantized as --weights quantizes them at load");
   cmd->add_option("--model", o->model, "Model directory")->required();
-  cmd->add_option("--weights", o->weights, "Weight format")->check(CLI::IsMember({"q8"}));
+  cmd->add_option("--weights", o->weights, "Weight format")->check(CLI::IsMember({"q8", "q4"}));
   cmd->add_option("--out", o->out, "Output directory (model.safetensors, config and tokenizer files)")->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });

@@ -213,8 +213,8 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("-t,--threads", o.threads, "Threads (0: all cores)");
   cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache element type (f16: half the memory, ~1e-3 logits error)")
       ->check(CLI::IsMember({"f32", "f16"}));
-  cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 (docs/QUANTIZATION.md)")
-      ->check(CLI::IsMember({"stored", "q8"}));
+  cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
+      ->check(CLI::IsMember({"stored", "q8", "q4"}));
   kylin::cli::add_backend_option(cmd, o.backend);
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");

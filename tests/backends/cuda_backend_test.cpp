@@ -89,20 +89,24 @@ TEST_CASE("CudaBackend (emulated device): every sequence of a mixed batch equals
   }
 }
 
-TEST_CASE("CudaBackend (emulated device): weights are uploaded once, q8 weights run, and a device KV cache refuses host access by name") {
-  EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/small-qwen3", {.weights = kylin::WeightFormat::q8});
-  auto cache = model.new_cache(32);
-  const std::vector<float> first = model.logits_last(std::vector<int>{1, 2, 3}, cache);
-  const std::size_t uploaded = model.backend().resident_bytes();
-  CHECK(uploaded > 0);
-  model.logits_last(std::vector<int>{4}, cache);
-  CHECK(model.backend().resident_bytes() == uploaded);  // the second pass uploads nothing new
-  // Q8_0 weights against the CPU's Q8_0 (which also quantizes activations): close, not equal.
-  kylin::Model cpu = kylin::Model::load(kylin::test::data + "/models/small-qwen3", {.threads = 1, .weights = kylin::WeightFormat::q8});
-  auto cpu_cache = cpu.new_cache(32);
-  const std::vector<float> ref = cpu.logits_last(std::vector<int>{1, 2, 3}, cpu_cache);
-  CHECK(relative_l2(first, ref) < 0.05);
-  CHECK_THROWS_WITH(cache.head_rows(0, 0, 0, 1), doctest::Contains("device memory"));
+TEST_CASE("CudaBackend (emulated device): weights are uploaded once, q8 and q4 weights run, and a device KV cache refuses host access by name") {
+  for (kylin::WeightFormat format : {kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
+    CAPTURE(kylin::weight_format_name(format));
+    EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/small-qwen3", {.weights = format});
+    auto cache = model.new_cache(32);
+    const std::vector<float> first = model.logits_last(std::vector<int>{1, 2, 3}, cache);
+    const std::size_t uploaded = model.backend().resident_bytes();
+    CHECK(uploaded > 0);
+    model.logits_last(std::vector<int>{4}, cache);
+    CHECK(model.backend().resident_bytes() == uploaded);  // the second pass uploads nothing new
+    // The same quantized weights on the CPU (which also quantizes activations, in its own order):
+    // close, not equal. The prompt's 3 rows take the matvec here and the GEMM there.
+    kylin::Model cpu = kylin::Model::load(kylin::test::data + "/models/small-qwen3", {.threads = 1, .weights = format});
+    auto cpu_cache = cpu.new_cache(32);
+    const std::vector<float> ref = cpu.logits_last(std::vector<int>{1, 2, 3}, cpu_cache);
+    CHECK(relative_l2(first, ref) < 0.05);
+    CHECK_THROWS_WITH(cache.head_rows(0, 0, 0, 1), doctest::Contains("device memory"));
+  }
 }
 
 }  // namespace cuda_backend_test

@@ -50,12 +50,32 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<float> zeros(std::int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.f); }
 
-// A Q8_0 matrix [rows, cols] quantized from random floats as kylin quantizes weights at load.
-std::vector<std::uint8_t> q8_matrix(std::int64_t rows, std::int64_t cols, unsigned seed) {
+// A Q8_0 or Q4_0 matrix [rows, cols] quantized from random floats as kylin quantizes weights at load.
+std::vector<std::uint8_t> quant_matrix(DType dt, std::int64_t rows, std::int64_t cols, unsigned seed) {
   const auto f = test::random_floats(rows * cols, seed, 0.5f);
-  std::vector<std::uint8_t> buf(kernels::q8_bytes(rows, cols));
-  for (std::int64_t r = 0; r < rows; ++r) kernels::quantize_weight_row_q8(f.data() + r * cols, buf.data(), rows, cols, r);
+  std::vector<std::uint8_t> buf(dt == DType::q4_0 ? kernels::q4_bytes(rows, cols) : kernels::q8_bytes(rows, cols));
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (dt == DType::q4_0) kernels::quantize_weight_row_q4(f.data() + r * cols, buf.data(), rows, cols, r);
+    else kernels::quantize_weight_row_q8(f.data() + r * cols, buf.data(), rows, cols, r);
   return buf;
+}
+
+// The weights of a case: random BF16/F16/F32 ones, or quantized ones (q holds their bytes).
+struct CaseWeights {
+  test::Weights w;
+  std::vector<std::uint8_t> q;
+  kernels::MatRef ref;
+};
+CaseWeights case_weights(DType dt, std::int64_t rows, std::int64_t cols, unsigned seed) {
+  CaseWeights c;
+  if (kernels::is_quantized(dt)) {
+    c.q = quant_matrix(dt, rows, cols, seed);
+    c.ref = kernels::MatRef{dt, c.q.data(), rows, cols};
+  } else {
+    c.w = test::random_weights(dt, rows, cols, seed);
+    c.ref = c.w.ref();
+  }
+  return c;
 }
 
 // Values around f16's and bf16's edges: subnormals, halfway cases, overflow, infinities, NaN.
@@ -161,18 +181,18 @@ TEST_CASE("GatherRows and AddRowsScaled kernels are bit-identical to kernels::ga
   }
 }
 
-TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q8_0 tables, full 151936-row vocab included") {
+TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q8_0/Q4_0 tables, full 151936-row vocab included") {
   struct Table {
     DType dt;
     std::int64_t rows, cols;
   };
   for (const Table& tb : {Table{DType::bf16, 1531, 96}, Table{DType::f16, 1531, 192}, Table{DType::f32, 4096, 256},
-                          Table{DType::q8_0, 1531, 96}, Table{DType::q8_0, 2048, 128}, Table{DType::bf16, 151936, 32}}) {
+                          Table{DType::q8_0, 1531, 96}, Table{DType::q8_0, 2048, 128}, Table{DType::q4_0, 1531, 96},
+                          Table{DType::q4_0, 2048, 128}, Table{DType::bf16, 151936, 32}}) {
     CAPTURE(dtype_name(tb.dt));
     CAPTURE(tb.rows);
-    const test::Weights w = tb.dt == DType::q8_0 ? test::Weights{} : test::random_weights(tb.dt, tb.rows, tb.cols, 13);
-    const auto q8 = tb.dt == DType::q8_0 ? q8_matrix(tb.rows, tb.cols, 13) : std::vector<std::uint8_t>{};
-    const kernels::MatRef table = tb.dt == DType::q8_0 ? kernels::MatRef{DType::q8_0, q8.data(), tb.rows, tb.cols} : w.ref();
+    const CaseWeights cw = case_weights(tb.dt, tb.rows, tb.cols, 13);
+    const kernels::MatRef table = cw.ref;
     for (std::int64_t id : {std::int64_t{0}, std::int64_t{7}, tb.rows - 1}) {
       auto expected = zeros(tb.cols), got = zeros(tb.cols);
       kernels::embed_row(table, id, expected.data());
@@ -184,9 +204,8 @@ TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q
 
 // One matvec case: W [out, in] in dt, n rows of x, with or without bias.
 double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias) {
-  const test::Weights w = dt == DType::q8_0 ? test::Weights{} : test::random_weights(dt, out, in, 14);
-  const auto q8 = dt == DType::q8_0 ? q8_matrix(out, in, 14) : std::vector<std::uint8_t>{};
-  const kernels::MatRef m = dt == DType::q8_0 ? kernels::MatRef{DType::q8_0, q8.data(), out, in} : w.ref();
+  const CaseWeights cw = case_weights(dt, out, in, 14);
+  const kernels::MatRef m = cw.ref;
   const auto x = test::random_floats(n * in, 15), bias_v = test::random_floats(out, 16);
   const float* bias = with_bias ? bias_v.data() : nullptr;
   auto expected = zeros(n * out), got = zeros(n * out);
@@ -210,16 +229,18 @@ TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16
     }
 }
 
-TEST_CASE("MatvecKernel on Q8_0 weights matches matmul_ref's quantized product within 1e-5 (x quantized per block as on the CPU)") {
+TEST_CASE("MatvecKernel on Q8_0/Q4_0 weights matches matmul_ref's quantized product within 1e-5 (x quantized per block as on the CPU)") {
   struct Shape {
     std::int64_t out, in, n;
   };
-  for (const Shape& s : {Shape{192, 96, 1}, Shape{136, 192, 3}, Shape{64, 256, 9}, Shape{1531, 32, 1}, Shape{96, 160, 8}}) {
-    CAPTURE(s.out);
-    CAPTURE(s.in);
-    CAPTURE(s.n);
-    CHECK(matvec_error(DType::q8_0, s.out, s.in, s.n, s.n % 2 == 0) <= 1e-5);
-  }
+  for (DType dt : {DType::q8_0, DType::q4_0})
+    for (const Shape& s : {Shape{192, 96, 1}, Shape{136, 192, 3}, Shape{64, 256, 9}, Shape{1531, 32, 1}, Shape{96, 160, 8}}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(s.out);
+      CAPTURE(s.in);
+      CAPTURE(s.n);
+      CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 0) <= 1e-5);
+    }
 }
 
 TEST_CASE("SplitBf16Kernel gives hi = bf16(x) and lo = bf16(x - hi), nearest-even, bit for bit") {

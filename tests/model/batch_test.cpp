@@ -46,11 +46,11 @@ std::vector<Sequence> random_batch(std::mt19937& rng, std::int64_t vocab) {
 
 }  // namespace
 
-TEST_CASE("each sequence of a random mixed batch gets the logits and hidden states it gets alone (<= 1e-6 rel. L2), every checkpoint, stored and q8 weights") {
+TEST_CASE("each sequence of a random mixed batch gets the logits and hidden states it gets alone (<= 1e-6 rel. L2), every checkpoint, stored, q8 and q4 weights") {
   std::mt19937 rng(2026);
   for (const char* name : models)
     for (std::int64_t max_chunk : {7, 64})  // 7: sequences are cut across several passes
-      for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8}) {
+      for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
         CAPTURE(name);
         CAPTURE(max_chunk);
         CAPTURE(kylin::weight_format_name(weights));

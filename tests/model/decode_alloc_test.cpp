@@ -12,10 +12,10 @@
 #include "kylin/model/model.hpp"
 
 
-TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test architecture, stored and q8 weights)") {
+TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test architecture, stored, q8 and q4 weights)") {
   for (const char* name : {"small-qwen3", "small-qwen2-f32", "odd-qwen3-f16-sharded"}) {
     for (int threads : {1, 2})
-      for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8}) {
+      for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
         CAPTURE(name);
         CAPTURE(threads);
         CAPTURE(kylin::weight_format_name(weights));

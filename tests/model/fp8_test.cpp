@@ -143,8 +143,9 @@ TEST_CASE("an FP8 checkpoint gives the logits of its BF16 widening bit for bit (
       const double error = kylin::test::relative_l2(fp8, original);
       MESSAGE(std::string(name) << " " << block[0] << "x" << block[1] << ": relative L2 against the source checkpoint " << error);
       CHECK(error < 0.2);
-      // --weights q8 quantizes the widening, as it would the BF16 checkpoint
+      // --weights q8|q4 quantizes the widening, as it would the BF16 checkpoint
       CHECK(logits(p.fp8, kylin::WeightFormat::q8) == logits(p.bf16, kylin::WeightFormat::q8));
+      CHECK(logits(p.fp8, kylin::WeightFormat::q4) == logits(p.bf16, kylin::WeightFormat::q4));
     }
 }
 

@@ -16,7 +16,7 @@
 
 namespace kylin {
 
-enum class DType : std::uint8_t { bf16, f16, f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, boolean, f8_e4m3, f8_e5m2, q8_0 };
+enum class DType : std::uint8_t { bf16, f16, f32, f64, i8, u8, i16, u16, i32, u32, i64, u64, boolean, f8_e4m3, f8_e5m2, q8_0, q4_0 };
 
 struct DTypeInfo {
   DType dtype;
@@ -32,6 +32,7 @@ inline constexpr DTypeInfo dtype_table[] = {
     {DType::u32, "U32", 4, false},    {DType::i64, "I64", 8, false},       {DType::u64, "U64", 8, false},
     {DType::boolean, "BOOL", 1, false}, {DType::f8_e4m3, "F8_E4M3", 1, false}, {DType::f8_e5m2, "F8_E5M2", 1, false},
     {DType::q8_0, "Q8_0", 0, false},  // weights quantized at load (kernels/quant.hpp)
+    {DType::q4_0, "Q4_0", 0, false},
 };
 
 constexpr const DTypeInfo& info(DType d) { return dtype_table[static_cast<std::size_t>(d)]; }

@@ -40,7 +40,7 @@ struct EngineOptions {
   std::int64_t max_chunk = 512;               // prefill tokens per batched pass
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
   DType kv_dtype = DType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
-  WeightFormat weights = WeightFormat::stored;  // q8: projections quantized at load (docs/QUANTIZATION.md)
+  WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (docs/QUANTIZATION.md)
 };
 
 class Engine {

@@ -55,15 +55,16 @@ void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
   }
 }
 
-// The same for Q8_0 weights: each value q * scale, exact in float.
-inline void gemm_pack_w(const Q8View& w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
-  const std::int64_t nb = w.blocks();
+// The same for Q8_0/Q4_0 weights: each value q * scale, exact in float.
+template <QuantView W>
+void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+  std::int8_t v[q8_block];
   for (std::int64_t j = 0; j < gemm_nr; ++j) {
     if (j < nv) {
-      const std::int8_t* q = w.q + (n0 + j) * K;
-      for (std::int64_t blk = 0; blk < nb; ++blk) {
-        const float d = f16_to_f32(w.scale[(n0 + j) * nb + blk]);
-        for (std::int64_t k = blk * q8_block; k < (blk + 1) * q8_block; ++k) b[k * gemm_nr + j] = q[k] * d;
+      for (std::int64_t blk = 0; blk < w.blocks(); ++blk) {
+        block_values(w, n0 + j, blk, v);
+        const float d = block_scale(w, n0 + j, blk);
+        for (std::int64_t i = 0; i < q8_block; ++i) b[(blk * q8_block + i) * gemm_nr + j] = v[i] * d;
       }
     } else {
       for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = 0.f;
@@ -96,7 +97,7 @@ inline void gemm_tile(const float* a, const float* b, std::int64_t K, const floa
 }
 
 // Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once, run it over every token panel.
-template <class W>  // const T* for T in bf16_t, f16_t, float; or Q8View
+template <class W>  // const T* for T in bf16_t, f16_t, float; or a QuantView
 void gemm_panels(const float* packed_x, W w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
                  std::int64_t K, std::int64_t p0, std::int64_t p1, float* packed_w) {
   for (std::int64_t p = p0; p < p1; ++p) {

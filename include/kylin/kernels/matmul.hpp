@@ -20,6 +20,7 @@
 #include "kylin/kernels/dot.hpp"
 #include "kylin/kernels/gemm.hpp"
 #include "kylin/kernels/quant.hpp"
+#include "kylin/kernels/quant_dot.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin::kernels {
@@ -59,23 +60,26 @@ struct RowPlan {
 // The plan of one sequence's chunk of T tokens: a single token decodes, longer chunks prefill.
 inline RowPlan chunk_plan(std::int64_t T) { return {T, T == 1 ? 1 : 0}; }
 
-// Scalar reference (the test oracle): double accumulation, no blocking, no threads. For Q8_0
+// Scalar reference (the test oracle): double accumulation, no blocking, no threads. For Q8_0/Q4_0
 // weights, of the quantized product: x's rows quantized as the kernels quantize them.
 inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float* y, std::int64_t T) {
-  if (w.dtype == DType::q8_0) {  // each block of x quantized again per output: no buffer to allocate
-    const Q8View wq = q8_view(w.data, w.rows, w.cols);
-    std::int8_t q[q8_block];
-    for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t r = 0; r < w.rows; ++r) {
-        double acc = bias ? bias[r] : 0.0;
-        for (std::int64_t b = 0; b < wq.blocks(); ++b) {
-          float scale = 0.f;
-          quantize_rows_q8(x + t * w.cols + b * q8_block, 1, q8_block, Q8Rows{q, &scale, q8_block});
-          const Q8View wb{wq.q + r * w.cols + b * q8_block, wq.scale + r * wq.blocks() + b, 1, q8_block};
-          acc += q8_dot_ref(wb, 0, Q8Rows{q, &scale, q8_block}, 0);
+  if (is_quantized(w.dtype)) {  // each block of x quantized again per output: no buffer to allocate
+    visit_quant(w.dtype, w.data, w.rows, w.cols, [&](const auto& wq) {
+      std::int8_t q[q8_block], v[q8_block];
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t r = 0; r < w.rows; ++r) {
+          double acc = bias ? bias[r] : 0.0;
+          for (std::int64_t b = 0; b < wq.blocks(); ++b) {
+            float scale = 0.f;
+            quantize_rows_q8(x + t * w.cols + b * q8_block, 1, q8_block, Q8Rows{q, &scale, q8_block});
+            block_values(wq, r, b, v);
+            std::int32_t s = 0;
+            for (std::int64_t i = 0; i < q8_block; ++i) s += std::int32_t{v[i]} * std::int32_t{q[i]};
+            acc += static_cast<double>(block_scale(wq, r, b)) * scale * s;
+          }
+          y[t * w.rows + r] = static_cast<float>(acc);
         }
-        y[t * w.rows + r] = static_cast<float>(acc);
-      }
+    });
     return;
   }
   visit_dtype(w.dtype, [&]<class E>(std::type_identity<E>) {
@@ -137,7 +141,7 @@ inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int6
 }
 
 // Prefill: x is packed once, then the weight panels of all products are split between threads.
-// X is the rows as given (const float*) or quantized (Q8Rows, for Q8_0 weights).
+// X is the rows as given (const float*) or quantized (Q8Rows, for Q8_0/Q4_0 weights).
 template <class X>
 void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, ThreadPool& pool, float* packed_x,
                 std::vector<float*>& packed_w) {
@@ -151,7 +155,8 @@ void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, Th
   parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
     for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       float* pw = packed_w[static_cast<std::size_t>(t)];
-      if (o.w.dtype == DType::q8_0) return gemm_panels(packed_x, q8_view(o.w.data, o.w.rows, K), o.bias, o.y, T_, o.w.rows, K, b, e, pw);
+      if (is_quantized(o.w.dtype))
+        return visit_quant(o.w.dtype, o.w.data, o.w.rows, K, [&](const auto& w) { gemm_panels(packed_x, w, o.bias, o.y, T_, o.w.rows, K, b, e, pw); });
       visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
         gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e, pw);
       });
@@ -174,20 +179,24 @@ struct AlignedBuffer {
 
 // Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
 // threads, one widened weight panel [max_cols, gemm_nr] per thread for the GEMM, and the
-// activations quantized for Q8_0 weights.
+// activations quantized for Q8_0/Q4_0 weights.
 struct MatmulScratch {
   std::int64_t max_tokens = 0, max_cols = 0;
   detail::AlignedBuffer<float> packed_x;
   std::vector<detail::AlignedBuffer<float>> packed_w;
   std::vector<float*> packed_w_ptrs;
-  detail::AlignedBuffer<std::int8_t> q8_x;  // [max_tokens, max_cols]
-  detail::AlignedBuffer<float> q8_scale;    // [max_tokens, max_cols / q8_block]
+  detail::AlignedBuffer<std::int8_t> q8_x;    // [max_tokens, max_cols]
+  detail::AlignedBuffer<float> q8_scale;      // [max_tokens, max_cols / q8_block]
+  detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_tokens, max_cols] |q8_x|
+  detail::AlignedBuffer<float> q8_sum8;       // [max_tokens, max_cols / q8_block] 8 * scale * sum(q8_x)
   MatmulScratch() = default;
   MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens)
       : max_tokens(max_tokens), max_cols(max_cols),
         packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)),
         q8_x(static_cast<std::size_t>(max_tokens * max_cols)),
-        q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))) {
+        q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
+        q8_abs(static_cast<std::size_t>(max_tokens * max_cols)),
+        q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
       packed_w_ptrs.push_back(packed_w.back().get());
@@ -207,20 +216,23 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
   return xq;
 }
 
-// Decode rows of Q8_0 weights: the rows of x are quantized once, then the weight rows of all
-// products are split between threads. (Prefill rows take the GEMM over the same quantized values,
-// widened: Q8_0 panels and quantized activation rows.)
-inline void q8_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
+// Decode rows of Q8_0/Q4_0 weights: the rows of x are quantized once, then the weight rows of
+// all products are split between threads. (Prefill rows take the GEMM over the same quantized
+// values, widened: quantized weight panels and quantized activation rows.)
+inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool,
+                        MatmulScratch& scratch) {
   const std::int64_t K = outs[0].w.cols;
-  for ([[maybe_unused]] const auto& o : outs) assert(o.w.dtype == DType::q8_0 && "q8 matmul: every product Q8_0");
+  for ([[maybe_unused]] const auto& o : outs) assert(is_quantized(o.w.dtype) && "quantized matmul: every product quantized");
   const Q8Rows xq = quantize_rows(x, n, K, pool, scratch);
+  prepare_operand(xq, n, scratch.q8_abs.get(), scratch.q8_sum8.get());  // a few decode rows: no fork
+  const Q8Operand operand{xq, scratch.q8_abs.get(), scratch.q8_sum8.get()};
   std::int64_t rows = 0;
   for (const auto& o : outs) rows += o.w.rows;
   const std::int64_t unit = 16;
   const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
   parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
     for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
-      q8_rows(q8_view(o.w.data, o.w.rows, o.w.cols), b, e, xq, n, o.bias, o.y, o.w.rows);
+      visit_quant(o.w.dtype, o.w.data, o.w.rows, o.w.cols, [&](const auto& w) { quant_rows(w, b, e, operand, n, o.bias, o.y, o.w.rows); });
     });
   });
 }
@@ -243,14 +255,14 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     return;
   }
   if (plan.dot_rows > 0) {
-    if (outs[0].w.dtype == DType::q8_0) detail::q8_fused(x, outs, plan.dot_rows, pool, scratch);
+    if (is_quantized(outs[0].w.dtype)) detail::quant_fused(x, outs, plan.dot_rows, pool, scratch);
     else detail::dot_fused(x, outs, plan.dot_rows, pool);
   }
   if (gemm_rows == 0) return;
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
-  if (outs[0].w.dtype == DType::q8_0) {  // the activations quantized as for the decode rows
+  if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
     const Q8Rows xq = detail::quantize_rows(x + plan.dot_rows * K, gemm_rows, K, pool, scratch);
     return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
   }
@@ -258,9 +270,9 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
 }
 
 // Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass.
-// (Q8_0 weights are not taken here: MoE experts keep their stored dtype.)
+// (Q8_0/Q4_0 weights are not taken here: MoE experts keep their stored dtype.)
 inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool) {
-  for ([[maybe_unused]] const auto& p : products) assert(p.out.w.dtype != DType::q8_0 && "matmul_each: Q8_0 weights");
+  for ([[maybe_unused]] const auto& p : products) assert(!is_quantized(p.out.w.dtype) && "matmul_each: quantized weights");
   if constexpr (!simd_enabled) {
     for (const auto& p : products) matmul_ref(p.x, p.out.w, p.out.bias, p.out.y, p.n);
   } else {

@@ -117,9 +117,10 @@ inline void add_rows_scaled(float* acc, const float* y, const RowSelection& sel,
   }
 }
 
-// out[dim] = row `id` of an embedding table [vocab, dim], widened to f32 (Q8_0: q * scale).
+// out[dim] = row `id` of an embedding table [vocab, dim], widened to f32 (Q8_0/Q4_0: q * scale).
 inline void embed_row(const MatRef& table, std::int64_t id, float* out) {
-  if (table.dtype == DType::q8_0) return dequantize_row_q8(q8_view(table.data, table.rows, table.cols), id, out);
+  if (is_quantized(table.dtype))
+    return visit_quant(table.dtype, table.data, table.rows, table.cols, [&](const auto& w) { dequantize_row(w, id, out); });
   visit_dtype(table.dtype, [&]<class T>(std::type_identity<T>) {
     const T* row = static_cast<const T*>(table.data) + id * table.cols;
     for (std::int64_t i = 0; i < table.cols; ++i) out[i] = to_float(row[i]);

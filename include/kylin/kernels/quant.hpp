@@ -1,42 +1,115 @@
-// 8-bit weights (DType::q8_0): blocks of 32 int8 values with one f16 scale each, quantized from the
-// checkpoint at load, and the matmul over them: activation rows are quantized the same way at run
-// time and each block pair is an exact integer dot product. Oracle: q8_dot_ref (scalar).
+// Block-quantized weights, made from the checkpoint at load: Q8_0 (32 int8 values and one f16
+// scale per block) and Q4_0 (32 4-bit values and one f16 scale). Activation rows are quantized to
+// Q8_0 blocks at run time, so every block pair is an exact integer dot product. The scalar
+// references here are the oracle of the kernels in quant_dot.hpp.
 #pragma once
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
-#include "kylin/kernels/simd.hpp"
+#include "kylin/core/dtype.hpp"
 
 namespace kylin::kernels {
 
-inline constexpr std::int64_t q8_block = 32;
+inline constexpr std::int64_t q8_block = 32;  // values per block, both formats
 
 // A [rows, cols] Q8_0 matrix in one buffer: the int8 values [rows, cols] row by row, then the f16
 // scales [rows, cols / 32]; weight (r, c) = q[r, c] * scale[r, c / 32]. 34 bytes per 32 weights.
 struct Q8View {
-  const std::int8_t* q = nullptr;      // [rows, cols]
+  static constexpr DType dtype = DType::q8_0;
+  const std::int8_t* q = nullptr;        // [rows, cols]
   const std::uint16_t* scale = nullptr;  // [rows, cols / q8_block] f16
   std::int64_t rows = 0, cols = 0;
   std::int64_t blocks() const { return cols / q8_block; }
 };
 
-inline std::size_t q8_bytes(std::int64_t rows, std::int64_t cols) {
-  return static_cast<std::size_t>(rows * cols + rows * (cols / q8_block) * 2);
+// A [rows, cols] Q4_0 matrix in one buffer: the packed values [rows, cols / 2] row by row, then
+// the f16 scales [rows, cols / 32]; weight = v * scale, each v in [-8, 7] stored as v + 8 in 4
+// bits. 18 bytes per 32 weights. Blocks 2k and 2k + 1 share 32 bytes: byte i holds value i of
+// block 2k in its low and of block 2k + 1 in its high nibble (one load, a mask and a shift give
+// both blocks). A last, unpaired block has 16 bytes: byte j holds its value j low, j + 16 high.
+struct Q4View {
+  static constexpr DType dtype = DType::q4_0;
+  const std::uint8_t* q = nullptr;       // [rows, cols / 2]
+  const std::uint16_t* scale = nullptr;  // [rows, cols / q8_block] f16
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t blocks() const { return cols / q8_block; }
+};
+
+template <class W>
+concept QuantView = std::same_as<W, Q8View> || std::same_as<W, Q4View>;
+
+inline bool is_quantized(DType d) { return d == DType::q8_0 || d == DType::q4_0; }
+
+// Bytes of the value part of a row, and of the whole matrix.
+template <QuantView W>
+constexpr std::int64_t row_value_bytes(std::int64_t cols) {
+  return std::same_as<W, Q8View> ? cols : cols / 2;
 }
-inline Q8View q8_view(const void* data, std::int64_t rows, std::int64_t cols) {
-  const auto* q = static_cast<const std::int8_t*>(data);
-  return {q, reinterpret_cast<const std::uint16_t*>(q + rows * cols), rows, cols};
+template <QuantView W>
+std::size_t quant_bytes(std::int64_t rows, std::int64_t cols) {
+  return static_cast<std::size_t>(rows * row_value_bytes<W>(cols) + rows * (cols / q8_block) * 2);
+}
+inline std::size_t q8_bytes(std::int64_t rows, std::int64_t cols) { return quant_bytes<Q8View>(rows, cols); }
+inline std::size_t q4_bytes(std::int64_t rows, std::int64_t cols) { return quant_bytes<Q4View>(rows, cols); }
+
+template <QuantView W>
+W quant_view(const void* data, std::int64_t rows, std::int64_t cols) {
+  using V = std::remove_const_t<std::remove_pointer_t<decltype(W::q)>>;
+  const auto* q = static_cast<const V*>(data);
+  return {q, reinterpret_cast<const std::uint16_t*>(q + rows * row_value_bytes<W>(cols)), rows, cols};
+}
+inline Q8View q8_view(const void* data, std::int64_t rows, std::int64_t cols) { return quant_view<Q8View>(data, rows, cols); }
+inline Q4View q4_view(const void* data, std::int64_t rows, std::int64_t cols) { return quant_view<Q4View>(data, rows, cols); }
+
+// fn(view) for a Q8_0 or Q4_0 matrix at `data` (is_quantized(dtype) must hold).
+template <class Fn>
+decltype(auto) visit_quant(DType dtype, const void* data, std::int64_t rows, std::int64_t cols, Fn&& fn) {
+  assert(is_quantized(dtype) && "visit_quant: a quantized dtype");
+  if (dtype == DType::q4_0) return fn(q4_view(data, rows, cols));
+  return fn(q8_view(data, rows, cols));
 }
 
-// out[cols] = row r's values, q * scale (exact in float), the scale widened once per block.
-inline void dequantize_row_q8(const Q8View& w, std::int64_t r, float* out) {
+// Block b of row r as signed values, and its scale.
+inline void block_values(const Q8View& w, std::int64_t r, std::int64_t b, std::int8_t (&out)[q8_block]) {
+  std::memcpy(out, w.q + r * w.cols + b * q8_block, q8_block);
+}
+// Where block b's values are in row r of a Q4_0 matrix: the 32 bytes of its pair and the shift
+// of its nibbles, or (shift < 0) the 16 bytes of an unpaired last block.
+struct Q4Block {
+  const std::uint8_t* bytes;
+  int shift;
+};
+inline Q4Block q4_block(const Q4View& w, std::int64_t r, std::int64_t b) {
+  const std::uint8_t* row = w.q + r * (w.cols / 2);
+  if ((b | 1) < w.blocks()) return {row + (b / 2) * q8_block, static_cast<int>(b % 2) * 4};
+  return {row + b * (q8_block / 2), -1};
+}
+inline void block_values(const Q4View& w, std::int64_t r, std::int64_t b, std::int8_t (&out)[q8_block]) {
+  const Q4Block k = q4_block(w, r, b);
+  for (std::int64_t i = 0; i < q8_block; ++i) {
+    const int byte = k.shift >= 0 ? k.bytes[i] >> k.shift : k.bytes[i % 16] >> (i < 16 ? 0 : 4);
+    out[i] = static_cast<std::int8_t>((byte & 0x0F) - 8);
+  }
+}
+template <QuantView W>
+float block_scale(const W& w, std::int64_t r, std::int64_t b) {
+  return f16_to_f32(w.scale[r * w.blocks() + b]);
+}
+
+// out[cols] = row r's values, q * scale (exact in float).
+template <QuantView W>
+void dequantize_row(const W& w, std::int64_t r, float* out) {
+  std::int8_t v[q8_block];
   for (std::int64_t b = 0; b < w.blocks(); ++b) {
-    const float d = f16_to_f32(w.scale[r * w.blocks() + b]);
-    for (std::int64_t i = b * q8_block; i < (b + 1) * q8_block; ++i) out[i] = w.q[r * w.cols + i] * d;
+    block_values(w, r, b, v);
+    const float d = block_scale(w, r, b);
+    for (std::int64_t i = 0; i < q8_block; ++i) out[b * q8_block + i] = v[i] * d;
   }
 }
 
@@ -76,6 +149,42 @@ inline void quantize_weight_row_q8(const float* x, void* out, std::int64_t rows,
   }
 }
 
+// Weight row r of a Q4_0 matrix from a float row; `out` is the matrix buffer (q4_bytes long).
+// Per block, the value of largest magnitude m maps to -8 (scale = m / -8, rounded to f16), which
+// spends all 16 levels on the block's range; the others round to nearest in [-8, 7].
+inline void quantize_weight_row_q4(const float* x, void* out, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  auto* q = static_cast<std::uint8_t*>(out);
+  auto* scale = reinterpret_cast<std::uint16_t*>(q + rows * (cols / 2));
+  const Q4View w{q, scale, rows, cols};
+  const std::int64_t nb = cols / q8_block;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * q8_block;
+    float m = 0.f;
+    for (std::int64_t i = 0; i < q8_block; ++i)
+      if (std::fabs(xb[i]) > std::fabs(m)) m = xb[i];
+    const std::uint16_t h = f32_to_f16(m / -8.f);
+    const float d = f16_to_f32(h), inv = d != 0.f ? 1.f / d : 0.f;
+    std::uint8_t level[q8_block];
+    for (std::int64_t i = 0; i < q8_block; ++i) level[i] = static_cast<std::uint8_t>(std::clamp(std::nearbyint(xb[i] * inv), -8.f, 7.f) + 8.f);
+    const Q4Block k = q4_block(w, r, b);
+    std::uint8_t* bytes = q + (k.bytes - w.q);
+    if (k.shift == 0)  // the pair's first block: the second one fills the high nibbles next
+      for (std::int64_t i = 0; i < q8_block; ++i) bytes[i] = level[i];
+    else if (k.shift == 4)
+      for (std::int64_t i = 0; i < q8_block; ++i) bytes[i] = static_cast<std::uint8_t>((bytes[i] & 0x0F) | (level[i] << 4));
+    else
+      for (std::int64_t j = 0; j < q8_block / 2; ++j) bytes[j] = static_cast<std::uint8_t>(level[j] | (level[j + 16] << 4));
+    scale[r * nb + b] = h;
+  }
+}
+
+// Weight row r of a matrix of view type W from a float row.
+template <QuantView W>
+void quantize_weight_row(const float* x, void* out, std::int64_t rows, std::int64_t cols, std::int64_t r) {
+  if constexpr (std::same_as<W, Q8View>) quantize_weight_row_q8(x, out, rows, cols, r);
+  else quantize_weight_row_q4(x, out, rows, cols, r);
+}
+
 // Activation rows [0, n) of x [n, cols] into `out`.
 inline void quantize_rows_q8(const float* x, std::int64_t n, std::int64_t cols, const Q8Rows& out) {
   const std::int64_t nb = cols / q8_block;
@@ -86,121 +195,23 @@ inline void quantize_rows_q8(const float* x, std::int64_t n, std::int64_t cols, 
 }
 
 // The exact integer dot product of block b of weight row r and activation row t.
-inline std::int32_t q8_block_dot(const Q8View& w, std::int64_t r, const Q8Rows& x, std::int64_t t, std::int64_t b) {
+template <QuantView W>
+std::int32_t block_dot(const W& w, std::int64_t r, const Q8Rows& x, std::int64_t t, std::int64_t b) {
+  std::int8_t v[q8_block];
+  block_values(w, r, b, v);
   std::int32_t s = 0;
-  for (std::int64_t i = 0; i < q8_block; ++i)
-    s += std::int32_t{w.q[r * w.cols + b * q8_block + i]} * std::int32_t{x.q[t * x.cols + b * q8_block + i]};
+  for (std::int64_t i = 0; i < q8_block; ++i) s += std::int32_t{v[i]} * std::int32_t{x.q[t * x.cols + b * q8_block + i]};
   return s;
 }
 
 // Scalar reference of one output: sum over blocks of scale_w * scale_x * (exact integer dot), in
-// double. The kernels below sum the same products in float, in a fixed order per output.
-inline double q8_dot_ref(const Q8View& w, std::int64_t r, const Q8Rows& x, std::int64_t t) {
-  const std::int64_t nb = w.blocks();
+// double. The kernels sum the same products in float, in a fixed order per output.
+template <QuantView W>
+double quant_dot_ref(const W& w, std::int64_t r, const Q8Rows& x, std::int64_t t) {
   double acc = 0.0;
-  for (std::int64_t b = 0; b < nb; ++b)
-    acc += static_cast<double>(f16_to_f32(w.scale[r * nb + b])) * x.scale[t * nb + b] * q8_block_dot(w, r, x, t, b);
+  for (std::int64_t b = 0; b < w.blocks(); ++b)
+    acc += static_cast<double>(block_scale(w, r, b)) * x.scale[t * w.blocks() + b] * block_dot(w, r, x, t, b);
   return acc;
 }
 
-namespace detail {
-
-#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
-
-// A weight block's f16 scale as float, by the F16C instruction where there is one.
-inline float q8_scale(std::uint16_t h) {
-#if defined(__F16C__)
-  return _cvtsh_ss(h);
-#else
-  return f16_to_f32(h);
-#endif
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// acc[i][t] += (scale_w * scale_x) * (integer lane sums of block b) for R weight rows and NB tokens.
-template <int R, int NB>
-inline void q8_block_step(const Q8View& w, std::int64_t r0, const Q8Rows& x, std::int64_t t0, std::int64_t b, __m256 (&acc)[R][NB]) {
-  const std::int64_t nb = w.blocks();
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i xv[NB], xabs[NB];
-  for (int t = 0; t < NB; ++t) {
-    xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (t0 + t) * x.cols + b * q8_block));
-    xabs[t] = _mm256_sign_epi8(xv[t], xv[t]);
-  }
-  for (int i = 0; i < R; ++i) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q + (r0 + i) * w.cols + b * q8_block));
-    const __m256 dw = _mm256_set1_ps(q8_scale(w.scale[(r0 + i) * nb + b]));
-    for (int t = 0; t < NB; ++t) {
-      const __m256i p16 = _mm256_maddubs_epi16(xabs[t], _mm256_sign_epi8(wv, xv[t]));
-      const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-      acc[i][t] = _mm256_fmadd_ps(p, _mm256_mul_ps(dw, _mm256_set1_ps(x.scale[(t0 + t) * nb + b])), acc[i][t]);
-    }
-  }
-}
-
-// y[t, r0 + i] for NB token rows and R weight rows. Per output, two sets of 8 float lanes take
-// the even and the odd blocks' (scale_w * scale_x) * (integer lane sums), in block order, so one
-// row alone is not held up by the latency of a single accumulator chain; then their sum, one
-// horizontal sum and the bias. Each output is computed the same way whatever R and NB are, so a
-// row's result never depends on the batch. vpmaddubsw multiplies unsigned by signed bytes: |x|
-// times w carrying x's sign is x * w, and two products of values in [-127, 127] cannot saturate
-// its int16 sums.
-template <int R, int NB>
-void q8_tile(const Q8View& w, std::int64_t r0, const Q8Rows& x, std::int64_t t0, const float* bias, float* y,
-             std::int64_t ldy) {
-  const std::int64_t nb = w.blocks();
-  __m256 even[R][NB], odd[R][NB];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) even[i][t] = odd[i][t] = _mm256_setzero_ps();
-  std::int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    q8_block_step<R, NB>(w, r0, x, t0, b, even);
-    q8_block_step<R, NB>(w, r0, x, t0, b + 1, odd);
-  }
-  if (b < nb) q8_block_step<R, NB>(w, r0, x, t0, b, even);
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t)
-      y[(t0 + t) * ldy + r0 + i] = hsum(_mm256_add_ps(even[i][t], odd[i][t])) + (bias ? bias[r0 + i] : 0.f);
-}
-#endif
-
-inline constexpr int q8_tile_rows = 2;
-inline constexpr int q8_tile_tokens = 2;
-
-// Without AVX2: each output as the scalar sum of q8_dot_ref's products, in float, block order.
-inline void q8_one(const Q8View& w, std::int64_t r, const Q8Rows& x, std::int64_t t, const float* bias, float* y,
-                   std::int64_t ldy) {
-  const std::int64_t nb = w.blocks();
-  float acc = 0.f;
-  for (std::int64_t b = 0; b < nb; ++b)
-    acc = std::fma(f16_to_f32(w.scale[r * nb + b]) * x.scale[t * nb + b], static_cast<float>(q8_block_dot(w, r, x, t, b)), acc);
-  y[t * ldy + r] = acc + (bias ? bias[r] : 0.f);
-}
-
-// y[t, r] = x[t] · w[r] + bias[r] for token rows [0, n) and weight rows [r0, r1).
-inline void q8_rows(const Q8View& w, std::int64_t r0, std::int64_t r1, const Q8Rows& x, std::int64_t n,
-                    const float* bias, float* y, std::int64_t ldy) {
-#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
-  auto tokens = [&]<int R>(std::int64_t r) {
-    std::int64_t t = 0;
-    for (; t + q8_tile_tokens <= n; t += q8_tile_tokens) q8_tile<R, q8_tile_tokens>(w, r, x, t, bias, y, ldy);
-    for (; t < n; ++t) q8_tile<R, 1>(w, r, x, t, bias, y, ldy);
-  };
-  std::int64_t r = r0;
-  if (n > 1)  // a single token streams one weight row at a time, which the hardware prefetcher follows best
-    for (; r + q8_tile_rows <= r1; r += q8_tile_rows) tokens.template operator()<q8_tile_rows>(r);
-  for (; r < r1; ++r) tokens.template operator()<1>(r);
-#else
-  for (std::int64_t r = r0; r < r1; ++r)
-    for (std::int64_t t = 0; t < n; ++t) q8_one(w, r, x, t, bias, y, ldy);
-#endif
-}
-
-}  // namespace detail
 }  // namespace kylin::kernels

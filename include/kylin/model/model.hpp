@@ -33,7 +33,7 @@ struct ModelOptions {
   int threads = 0;                 // 0: all hardware threads
   std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
-  WeightFormat weights = WeightFormat::stored;  // q8: projections quantized at load (quantized_weights.hpp)
+  WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -155,7 +155,7 @@ class BasicModel {
     B backend;
     Workspace workspace;
     WeightFormat weight_format;
-    QuantizedWeights quantized;  // the Q8_0 copies `net` points to (empty: weights as stored)
+    QuantizedWeights quantized;  // the Q8_0/Q4_0 copies `net` points to (empty: weights as stored)
     Net net;
     DType kv_dtype;
     LmHead lm_head;

@@ -1,6 +1,6 @@
 // Weights quantized at load (`ModelOptions::weights`): the attention and dense-MLP projections and
-// the LM head (with the embedding table when tied) become Q8_0 copies owned here, which the bound
-// ModelWeights then point to. Norms, an untied embedding table, the MoE router and experts keep
+// the LM head (with the embedding table when tied) become Q8_0 or Q4_0 copies owned here, which
+// the bound ModelWeights then point to. Norms, an untied embedding table, the MoE router and experts keep
 // the checkpoint's dtype (docs/QUANTIZATION.md).
 #pragma once
 
@@ -18,28 +18,30 @@
 namespace kylin {
 
 // How the linear layers' weights are held in memory.
-enum class WeightFormat { stored, q8 };
+enum class WeightFormat { stored, q8, q4 };
 
-inline std::string_view weight_format_name(WeightFormat f) { return f == WeightFormat::q8 ? "q8" : "stored"; }
+inline std::string_view weight_format_name(WeightFormat f) {
+  return f == WeightFormat::q8 ? "q8" : f == WeightFormat::q4 ? "q4" : "stored";
+}
 inline std::optional<WeightFormat> parse_weight_format(std::string_view s) {
-  if (s == "stored") return WeightFormat::stored;
-  if (s == "q8") return WeightFormat::q8;
+  for (WeightFormat f : {WeightFormat::stored, WeightFormat::q8, WeightFormat::q4})
+    if (weight_format_name(f) == s) return f;
   return std::nullopt;
 }
 
 class QuantizedWeights {
  public:
-  // Points every projection of `w` that can be quantized (columns a multiple of 32) at a Q8_0 copy
-  // made with `threads` threads, and drops the stored tensor's pages from memory (read again from
+  // Points every projection of `w` that can be quantized (columns a multiple of 32) at a Q8_0 or
+  // Q4_0 copy made with `threads` threads, and drops the stored tensor's pages from memory (read again from
   // the file if used: the tied embedding table's rows); returns `w`. WeightFormat::stored leaves
   // it as it is.
   ModelWeights apply(ModelWeights w, WeightFormat format, int threads, const io::Checkpoint& ckpt) {
     if (format == WeightFormat::stored) return w;
     ThreadPool pool(threads);
-    auto replace = [&](MatRef& m) {  // (a checkpoint saved by `kylin quantize` is Q8_0 already)
-      if (!m.data || m.dtype == DType::q8_0 || m.cols % kernels::q8_block != 0) return;
+    auto replace = [&](MatRef& m) {  // (a checkpoint saved by `kylin quantize` is quantized already)
+      if (!m.data || kernels::is_quantized(m.dtype) || m.cols % kernels::q8_block != 0) return;
       const void* stored = m.data;
-      m = quantize(m, pool, ckpt);
+      m = format == WeightFormat::q8 ? quantize<kernels::Q8View>(m, pool, ckpt) : quantize<kernels::Q4View>(m, pool, ckpt);
       release_widened(w, stored);
     };
     for (LayerWeights& L : w.layers)
@@ -59,14 +61,14 @@ class QuantizedWeights {
     return w;
   }
 
-  // The Q8_0 copy of the stored tensor whose data is at `stored`, if it was quantized.
+  // The quantized copy of the stored tensor whose data is at `stored`, if it was quantized.
   const MatRef* copy_of(const void* stored) const {
     for (const auto& [from, to] : copies_)
       if (from == stored) return &to;
     return nullptr;
   }
 
-  // Bytes of the Q8_0 copies, and of the checkpoint tensors they replace.
+  // Bytes of the quantized copies, and of the checkpoint tensors they replace.
   std::size_t bytes() const { return bytes_; }
   std::size_t replaced_bytes() const { return replaced_bytes_; }
 
@@ -89,9 +91,10 @@ class QuantizedWeights {
 
   // In slabs of rows, each slab's stored pages dropped once it is done, so that loading never
   // holds much more than the quantized model.
+  template <kernels::QuantView W>
   MatRef quantize(const MatRef& m, ThreadPool& pool, const io::Checkpoint& ckpt) {
     constexpr std::int64_t slab = 4096;  // rows
-    const std::size_t n = kernels::q8_bytes(m.rows, m.cols), row_bytes = static_cast<std::size_t>(m.cols) * dtype_size(m.dtype);
+    const std::size_t n = kernels::quant_bytes<W>(m.rows, m.cols), row_bytes = static_cast<std::size_t>(m.cols) * dtype_size(m.dtype);
     buffers_.emplace_back(n);
     void* out = buffers_.back().get();
     bytes_ += n;
@@ -105,18 +108,18 @@ class QuantizedWeights {
             const T* src = static_cast<const T*>(m.data) + r * m.cols;
             for (std::int64_t c = 0; c < m.cols; ++c) row[static_cast<std::size_t>(c)] = to_float(src[c]);
           });
-          kernels::quantize_weight_row_q8(row.data(), out, m.rows, m.cols, r);
+          kernels::quantize_weight_row<W>(row.data(), out, m.rows, m.cols, r);
         }
       });
       ckpt.advise(io::AccessHint::release, static_cast<const std::byte*>(m.data) + static_cast<std::size_t>(s0) * row_bytes,
                   static_cast<std::size_t>(s1 - s0) * row_bytes);
     }
-    copies_.emplace_back(m.data, MatRef{DType::q8_0, out, m.rows, m.cols});
+    copies_.emplace_back(m.data, MatRef{W::dtype, out, m.rows, m.cols});
     return copies_.back().second;
   }
 
-  std::vector<kernels::detail::AlignedBuffer<std::int8_t>> buffers_;  // one Q8_0 matrix each
-  std::vector<std::pair<const void*, MatRef>> copies_;  // stored data -> its Q8_0 copy
+  std::vector<kernels::detail::AlignedBuffer<std::int8_t>> buffers_;  // one quantized matrix each
+  std::vector<std::pair<const void*, MatRef>> copies_;  // stored data -> its quantized copy
   std::size_t bytes_ = 0, replaced_bytes_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -69,6 +70,7 @@ inline LmHead lm_head_source(const io::Checkpoint& ckpt, const ModelConfig& c) {
 
 // The tensor holding the f16 scales of a Q8_0 tensor saved by `kylin quantize`.
 inline std::string q8_scale_name(const std::string& tensor) { return tensor + "_q8_scale"; }
+inline std::string q4_scale_name(const std::string& tensor) { return tensor + "_q4_scale"; }
 
 // The tensor holding the block scales of an FP8 weight, as the FP8 releases name it.
 inline std::string fp8_scale_name(const std::string& tensor) { return tensor + "_scale_inv"; }
@@ -100,13 +102,14 @@ class Binder {
       problems_.push_back(name + ": missing");
       return {};
     }
+    const std::int64_t cols = shape.back();
+    const std::int64_t rows = shape.size() == 2 ? shape[0] : 1;
+    if (t->dtype == DType::u8 && shape.size() == 2) return bind_quantized<kernels::Q4View>(*t, rows, cols);
     if (t->shape != shape) {
       problems_.push_back(name + ": expected " + io::shape_string(shape) + ", got " + io::shape_string(t->shape));
       return {};
     }
-    const std::int64_t cols = shape.back();
-    const std::int64_t rows = shape.size() == 2 ? shape[0] : 1;
-    if (t->dtype == DType::i8) return bind_q8(*t, rows, cols);
+    if (t->dtype == DType::i8) return bind_quantized<kernels::Q8View>(*t, rows, cols);
     if (t->dtype == DType::f8_e4m3 && shape.size() == 2) return bind_fp8(*t, rows, cols);
     if (!info(t->dtype).runnable) {
       problems_.push_back(name + ": dtype " + std::string(dtype_name(t->dtype)) + " is not supported (BF16, F16, F32 are)");
@@ -115,25 +118,32 @@ class Binder {
     return MatRef{t->dtype, t->data, rows, cols};
   }
 
-  // An I8 tensor written by `kylin quantize`: Q8_0 values, followed in the file by their f16
-  // scales, the tensor named q8_scale_name(name) [rows, cols / 32]; bound as one Q8_0 matrix.
-  MatRef bind_q8(const io::TensorView& t, std::int64_t rows, std::int64_t cols) {
-    const std::string scale_name = q8_scale_name(t.name);
+  // A tensor written by `kylin quantize`: Q8_0 values (I8 [rows, cols]) or packed Q4_0 values (U8
+  // [rows, cols / 2]), followed in the file by their f16 scales [rows, cols / 32], the tensor
+  // named q8_scale_name(name) or q4_scale_name(name); bound as one quantized matrix.
+  template <kernels::QuantView W>
+  MatRef bind_quantized(const io::TensorView& t, std::int64_t rows, std::int64_t cols) {
+    constexpr bool q8 = std::same_as<W, kernels::Q8View>;
+    const std::string what = q8 ? "I8 (Q8_0)" : "U8 (Q4_0)";
+    const std::string scale_name = q8 ? q8_scale_name(t.name) : q4_scale_name(t.name);
     bound_.insert(scale_name);
     const io::TensorView* s = ckpt_.find(scale_name);
-    const std::vector<std::int64_t> scale_shape{rows, cols / kernels::q8_block};
+    const std::vector<std::int64_t> value_shape{rows, kernels::row_value_bytes<W>(cols)}, scale_shape{rows, cols / kernels::q8_block};
     std::string problem;
-    if (cols % kernels::q8_block != 0) problem = "I8 (Q8_0) with " + std::to_string(cols) + " columns, not a multiple of 32";
-    else if (!s) problem = "I8 (Q8_0) without its scales " + scale_name;
+    if (cols % kernels::q8_block != 0) problem = what + " with " + std::to_string(cols) + " columns, not a multiple of 32";
+    else if (t.shape != value_shape)
+      problem = what + " values of a [" + std::to_string(rows) + ", " + std::to_string(cols) + "] weight must be " +
+                io::shape_string(value_shape) + ", got " + io::shape_string(t.shape);
+    else if (!s) problem = what + " without its scales " + scale_name;
     else if (s->dtype != DType::f16 || s->shape != scale_shape)
       problem = "its scales " + scale_name + " must be F16 " + io::shape_string(scale_shape) + ", got " +
                 std::string(dtype_name(s->dtype)) + " " + io::shape_string(s->shape);
-    else if (s->data != t.data + rows * cols) problem = "its scales " + scale_name + " must directly follow it in the same file";
+    else if (s->data != t.data + t.nbytes) problem = "its scales " + scale_name + " must directly follow it in the same file";
     if (!problem.empty()) {
       problems_.push_back(t.name + ": " + problem);
       return {};
     }
-    return MatRef{DType::q8_0, t.data, rows, cols};
+    return MatRef{W::dtype, t.data, rows, cols};
   }
 
   // A float8_e4m3fn weight of the FP8 releases with its scales fp8_scale_name(name) [ceil(rows /

@@ -32,7 +32,7 @@ bool check(const std::string& name, kylin::WeightFormat weights) {
   const bool exact = weights == kylin::WeightFormat::stored;
   const bool ok = !exact || (worst <= bar && greedy_ok);
   std::printf("%-28s %-6s worst relative L2 %.3g, greedy %s  %s\n", name.c_str(), std::string(kylin::weight_format_name(weights)).c_str(),
-              worst, greedy_ok ? "identical" : "differs", exact ? (ok ? "ok" : "FAIL") : "(q8: reported, no bar)");
+              worst, greedy_ok ? "identical" : "differs", exact ? (ok ? "ok" : "FAIL") : "(quantized: reported, no bar)");
   return ok;
 }
 
@@ -42,7 +42,7 @@ int main() {
   try {
     bool all = true;
     for (const char* name : models)
-      for (auto weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8}) all = check(name, weights) && all;
+      for (auto weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8, kylin::WeightFormat::q4}) all = check(name, weights) && all;
     std::printf("gpu-check: %s\n", all ? "all checkpoints pass" : "FAILED");
     return all ? 0 : 1;
   } catch (const std::exception& e) {

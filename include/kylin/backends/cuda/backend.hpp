@@ -148,10 +148,12 @@ class CudaBackend {
   // lives), uploaded on first use. Unknown dtypes are refused by name before any kernel sees them.
   const void* resident(const kernels::MatRef& w) {
     if (auto it = resident_.find(w.data); it != resident_.end()) return it->second.data();
-    if (w.dtype != DType::bf16 && w.dtype != DType::f16 && w.dtype != DType::f32 && w.dtype != DType::q8_0)
+    if (w.dtype != DType::bf16 && w.dtype != DType::f16 && w.dtype != DType::f32 && !kernels::is_quantized(w.dtype))
       throw Error(ErrorCategory::config, std::string(name), "no kernels for " + std::string(dtype_name(w.dtype)) + " weights");
-    const auto elems = static_cast<std::size_t>(w.rows * w.cols);
-    const std::size_t bytes = w.dtype == DType::q8_0 ? elems + elems / 32 * sizeof(std::uint16_t) : elems * dtype_size(w.dtype);
+    const std::size_t bytes = kernels::is_quantized(w.dtype)
+                                  ? kernels::visit_quant(w.dtype, w.data, w.rows, w.cols,
+                                                         []<class V>(const V& v) { return kernels::quant_bytes<V>(v.rows, v.cols); })
+                                  : static_cast<std::size_t>(w.rows * w.cols) * dtype_size(w.dtype);
     return upload_once(w.data, bytes);
   }
   const float* resident(const float* bias, std::int64_t n) {

@@ -1,5 +1,5 @@
-// MatvecKernel: the decode rows' y = x · W^T (and every row for F16/Q8_0 weights), a warp per
-// output feature so the weights are read once for all rows of the call.
+// MatvecKernel: the decode rows' y = x · W^T (and every row for F16/Q8_0/Q4_0 weights), a warp
+// per output feature so the weights are read once for all rows of the call.
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -14,13 +14,14 @@ static_assert(matvec_rows <= static_cast<int>(warp_size), "one summing thread pe
 }  // namespace detail
 
 // y[r, o] = x[r, :] · W[o, :] (+ bias[o]) for r < n, one warp per output feature, lanes striding
-// along the row; f32 accumulation. Q8_0 is kernels::matmul_ref's quantized product: x is quantized
-// per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair is the same
-// exact integer dot product, scaled and summed in float.
+// along the row; f32 accumulation. Q8_0 and Q4_0 are kernels::matmul_ref's quantized product: x
+// is quantized per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair
+// is the same exact integer dot product, scaled and summed in float.
 struct MatvecKernel {
   const float* x;  // [n, in_features]
   std::int64_t n;
-  const void* w;  // [out_features, in_features] bf16/f16/f32; Q8_0: int8 [out, in] then f16 scales [out, in / 32]
+  const void* w;  // [out_features, in_features] bf16/f16/f32; Q8_0: int8 [out, in] then f16 scales [out, in / 32];
+                  // Q4_0: packed 4-bit [out, in / 2] (kernels/quant.hpp's layout) then f16 scales [out, in / 32]
   DType w_dtype;
   std::int64_t out_features, in_features;
   const float* bias;  // [out_features] or null
@@ -49,7 +50,8 @@ struct MatvecKernel {
           case DType::bf16: dot_rows<bf16_t>(o, r0, nr, lane, acc); break;
           case DType::f16: dot_rows<f16_t>(o, r0, nr, lane, acc); break;
           case DType::f32: dot_rows<float>(o, r0, nr, lane, acc); break;
-          case DType::q8_0: q8_dot_rows(t, o, r0, nr, lane, acc); break;
+          case DType::q8_0: quant_dot_rows<false>(t, o, r0, nr, lane, acc); break;
+          case DType::q4_0: quant_dot_rows<true>(t, o, r0, nr, lane, acc); break;
           default:
             for (float& a : acc) a = detail::poison();
         }
@@ -81,14 +83,14 @@ struct MatvecKernel {
     }
   }
 
-  // Q8_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step. The 8 lanes of a block
-  // find its max |x| and integer dot product by shuffles; their first lane accumulates the block.
-  template <class Thread>
-  KYLIN_HD void q8_dot_rows(Thread& t, std::int64_t o, std::int64_t r0, int nr, unsigned lane,
-                            float (&acc)[detail::matvec_rows]) const {
-    const std::int64_t K = in_features, nb = K / 32;
-    const auto* q = static_cast<const std::int8_t*>(w);
-    const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out_features * K) + o * nb;
+  // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step. The 8 lanes of a
+  // block find its max |x| and integer dot product by shuffles; their first lane accumulates it.
+  template <bool Q4, class Thread>
+  KYLIN_HD void quant_dot_rows(Thread& t, std::int64_t o, std::int64_t r0, int nr, unsigned lane,
+                               float (&acc)[detail::matvec_rows]) const {
+    const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K;
+    const auto* q = static_cast<const std::uint8_t*>(w);
+    const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out_features * row_bytes) + o * nb;
     const unsigned sub = lane % 8;
     for (float& a : acc) a = 0.f;
     for (std::int64_t b0 = 0; b0 < nb; b0 += 4) {
@@ -97,7 +99,7 @@ struct MatvecKernel {
       int wq[4] = {0, 0, 0, 0};
       const float dw = live ? detail::f16_to_f32(scale[b]) : 0.f;
       if (live)
-        for (int i = 0; i < 4; ++i) wq[i] = q[o * K + k + i];
+        for (int i = 0; i < 4; ++i) wq[i] = Q4 ? q4_value(q + o * row_bytes, nb, b, sub * 4 + i) : static_cast<std::int8_t>(q[o * K + k + i]);
       for (int r = 0; r < nr; ++r) {
         float xv[4] = {0.f, 0.f, 0.f, 0.f}, amax = 0.f;
         if (live)
@@ -111,6 +113,12 @@ struct MatvecKernel {
         if (sub == 0) acc[r] = fmaf(dw * d, fs, acc[r]);
       }
     }
+  }
+
+  // Value j of block b of a Q4_0 row of nb blocks (kernels::block_values' layout).
+  KYLIN_HD static int q4_value(const std::uint8_t* row, std::int64_t nb, std::int64_t b, int j) {
+    const int byte = (b | 1) < nb ? row[(b / 2) * 32 + j] >> ((b % 2) * 4) : row[b * 16 + j % 16] >> (j < 16 ? 0 : 4);
+    return (byte & 0x0F) - 8;
   }
 };
 

@@ -1,0 +1,187 @@
+// The matmul over block-quantized weights (Q8_0, Q4_0: kernels/quant.hpp) for decode rows: each
+// weight block against the activation row's Q8_0 block as an exact integer dot product, scaled.
+// Oracle: quant_dot_ref (quant.hpp).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+
+#include "kylin/kernels/quant.hpp"
+#include "kylin/kernels/simd.hpp"
+
+
+namespace kylin::kernels::detail {
+
+// Activation rows as the decode kernels read them: the Q8_0 rows, and what every weight row
+// would otherwise recompute from them: |q| per value (vpmaddubsw's unsigned operand against Q8_0
+// weights) and 8 * scale * sum(q) per block (Q4_0 values are stored as v + 8, and this is the +8).
+struct Q8Operand {
+  Q8Rows rows;
+  const std::uint8_t* abs = nullptr;  // [n, cols]
+  const float* sum8 = nullptr;        // [n, cols / 32]
+};
+
+// Fills abs and sum8 for rows [0, n) of x.
+inline void prepare_operand(const Q8Rows& x, std::int64_t n, std::uint8_t* abs, float* sum8) {
+  const std::int64_t nb = x.cols / q8_block;
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t b = 0; b < nb; ++b) {
+      std::int32_t s = 0;
+      for (std::int64_t i = t * x.cols + b * q8_block; i < t * x.cols + (b + 1) * q8_block; ++i) {
+        s += x.q[i];
+        abs[i] = static_cast<std::uint8_t>(std::abs(x.q[i]));
+      }
+      sum8[t * nb + b] = 8.f * x.scale[t * nb + b] * static_cast<float>(s);
+    }
+}
+
+#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p); }
+
+// How far ahead in a weight row (or the rows after it) the kernel asks for the values it will
+// need: a quantized block takes several cycles of arithmetic per 16-32 bytes, too slow a stream
+// for the hardware prefetcher to run far enough ahead on its own (bench_kernels, Zen 3: the Q4_0
+// LM head matvec 6.1 -> 4.1 ms on 2 threads with every line requested; 1-4 KB ahead alike).
+inline constexpr std::int64_t quant_prefetch_bytes = 2048;
+
+// p[t] = the 8 int32 lane sums of block b of weight row r times activation row t0 + t.
+// vpmaddubsw multiplies unsigned by signed bytes. Q8_0: |x| times w carrying x's sign is x * w,
+// and two products of values in [-127, 127] cannot saturate its int16 sums. Q4_0: the stored
+// values v + 8 in [0, 15] times x directly; the 8 * sum(x) this adds is taken off per output.
+template <int NB>
+inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
+  const __m256i ones = _mm256_set1_epi16(1), wv = _mm256_loadu_si256(at(w.q + r * w.cols + b * q8_block));
+  for (int t = 0; t < NB; ++t) {
+    const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
+    const __m256i signed_w = _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k)));
+    p[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(at(x.abs + k)), signed_w), ones);
+  }
+}
+template <int NB>
+inline void q4_products(__m256i nibbles, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&p)[NB]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int t = 0; t < NB; ++t)
+    p[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block))), ones);
+}
+template <int NB>
+inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
+  const Q4Block k = q4_block(w, r, b);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  if (k.shift >= 0)
+    return q4_products(_mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(at(k.bytes)), _mm_cvtsi32_si128(k.shift)), low), x, t0, b, p);
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.bytes));
+  q4_products(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low), x, t0, b, p);
+}
+
+// Blocks b and b + 1 (b even, both in the row): for Q4_0 one load of their shared 32 bytes.
+template <int NB, QuantView W>
+inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[2][NB]) {
+  if constexpr (std::same_as<W, Q4View>) {
+    const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block)), low = _mm256_set1_epi8(0x0F);
+    q4_products(_mm256_and_si256(v, low), x, t0, b, p[0]);
+    q4_products(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), x, t0, b + 1, p[1]);
+  } else {
+    block_products<NB>(w, r, b, x, t0, p[0]);
+    block_products<NB>(w, r, b + 1, x, t0, p[1]);
+  }
+}
+
+// y[t, r0 + i] for NB token rows and R weight rows. Per output, two sets of 8 float lanes take
+// the even and the odd blocks' (scale_w * scale_x) * (integer lane sums), in block order, so one
+// row alone is not held up by the latency of a single accumulator chain; the scale products are
+// made 8 blocks at a time. Then their sum, one horizontal sum, Q4_0's offset and the bias. Each
+// output is computed the same way whatever R and NB are, so a row's result never depends on the
+// batch.
+template <int R, int NB, QuantView W>
+void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, const float* bias, float* y, std::int64_t ldy) {
+  constexpr bool q4 = std::same_as<W, Q4View>;
+  const std::int64_t nb = w.blocks();
+  __m256 acc[2][R][NB], offset[R][NB];
+  float offset_tail[R][NB];
+  __m256 d[R][NB];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NB; ++t) acc[0][i][t] = acc[1][i][t] = offset[i][t] = _mm256_setzero_ps(), offset_tail[i][t] = 0.f;
+  __m256i p[NB];
+  std::int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    for (int i = 0; i < R; ++i) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i) * nb + b)));
+      for (int t = 0; t < NB; ++t) {
+        d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
+        if constexpr (q4) offset[i][t] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.sum8 + (t0 + t) * nb + b), offset[i][t]);
+      }
+    }
+    constexpr std::int64_t group_bytes = 8 * row_value_bytes<W>(q8_block);
+    for (int i = 0; i < R; ++i) {
+      const char* next = reinterpret_cast<const char*>(w.q) + (r0 + i) * row_value_bytes<W>(w.cols) + b / 8 * group_bytes;
+      for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + quant_prefetch_bytes + line, _MM_HINT_T0);
+    }
+    for (int j = 0; j < 8; j += 2)
+      for (int i = 0; i < R; ++i) {
+        __m256i pp[2][NB];
+        pair_products<NB>(w, r0 + i, b + j, x, t0, pp);
+        for (int h = 0; h < 2; ++h)
+          for (int t = 0; t < NB; ++t)
+            acc[h][i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pp[h][t]), _mm256_permutevar8x32_ps(d[i][t], _mm256_set1_epi32(j + h)), acc[h][i][t]);
+      }
+  }
+  for (; b < nb; ++b)  // the last nb % 8 blocks one at a time
+    for (int i = 0; i < R; ++i) {
+      const float dw = _cvtsh_ss(w.scale[(r0 + i) * nb + b]);
+      block_products<NB>(w, r0 + i, b, x, t0, p);
+      for (int t = 0; t < NB; ++t) {
+        const __m256 dwx = _mm256_set1_ps(dw * x.rows.scale[(t0 + t) * nb + b]);
+        acc[b & 1][i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), dwx, acc[b & 1][i][t]);
+        if constexpr (q4) offset_tail[i][t] = std::fma(dw, x.sum8[(t0 + t) * nb + b], offset_tail[i][t]);
+      }
+    }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NB; ++t) {
+      float v = hsum(_mm256_add_ps(acc[0][i][t], acc[1][i][t]));
+      if constexpr (q4) v -= hsum(offset[i][t]) + offset_tail[i][t];
+      y[(t0 + t) * ldy + r0 + i] = v + (bias ? bias[r0 + i] : 0.f);
+    }
+}
+#endif
+
+inline constexpr int quant_tile_rows = 2;
+inline constexpr int quant_tile_tokens = 2;
+
+// Without AVX2: each output as the scalar sum of quant_dot_ref's products, in float, block order.
+template <QuantView W>
+void quant_one(const W& w, std::int64_t r, const Q8Rows& x, std::int64_t t, const float* bias, float* y, std::int64_t ldy) {
+  float acc = 0.f;
+  for (std::int64_t b = 0; b < w.blocks(); ++b)
+    acc = std::fma(block_scale(w, r, b) * x.scale[t * w.blocks() + b], static_cast<float>(block_dot(w, r, x, t, b)), acc);
+  y[t * ldy + r] = acc + (bias ? bias[r] : 0.f);
+}
+
+// y[t, r] = x[t] · w[r] + bias[r] for token rows [0, n) and weight rows [r0, r1).
+template <QuantView W>
+void quant_rows(const W& w, std::int64_t r0, std::int64_t r1, const Q8Operand& x, std::int64_t n, const float* bias, float* y,
+                std::int64_t ldy) {
+#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+  auto tokens = [&]<int R>(std::int64_t r) {
+    std::int64_t t = 0;
+    for (; t + quant_tile_tokens <= n; t += quant_tile_tokens) quant_tile<R, quant_tile_tokens>(w, r, x, t, bias, y, ldy);
+    for (; t < n; ++t) quant_tile<R, 1>(w, r, x, t, bias, y, ldy);
+  };
+  std::int64_t r = r0;  // two weight rows at a time even for one token: the scale and loop work is shared
+  for (; r + quant_tile_rows <= r1; r += quant_tile_rows) tokens.template operator()<quant_tile_rows>(r);
+  for (; r < r1; ++r) tokens.template operator()<1>(r);
+#else
+  for (std::int64_t r = r0; r < r1; ++r)
+    for (std::int64_t t = 0; t < n; ++t) quant_one(w, r, x.rows, t, bias, y, ldy);
+#endif
+}
+
+}  // namespace kylin::kernels::detail
