@@ -81,11 +81,13 @@ BENCHMARK(BM_gemm_bf16_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(be
 BENCHMARK(BM_gemm_bf16_512x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_matvec_q8_1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q8View>(s, 3072, 1024, 1); }
+void BM_matvec_q8_1024_to_151936(benchmark::State& s) { run_quant_matmul<kernels::Q8View>(s, 151936, 1024, 1); }
 void BM_matvec_q4_1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 3072, 1024, 1); }
 void BM_matvec_q4_3072_to_1024(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 1024, 3072, 1); }
 void BM_matvec_q4_1024_to_151936(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 151936, 1024, 1); }
 void BM_gemm_q4_512x1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 3072, 1024, 512); }
 BENCHMARK(BM_matvec_q8_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_matvec_q8_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q4_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q4_3072_to_1024)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q4_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();

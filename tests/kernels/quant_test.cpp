@@ -188,3 +188,30 @@ TEST_CASE_TEMPLATE("the quantized product stays within ~2x its measured distance
   CHECK(err <= (q8 ? 0.015 : 0.16));
   CHECK(err > (q8 ? 0.0 : 0.015));  // the weights really went through 8 (4) bits
 }
+
+TEST_CASE_TEMPLATE("matmul_each over quantized weights (an MoE layer's experts): each product equals its own decode-row matmul bit for bit, shared inputs or not",
+                   W, kernels::Q8View, kernels::Q4View) {
+  const std::int64_t cols = 96;
+  const auto x0 = test::random_floats(2 * cols, 21), x1 = test::random_floats(3 * cols, 22);
+  const auto gate = quantize<W>(test::random_floats(64 * cols, 23, 0.5f), 64, cols);
+  const auto up = quantize<W>(test::random_floats(64 * cols, 24, 0.5f), 64, cols);
+  const auto other = quantize<W>(test::random_floats(40 * cols, 25, 0.5f), 40, cols);
+  std::vector<float> y_gate(2 * 64), y_up(2 * 64), y_other(3 * 40);
+  const kernels::DotProduct products[] = {{x0.data(), 2, {gate.ref(), nullptr, y_gate.data()}},
+                                          {x0.data(), 2, {up.ref(), nullptr, y_up.data()}},
+                                          {x1.data(), 3, {other.ref(), nullptr, y_other.data()}}};
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+    kernels::MatmulScratch scratch(pool.size(), cols, 8, 3);
+    kernels::matmul_each(products, pool, scratch);
+    for (const auto& p : products) {
+      std::vector<float> alone(static_cast<std::size_t>(p.n * p.out.w.rows));
+      kernels::matmul(p.x, p.out.w, nullptr, alone.data(), {p.n, p.n}, pool, scratch);
+      CHECK(std::equal(alone.begin(), alone.end(), p.out.y));
+      std::vector<float> ref(alone.size());
+      kernels::matmul_ref(p.x, p.out.w, nullptr, ref.data(), p.n);
+      CHECK(test::max_rel_error(alone, ref) <= 1e-5);
+    }
+  }
+}

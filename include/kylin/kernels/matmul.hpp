@@ -111,28 +111,35 @@ void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1
 // Decode rows: the weight rows of all products (product(i) -> DotProduct, i < count) form one
 // range, split into one contiguous share per thread (stolen from in chunks of whole row blocks),
 // so one fork-join streams every weight of e.g. q/k/v, or of an MoE layer's chosen experts, once.
-template <class Product>
-void dot_pass(std::size_t count, Product product, ThreadPool& pool) {
+// run(i, product, b, e) computes weight rows [b, e) of product i.
+template <class Product, class Run>
+void row_pass(std::size_t count, Product product, ThreadPool& pool, std::int64_t unit, Run run) {
   std::int64_t rows = 0;
   for (std::size_t i = 0; i < count; ++i) rows += product(i).out.w.rows;
-  const std::int64_t unit = std::lcm<std::int64_t>(16, dot_tile_rows);
   const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
   parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
     std::int64_t base = 0;
     for (std::size_t i = 0; i < count && base < r1; ++i) {
       const DotProduct p = product(i);
-      const MatmulOut& o = p.out;
-      const std::int64_t b = std::max(r0, base) - base, e = std::min(r1, base + o.w.rows) - base;
-      base += o.w.rows;
-      if (b >= e) continue;
-      visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
-        const T* w = static_cast<const T*>(o.w.data);
-        if (p.n == 1)
-          dot_rows<1>(p.x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
-        else
-          dot_rows_n(p.x, p.n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
-      });
+      const std::int64_t b = std::max(r0, base) - base, e = std::min(r1, base + p.out.w.rows) - base;
+      base += p.out.w.rows;
+      if (b < e) run(i, p, b, e);
     }
+  });
+}
+
+// The same for BF16/F16/F32 weights.
+template <class Product>
+void dot_pass(std::size_t count, Product product, ThreadPool& pool) {
+  row_pass(count, product, pool, std::lcm<std::int64_t>(16, dot_tile_rows), [](std::size_t, const DotProduct& p, std::int64_t b, std::int64_t e) {
+    const MatmulOut& o = p.out;
+    visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
+      const T* w = static_cast<const T*>(o.w.data);
+      if (p.n == 1)
+        dot_rows<1>(p.x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
+      else
+        dot_rows_n(p.x, p.n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
+    });
   });
 }
 
@@ -177,9 +184,13 @@ struct AlignedBuffer {
 
 }  // namespace detail
 
+// The largest number of products one fused call takes (q/k/v).
+inline constexpr std::size_t max_fused_products = 4;
+
 // Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
 // threads, one widened weight panel [max_cols, gemm_nr] per thread for the GEMM, and the
-// activations quantized for Q8_0/Q4_0 weights.
+// activations quantized for Q8_0/Q4_0 weights, with one operand per product of a matmul_each
+// call (up to max_products, e.g. 2 per MoE expert).
 struct MatmulScratch {
   std::int64_t max_tokens = 0, max_cols = 0;
   detail::AlignedBuffer<float> packed_x;
@@ -189,14 +200,16 @@ struct MatmulScratch {
   detail::AlignedBuffer<float> q8_scale;      // [max_tokens, max_cols / q8_block]
   detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_tokens, max_cols] |q8_x|
   detail::AlignedBuffer<float> q8_sum8;       // [max_tokens, max_cols / q8_block] 8 * scale * sum(q8_x)
+  std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
   MatmulScratch() = default;
-  MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens)
+  MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens, std::size_t max_products = max_fused_products)
       : max_tokens(max_tokens), max_cols(max_cols),
         packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)),
         q8_x(static_cast<std::size_t>(max_tokens * max_cols)),
         q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
         q8_abs(static_cast<std::size_t>(max_tokens * max_cols)),
-        q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))) {
+        q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
+        operands(max_products) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
       packed_w_ptrs.push_back(packed_w.back().get());
@@ -216,31 +229,52 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
   return xq;
 }
 
+// x[n, K] quantized into the scratch `at` values in (a multiple of the block), with what the
+// decode kernel reads beside it; on the calling thread (a few decode rows).
+inline Q8Operand quantize_operand(const float* x, std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
+  assert(at + n * K <= scratch.max_tokens * scratch.max_cols && K % q8_block == 0 && "quantized decode rows fit the scratch");
+  const Q8Rows xq{scratch.q8_x.get() + at, scratch.q8_scale.get() + at / q8_block, K};
+  quantize_rows_q8(x, n, K, xq);
+  prepare_operand(xq, n, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block);
+  return {xq, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block};
+}
+
+inline void quant_run(const Q8Operand& x, const DotProduct& p, std::int64_t b, std::int64_t e) {
+  const MatmulOut& o = p.out;
+  visit_quant(o.w.dtype, o.w.data, o.w.rows, o.w.cols, [&](const auto& w) { quant_rows(w, b, e, x, p.n, o.bias, o.y, o.w.rows); });
+}
+
 // Decode rows of Q8_0/Q4_0 weights: the rows of x are quantized once, then the weight rows of
 // all products are split between threads. (Prefill rows take the GEMM over the same quantized
 // values, widened: quantized weight panels and quantized activation rows.)
 inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool,
                         MatmulScratch& scratch) {
-  const std::int64_t K = outs[0].w.cols;
   for ([[maybe_unused]] const auto& o : outs) assert(is_quantized(o.w.dtype) && "quantized matmul: every product quantized");
-  const Q8Rows xq = quantize_rows(x, n, K, pool, scratch);
-  prepare_operand(xq, n, scratch.q8_abs.get(), scratch.q8_sum8.get());  // a few decode rows: no fork
-  const Q8Operand operand{xq, scratch.q8_abs.get(), scratch.q8_sum8.get()};
-  std::int64_t rows = 0;
-  for (const auto& o : outs) rows += o.w.rows;
-  const std::int64_t unit = 16;
-  const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
-  parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
-    for_units(outs, r0, r1, [](const MatmulOut& o) { return o.w.rows; }, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
-      visit_quant(o.w.dtype, o.w.data, o.w.rows, o.w.cols, [&](const auto& w) { quant_rows(w, b, e, operand, n, o.bias, o.y, o.w.rows); });
-    });
-  });
+  const Q8Operand operand = quantize_operand(x, n, outs[0].w.cols, 0, scratch);
+  row_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, pool, 16,
+           [&](std::size_t, const DotProduct& p, std::int64_t b, std::int64_t e) { quant_run(operand, p, b, e); });
+}
+
+// Products with inputs of their own over Q8_0/Q4_0 weights: each input quantized once (products
+// in a row with the same input, an expert's gate and up, share it), then one pass.
+inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
+  assert(products.size() <= scratch.operands.size() && "matmul_each: more products than the scratch was made for");
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < products.size(); ++i) {
+    const DotProduct& p = products[i];
+    assert(is_quantized(p.out.w.dtype) && "quantized matmul_each: every product quantized");
+    if (i > 0 && p.x == products[i - 1].x && p.n == products[i - 1].n && p.out.w.cols == products[i - 1].out.w.cols) {
+      scratch.operands[i] = scratch.operands[i - 1];
+      continue;
+    }
+    scratch.operands[i] = quantize_operand(p.x, p.n, p.out.w.cols, at, scratch);
+    at += p.n * p.out.w.cols;
+  }
+  row_pass(products.size(), [&](std::size_t i) { return products[i]; }, pool, 16,
+           [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) { quant_run(scratch.operands[i], p, b, e); });
 }
 
 }  // namespace detail
-
-// The largest number of products one fused call takes (q/k/v).
-inline constexpr std::size_t max_fused_products = 4;
 
 // Several products of the same input x[rows, cols] (e.g. q/k/v, gate/up) in one parallel pass per
 // kernel kind; every w.cols must be equal. plan says which rows take which kernel (RowPlan).
@@ -269,12 +303,13 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   detail::gemm_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
 }
 
-// Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass.
-// (Q8_0/Q4_0 weights are not taken here: MoE experts keep their stored dtype.)
-inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool) {
-  for ([[maybe_unused]] const auto& p : products) assert(!is_quantized(p.out.w.dtype) && "matmul_each: quantized weights");
+// Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass
+// (an MoE layer's experts over their decode rows). Either every weight is quantized or none is.
+inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
   if constexpr (!simd_enabled) {
     for (const auto& p : products) matmul_ref(p.x, p.out.w, p.out.bias, p.out.y, p.n);
+  } else if (!products.empty() && is_quantized(products[0].out.w.dtype)) {
+    detail::quant_each(products, pool, scratch);
   } else {
     detail::dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, pool);
   }

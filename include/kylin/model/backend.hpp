@@ -104,7 +104,8 @@ class CpuBackend {
   CpuBackend(const ModelConfig& c, const BackendOptions& o)
       : pool_(o.threads),
         matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0}),
-                        std::max<std::int64_t>(1, o.max_tokens)),
+                        std::max<std::int64_t>(1, o.max_tokens),
+                        std::max(kernels::max_fused_products, static_cast<std::size_t>(c.moe ? 2 * c.moe->num_experts : 0))),
         attention_scratch_(pool_.size(), c.n_groups(), c.head_dim) {}
 
   ThreadPool& pool() { return pool_; }
@@ -127,7 +128,7 @@ class CpuBackend {
     kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_);
   }
   // An MoE layer's experts over their decode rows: one fork-join for all of them.
-  void matmul_each(std::span<const kernels::DotProduct> products) { kernels::matmul_each(products, pool_); }
+  void matmul_each(std::span<const kernels::DotProduct> products) { kernels::matmul_each(products, pool_, matmul_scratch_); }
   // Norms of fewer than `min_parallel_norm` elements (every norm of a decode step) run on the
   // calling thread: a fork-join would cost more than the work.
   static constexpr std::int64_t min_parallel_norm = std::int64_t{1} << 15;

@@ -1,7 +1,7 @@
-// Weights quantized at load (`ModelOptions::weights`): the attention and dense-MLP projections and
-// the LM head (with the embedding table when tied) become Q8_0 or Q4_0 copies owned here, which
-// the bound ModelWeights then point to. Norms, an untied embedding table, the MoE router and experts keep
-// the checkpoint's dtype (docs/QUANTIZATION.md).
+// Weights quantized at load (`ModelOptions::weights`): the attention, dense-MLP and MoE expert
+// projections and the LM head (with the embedding table when tied) become Q8_0 or Q4_0 copies
+// owned here, which the bound ModelWeights then point to. Norms, an untied embedding table and the
+// MoE router keep the checkpoint's dtype (docs/QUANTIZATION.md).
 #pragma once
 
 #include <cstring>
@@ -44,8 +44,11 @@ class QuantizedWeights {
       m = format == WeightFormat::q8 ? quantize<kernels::Q8View>(m, pool, ckpt) : quantize<kernels::Q4View>(m, pool, ckpt);
       release_widened(w, stored);
     };
-    for (LayerWeights& L : w.layers)
+    for (LayerWeights& L : w.layers) {
       for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) replace(*m);
+      for (ExpertWeights& x : L.experts)
+        for (MatRef* m : {&x.gate_proj, &x.up_proj, &x.down_proj}) replace(*m);
+    }
     // A tied table is quantized once, for the LM head and the lookups alike: looking rows up in
     // the stored table would fault in far more of it than the rows read (measured: 140 MB RSS
     // after 128 lookups on the Qwen3-0.6B shape), giving back most of what quantizing saved.
@@ -57,7 +60,7 @@ class QuantizedWeights {
     for (LayerWeights& L : w.layers)
       for (MatRef* m : {&L.input_layernorm, &L.post_attention_layernorm, &L.q_norm, &L.k_norm}) own(*m);
     own(w.norm);
-    ckpt.advise(io::AccessHint::release);  // what is still read from the file (experts, an untied table) faults back in
+    ckpt.advise(io::AccessHint::release);  // what is still read from the file (the router, an untied table) faults back in
     return w;
   }
 
