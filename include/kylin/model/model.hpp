@@ -135,7 +135,8 @@ class BasicModel {
           backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
           weight_format(o.weights),
-          net(make_net(config, quantized.apply(bind_weights(*checkpoint, config), o.weights, o.threads, *checkpoint))),
+          net(make_net(config, widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred), o.weights,
+                                                         o.threads, *checkpoint)))),
           kv_dtype(o.kv_dtype),
           lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load

@@ -40,9 +40,8 @@ class QuantizedWeights {
     ThreadPool pool(threads);
     auto replace = [&](MatRef& m) {  // (a checkpoint saved by `kylin quantize` is quantized already)
       if (!m.data || kernels::is_quantized(m.dtype) || m.cols % kernels::q8_block != 0) return;
-      const void* stored = m.data;
-      m = format == WeightFormat::q8 ? quantize<kernels::Q8View>(m, pool, ckpt) : quantize<kernels::Q4View>(m, pool, ckpt);
-      release_widened(w, stored);
+      const Fp8Source* fp8 = w.fp8 ? w.fp8->find(m.data) : nullptr;  // (read as its BF16 widening)
+      m = format == WeightFormat::q8 ? quantize<kernels::Q8View>(m, fp8, pool, ckpt) : quantize<kernels::Q4View>(m, fp8, pool, ckpt);
     };
     for (LayerWeights& L : w.layers) {
       for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) replace(*m);
@@ -76,13 +75,6 @@ class QuantizedWeights {
   std::size_t replaced_bytes() const { return replaced_bytes_; }
 
  private:
-  // An FP8 weight's BF16 widening (weights.hpp) is not read again once it is quantized.
-  static void release_widened(ModelWeights& w, const void* data) {
-    if (!w.widened) return;
-    for (auto& v : *w.widened)
-      if (v.data() == data) return std::vector<std::uint16_t>().swap(v);
-  }
-
   // A small tensor copied as it is, in its stored dtype.
   void own(MatRef& m) {
     if (!m.data) return;
@@ -95,7 +87,7 @@ class QuantizedWeights {
   // In slabs of rows, each slab's stored pages dropped once it is done, so that loading never
   // holds much more than the quantized model.
   template <kernels::QuantView W>
-  MatRef quantize(const MatRef& m, ThreadPool& pool, const io::Checkpoint& ckpt) {
+  MatRef quantize(const MatRef& m, const Fp8Source* fp8, ThreadPool& pool, const io::Checkpoint& ckpt) {
     constexpr std::int64_t slab = 4096;  // rows
     const std::size_t n = kernels::quant_bytes<W>(m.rows, m.cols), row_bytes = static_cast<std::size_t>(m.cols) * dtype_size(m.dtype);
     buffers_.emplace_back(n);
@@ -107,6 +99,11 @@ class QuantizedWeights {
       parallel_chunks(pool, s1 - s0, 64, [&](int, std::int64_t r0, std::int64_t r1) {
         std::vector<float> row(static_cast<std::size_t>(m.cols));  // [cols]
         for (std::int64_t r = s0 + r0; r < s0 + r1; ++r) {
+          if (fp8) {
+            fp8->row(r, row.data());
+            kernels::quantize_weight_row<W>(row.data(), out, m.rows, m.cols, r);
+            continue;
+          }
           visit_dtype(m.dtype, [&]<class T>(std::type_identity<T>) {
             const T* src = static_cast<const T*>(m.data) + r * m.cols;
             for (std::int64_t c = 0; c < m.cols; ++c) row[static_cast<std::size_t>(c)] = to_float(src[c]);

@@ -17,6 +17,7 @@
 #include "kylin/io/sentence_transformers.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/model/arch.hpp"
+#include "kylin/model/fp8.hpp"
 
 namespace kylin {
 
@@ -53,9 +54,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   MatRef norm;          // [hidden]
   MatRef lm_head;       // [vocab, hidden]: lm_head.weight, or embed_tokens when tied and absent; empty: LmHead::none
-  // FP8 checkpoints only: the BF16 widenings of their F8_E4M3 weights, which the MatRefs above
-  // point into (shared, so copies of these weights stay valid).
-  std::shared_ptr<std::vector<std::vector<std::uint16_t>>> widened;
+  // FP8 checkpoints only: their F8_E4M3 weights and the BF16 widenings the MatRefs above point
+  // into once widen_fp8 ran (shared, so copies of these weights stay valid).
+  std::shared_ptr<Fp8Weights> fp8;
 };
 
 // Where the LM head comes from. An embedding model (a sentence-transformers directory) may be
@@ -77,17 +78,8 @@ inline std::string fp8_scale_name(const std::string& tensor) { return tensor + "
 
 namespace detail {
 
-// load: FP8 weights are widened (memory and time); check: only their scales are checked.
+// load: FP8 weights are recorded (widen_fp8 widens them); check: only their scales are checked.
 enum class BindMode { load, check };
-
-inline const std::array<float, 256>& f8_e4m3_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int v = 0; v < 256; ++v) t[static_cast<std::size_t>(v)] = f8_e4m3_to_f32(static_cast<std::uint8_t>(v));
-    return t;
-  }();
-  return table;
-}
 
 class Binder {
  public:
@@ -147,8 +139,8 @@ class Binder {
   }
 
   // A float8_e4m3fn weight of the FP8 releases with its scales fp8_scale_name(name) [ceil(rows /
-  // block_rows), ceil(cols / block_cols)]: widened once to BF16 (w * scale in f32, rounded once),
-  // because kylin has no FP8 kernels. --weights q8 then quantizes the widening.
+  // block_rows), ceil(cols / block_cols)]: bound as F8_E4M3 and recorded (model/fp8.hpp), to be
+  // quantized from its BF16 widening row by row (--weights q8|q4) or widened whole (widen_fp8).
   MatRef bind_fp8(const io::TensorView& t, std::int64_t rows, std::int64_t cols) {
     const std::string scale_name = fp8_scale_name(t.name);
     bound_.insert(scale_name);
@@ -167,22 +159,12 @@ class Binder {
       return {};
     }
     if (mode_ == BindMode::check) return {};
-    if (!widened_) widened_ = std::make_shared<std::vector<std::vector<std::uint16_t>>>();
-    std::vector<std::uint16_t>& out = widened_->emplace_back(static_cast<std::size_t>(rows * cols));  // [rows, cols]
-    const std::array<float, 256>& f8 = f8_e4m3_table();
-    const auto* q = reinterpret_cast<const std::uint8_t*>(t.data);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c0 = 0; c0 < cols; c0 += bc) {
-        const std::int64_t at = (r / br) * scale_cols + c0 / bc;
-        float scale = 0;
-        if (s->dtype == DType::f32) std::memcpy(&scale, s->data + at * 4, 4);
-        else scale = bf16_to_f32(static_cast<std::uint16_t>(static_cast<unsigned>(s->data[at * 2]) | static_cast<unsigned>(s->data[at * 2 + 1]) << 8));
-        for (std::int64_t c = c0; c < std::min(cols, c0 + bc); ++c)
-          out[static_cast<std::size_t>(r * cols + c)] = f32_to_bf16(f8[q[r * cols + c]] * scale);
-      }
-    return MatRef{DType::bf16, out.data(), rows, cols};
+    if (!fp8_weights_) fp8_weights_ = std::make_shared<Fp8Weights>();
+    fp8_weights_->add({.q = reinterpret_cast<const std::uint8_t*>(t.data), .scale = s->data, .scale_dtype = s->dtype, .rows = rows,
+                       .cols = cols, .block_rows = br, .block_cols = bc});
+    return MatRef{DType::f8_e4m3, t.data, rows, cols};
   }
-  std::shared_ptr<std::vector<std::vector<std::uint16_t>>> widened() const { return widened_; }
+  std::shared_ptr<Fp8Weights> fp8_weights() const { return fp8_weights_; }
 
   std::vector<float> bind_f32(const std::string& name, std::int64_t n) {
     const MatRef w = bind(name, {n});
@@ -235,7 +217,7 @@ class Binder {
   bool bare_;  // names lack "model."
   std::optional<Fp8Config> fp8_;
   BindMode mode_;
-  std::shared_ptr<std::vector<std::vector<std::uint16_t>>> widened_;  // [FP8 tensors][rows * cols] BF16
+  std::shared_ptr<Fp8Weights> fp8_weights_;  // the F8_E4M3 weights bound
   std::vector<std::string> problems_;
   std::unordered_set<std::string> bound_;  // every name bind() asked for, present or not
 };
@@ -287,19 +269,44 @@ inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
     case LmHead::tied: w.lm_head = w.embed_tokens; break;
     case LmHead::none: break;
   }
-  w.widened = b.widened();
+  w.fp8 = b.fp8_weights();
   return w;
 }
 
 }  // namespace detail
 
+// Every weight matrix of w (embedding, LM head, projections, router, experts); fn(MatRef&).
+template <class Fn>
+void for_each_matrix(ModelWeights& w, Fn fn) {
+  fn(w.embed_tokens);
+  fn(w.lm_head);
+  for (LayerWeights& L : w.layers) {
+    for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj, &L.router}) fn(*m);
+    for (ExpertWeights& x : L.experts)
+      for (MatRef* m : {&x.gate_proj, &x.up_proj, &x.down_proj}) fn(*m);
+  }
+}
+
+// Points every F8_E4M3 matrix still in w at its BF16 widening (made once per tensor); returns w.
+inline ModelWeights widen_fp8(ModelWeights w) {
+  if (w.fp8)
+    for_each_matrix(w, [&](MatRef& m) {
+      if (m.data && m.dtype == DType::f8_e4m3) m = w.fp8->widen(m);
+    });
+  return w;
+}
+
+// When bind_weights widens FP8 weights: at once, or later by widen_fp8 (after QuantizedWeights
+// has quantized what it takes straight from the FP8 data).
+enum class Fp8Widening { at_bind, deferred };
+
 // Binds every tensor; throws one kylin::Error listing all missing or mismatched tensors.
 // Tensors nothing binds are ignored, as transformers ignores unexpected keys (with a warning).
-inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
+inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c, Fp8Widening fp8 = Fp8Widening::at_bind) {
   detail::Binder b(ckpt, c.fp8, detail::BindMode::load);
   ModelWeights w = detail::bind_all(b, c);
   b.throw_if_problems();
-  return w;
+  return fp8 == Fp8Widening::at_bind ? widen_fp8(std::move(w)) : w;
 }
 
 // What loading would find, without throwing: `problems` make bind_weights fail; `unexpected`
