@@ -162,7 +162,9 @@ TEST_CASE("slot save, erase and restore round-trip a slot's state through a file
 TEST_CASE("slot file names that could leave the cache directory, bad ids and bad actions are refused with 400") {
   TempDir dir;
   ServerProcess server(with_cache(dir));
-  for (const std::string& name : std::vector<std::string>{"../x", "/etc/passwd", "a/b", "", "..", ".hidden", "x\\u0000y", "a\\\\b", std::string(300, 'a'),
+  // a name beside the cache directory that nothing else uses (a fixed one, e.g. ../x, may exist there already)
+  const std::string outside = dir.path().filename().string() + "-escaped";
+  for (const std::string& name : std::vector<std::string>{"../" + outside, "/etc/passwd", "a/b", "", "..", ".hidden", "x\\u0000y", "a\\\\b", std::string(300, 'a'),
                                  std::string("0123456789abcdef-0123456789abcdef.kvc")}) {
     CAPTURE(name);
     for (const char* action : {"save", "restore"}) {
@@ -179,7 +181,7 @@ TEST_CASE("slot file names that could leave the cache directory, bad ids and bad
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir.path())) files += e.is_regular_file() ? 1 : 0;
   CHECK(files == 0);
-  CHECK_FALSE(fs::exists(dir.path().parent_path() / "x"));
+  CHECK_FALSE(fs::exists(dir.path().parent_path() / outside));
 }
 
 TEST_CASE("without --cache-dir the slot endpoints answer 501 naming the flag") {
