@@ -59,7 +59,7 @@ int run(const Options& o) {
   const fs::path in(o.model), out(o.out);
   if (fs::exists(out) && fs::equivalent(in, out))
     throw kylin::Error(kylin::ErrorCategory::request, "--out", "must not be the model directory");
-  if (kylin::load_model_config(in).fp8)  // its weights are widened in memory at load: no file tensor has a Q8_0 copy to save
+  if (kylin::load_model_config(in).fp8)  // the copied config.json would still describe F8_E4M3 tensors the saved file lacks
     throw kylin::Error(kylin::ErrorCategory::request, in.string(), "an FP8 checkpoint loads with --weights q8 or q4 directly; kylin quantize takes BF16/F16/F32 ones");
   const kylin::Model model = kylin::Model::load(in, {.threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
   fs::create_directories(out);

@@ -10,7 +10,6 @@
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/simd.hpp"
 
-
 namespace kylin::kernels::detail {
 
 // Activation rows as the decode kernels read them: the Q8_0 rows, and what every weight row

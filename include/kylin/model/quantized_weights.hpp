@@ -32,8 +32,8 @@ inline std::optional<WeightFormat> parse_weight_format(std::string_view s) {
 class QuantizedWeights {
  public:
   // Points every projection of `w` that can be quantized (columns a multiple of 32) at a Q8_0 or
-  // Q4_0 copy made with `threads` threads, and drops the stored tensor's pages from memory (read again from
-  // the file if used: the tied embedding table's rows); returns `w`. WeightFormat::stored leaves
+  // Q4_0 copy made with `threads` threads, and drops the stored tensor's pages from memory (read
+  // again from the file if used: the tied embedding table's rows); returns `w`. WeightFormat::stored leaves
   // it as it is.
   ModelWeights apply(ModelWeights w, WeightFormat format, int threads, const io::Checkpoint& ckpt) {
     if (format == WeightFormat::stored) return w;
@@ -99,15 +99,13 @@ class QuantizedWeights {
       parallel_chunks(pool, s1 - s0, 64, [&](int, std::int64_t r0, std::int64_t r1) {
         std::vector<float> row(static_cast<std::size_t>(m.cols));  // [cols]
         for (std::int64_t r = s0 + r0; r < s0 + r1; ++r) {
-          if (fp8) {
+          if (fp8)
             fp8->row(r, row.data());
-            kernels::quantize_weight_row<W>(row.data(), out, m.rows, m.cols, r);
-            continue;
-          }
-          visit_dtype(m.dtype, [&]<class T>(std::type_identity<T>) {
-            const T* src = static_cast<const T*>(m.data) + r * m.cols;
-            for (std::int64_t c = 0; c < m.cols; ++c) row[static_cast<std::size_t>(c)] = to_float(src[c]);
-          });
+          else
+            visit_dtype(m.dtype, [&]<class T>(std::type_identity<T>) {
+              const T* src = static_cast<const T*>(m.data) + r * m.cols;
+              for (std::int64_t c = 0; c < m.cols; ++c) row[static_cast<std::size_t>(c)] = to_float(src[c]);
+            });
           kernels::quantize_weight_row<W>(row.data(), out, m.rows, m.cols, r);
         }
       });
