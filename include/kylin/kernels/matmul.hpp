@@ -128,23 +128,20 @@ void row_pass(std::size_t count, Product product, ThreadPool& pool, std::int64_t
   });
 }
 
-// The same for BF16/F16/F32 weights.
-template <class Product>
-void dot_pass(std::size_t count, Product product, ThreadPool& pool) {
-  row_pass(count, product, pool, std::lcm<std::int64_t>(16, dot_tile_rows), [](std::size_t, const DotProduct& p, std::int64_t b, std::int64_t e) {
+// The same for BF16/F16/F32 weights; packed(i) is product i's rows packed by pack_dot_rows
+// (unused for a single row).
+template <class Product, class Packed>
+void dot_pass(std::size_t count, Product product, Packed packed, ThreadPool& pool) {
+  row_pass(count, product, pool, std::lcm<std::int64_t>(16, dot_tile_rows), [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
     const MatmulOut& o = p.out;
     visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
       const T* w = static_cast<const T*>(o.w.data);
       if (p.n == 1)
         dot_rows<1>(p.x, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
       else
-        dot_rows_n(p.x, p.n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
+        dot_rows_n(p.x, packed(i), p.n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
     });
   });
-}
-
-inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool) {
-  dot_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, pool);
 }
 
 // Prefill: x is packed once, then the weight panels of all products are split between threads.
@@ -201,6 +198,7 @@ struct MatmulScratch {
   detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_tokens, max_cols] |q8_x|
   detail::AlignedBuffer<float> q8_sum8;       // [max_tokens, max_cols / q8_block] 8 * scale * sum(q8_x)
   std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
+  std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
   MatmulScratch() = default;
   MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens, std::size_t max_products = max_fused_products)
       : max_tokens(max_tokens), max_cols(max_cols),
@@ -209,7 +207,7 @@ struct MatmulScratch {
         q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
         q8_abs(static_cast<std::size_t>(max_tokens * max_cols)),
         q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
-        operands(max_products) {
+        operands(max_products), dot_packed(max_products) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
       packed_w_ptrs.push_back(packed_w.back().get());
@@ -218,6 +216,34 @@ struct MatmulScratch {
 };
 
 namespace detail {
+
+// Decode rows of stored weights: x[n, K] is packed once for the batched kernel (into the GEMM's
+// activation panels, which a call fills only after its decode rows are done), then one pass.
+inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
+  const std::int64_t K = outs[0].w.cols;
+  assert(n <= scratch.max_tokens && K <= scratch.max_cols && "packed decode rows fit the scratch");
+  if (n > 1) pack_dot_rows(x, n, K, scratch.packed_x.get());
+  dot_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, [&](std::size_t) { return scratch.packed_x.get(); }, pool);
+}
+
+// Products with inputs of their own over stored weights: each input of several rows packed once
+// (an expert's gate and up share theirs), then one pass.
+inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
+  assert(products.size() <= scratch.dot_packed.size() && "matmul_each: more products than the scratch was made for");
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < products.size(); ++i) {
+    const DotProduct& p = products[i];
+    if (i > 0 && p.x == products[i - 1].x && p.n == products[i - 1].n && p.out.w.cols == products[i - 1].out.w.cols) {
+      scratch.dot_packed[i] = scratch.dot_packed[i - 1];
+    } else if (p.n > 1) {
+      assert(at + p.n * p.out.w.cols <= scratch.max_tokens * scratch.max_cols && "packed decode rows fit the scratch");
+      pack_dot_rows(p.x, p.n, p.out.w.cols, scratch.packed_x.get() + at);
+      scratch.dot_packed[i] = scratch.packed_x.get() + at;
+      at += p.n * dot_packed_cols(p.out.w.cols);
+    }
+  }
+  dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, [&](std::size_t i) { return scratch.dot_packed[i]; }, pool);
+}
 
 // x[n, K] quantized into the scratch's Q8_0 rows.
 inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, ThreadPool& pool, MatmulScratch& scratch) {
@@ -290,7 +316,7 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   }
   if (plan.dot_rows > 0) {
     if (is_quantized(outs[0].w.dtype)) detail::quant_fused(x, outs, plan.dot_rows, pool, scratch);
-    else detail::dot_fused(x, outs, plan.dot_rows, pool);
+    else detail::dot_fused(x, outs, plan.dot_rows, pool, scratch);
   }
   if (gemm_rows == 0) return;
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
@@ -311,7 +337,7 @@ inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool, 
   } else if (!products.empty() && is_quantized(products[0].out.w.dtype)) {
     detail::quant_each(products, pool, scratch);
   } else {
-    detail::dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, pool);
+    detail::dot_each(products, pool, scratch);
   }
 }
 
