@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "kylin-server/routes.hpp"
+#include "kylin/backends/cuda/module.hpp"
 
 namespace {
 
@@ -87,6 +88,7 @@ int serve(const Options& o) {
 
   kylin::EngineOptions eo;
   eo.backend = *kylin::parse_backend_kind(o.backend);
+  kylin::cuda::prepare_backend(eo.backend);  // loads bin/libkylin-cuda.so for --backend cuda
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);

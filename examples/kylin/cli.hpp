@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kylin/backends/cuda/module.hpp"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -35,6 +37,14 @@ struct Registrar {
 // --backend cpu|cuda, shared by the commands that load a model.
 inline void add_backend_option(CLI::App* cmd, std::string& backend) {
   cmd->add_option("--backend", backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
+// The backend --backend names (checked by the option), made ready to load: for cuda, the
+// backend module beside kylin is loaded now.
+inline kylin::BackendKind backend_kind(const std::string& name) {
+  const kylin::BackendKind kind = *kylin::parse_backend_kind(name);
+  kylin::cuda::prepare_backend(kind);
+  return kind;
 }
 
 // Parses "1,2,3" into ids; throws kylin::Error naming the bad item.

@@ -285,7 +285,7 @@ int run(const Options& o) {
   const double compute_gflops = measure_fma_gflops(threads);
   const auto t_load = Clock::now();
   kylin::ModelOptions options;
-  options.backend = *kylin::parse_backend_kind(o.backend);
+  options.backend = kylin::cli::backend_kind(o.backend);
   options.threads = threads;
   options.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   options.weights = *kylin::parse_weight_format(o.weights);

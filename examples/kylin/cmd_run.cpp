@@ -46,7 +46,7 @@ bool stderr_tty() { return ::isatty(STDERR_FILENO) == 1; }
 std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   if (stderr_tty()) std::fprintf(stderr, "loading %s ...\r", o.model.c_str());
   kylin::EngineOptions eo;
-  eo.backend = *kylin::parse_backend_kind(o.backend);
+  eo.backend = kylin::cli::backend_kind(o.backend);
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);

@@ -18,8 +18,8 @@
 
 namespace kylin {
 
-// Which backend a Model runs on: the CPU, or a CUDA device (needs a build with KYLIN_CUDA, which
-// links backends/cuda/register.cu).
+// Which backend a Model runs on: the CPU, or a CUDA device (needs the CUDA backend: linked in by the
+// kylin::cuda target, backends/cuda/register.cpp, or loaded as a module, backends/cuda/module.hpp).
 enum class BackendKind : std::uint8_t { cpu, cuda };
 inline std::string_view backend_kind_name(BackendKind k) { return k == BackendKind::cuda ? "cuda" : "cpu"; }
 inline std::optional<BackendKind> parse_backend_kind(std::string_view s) {
@@ -305,7 +305,7 @@ class ModelOn final : public AnyModel {
   BasicModel<B> m_;
 };
 
-// Set by backends/cuda/register.cu when it is linked in (a KYLIN_CUDA build).
+// Set by backends/cuda/register.cpp when it is linked in, or by cuda::load_module.
 using ModelFactory = std::unique_ptr<AnyModel> (*)(const std::filesystem::path&, const ModelOptions&);
 inline ModelFactory& cuda_model_factory() {
   static ModelFactory factory = nullptr;
