@@ -217,6 +217,14 @@ struct MatmulScratch {
 
 namespace detail {
 
+// Whether product i reads the same rows as product i - 1 (an MoE expert's gate and up), so the
+// rows prepared for one serve both.
+inline bool shares_input(std::span<const DotProduct> products, std::size_t i) {
+  if (i == 0) return false;
+  const DotProduct &p = products[i], &q = products[i - 1];
+  return p.x == q.x && p.n == q.n && p.out.w.cols == q.out.w.cols;
+}
+
 // Decode rows of stored weights: x[n, K] is packed once for the batched kernel (into the GEMM's
 // activation panels, which a call fills only after its decode rows are done), then one pass.
 inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
@@ -233,7 +241,7 @@ inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, Mat
   std::int64_t at = 0;
   for (std::size_t i = 0; i < products.size(); ++i) {
     const DotProduct& p = products[i];
-    if (i > 0 && p.x == products[i - 1].x && p.n == products[i - 1].n && p.out.w.cols == products[i - 1].out.w.cols) {
+    if (shares_input(products, i)) {
       scratch.dot_packed[i] = scratch.dot_packed[i - 1];
     } else if (p.n > 1) {
       assert(at + p.n * p.out.w.cols <= scratch.max_tokens * scratch.max_cols && "packed decode rows fit the scratch");
@@ -289,7 +297,7 @@ inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, M
   for (std::size_t i = 0; i < products.size(); ++i) {
     const DotProduct& p = products[i];
     assert(is_quantized(p.out.w.dtype) && "quantized matmul_each: every product quantized");
-    if (i > 0 && p.x == products[i - 1].x && p.n == products[i - 1].n && p.out.w.cols == products[i - 1].out.w.cols) {
+    if (shares_input(products, i)) {
       scratch.operands[i] = scratch.operands[i - 1];
       continue;
     }
