@@ -7,6 +7,8 @@
 #include "helpers.hpp"
 #include "kylin/kernels/matmul.hpp"
 
+#include <cstring>
+
 using namespace kylin;
 
 namespace {
@@ -214,4 +216,21 @@ TEST_CASE_TEMPLATE("matmul_each over quantized weights (an MoE layer's experts):
       CHECK(test::max_rel_error(alone, ref) <= 1e-5);
     }
   }
+}
+
+TEST_CASE("activation rows quantize the same in SIMD as in the scalar reference, bit for bit: random, zero, tied and clamped blocks") {
+  const std::int64_t n = 5, cols = 4 * 32;
+  auto x = test::random_floats(n * cols, 17, 3.f);
+  std::fill_n(x.begin() + 32, 32, 0.f);  // row 0, block 1: zero
+  x[64] = 127.f;                          // row 0, block 2: scale 1, every other value a tie
+  for (int i = 1; i < 32; ++i) x[static_cast<std::size_t>(64 + i)] = static_cast<float>(i - 16) + 0.5f;
+  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(96 + i)] = i % 2 ? -1e-30f : 1e30f;  // row 0, block 3: extremes
+  std::vector<std::int8_t> q(static_cast<std::size_t>(n * cols)), q_ref(q.size());
+  std::vector<float> s(static_cast<std::size_t>(n * cols / 32)), s_ref(s.size());
+  kernels::detail::quantize_rows_q8_simd(x.data(), n, cols, kernels::Q8Rows{q.data(), s.data(), cols});
+  kernels::quantize_rows_q8(x.data(), n, cols, kernels::Q8Rows{q_ref.data(), s_ref.data(), cols});
+  CHECK(q == q_ref);
+  CHECK(std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)) == 0);
+  CHECK(q_ref[64 + 1] == -14);  // -14.5 rounds to the even -14
+  CHECK(q_ref[64 + 2] == -14);  // -13.5 too
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <utility>
 
@@ -38,13 +39,22 @@ inline void gemm_pack_x(const Q8Rows& x, std::int64_t T, std::int64_t K, std::in
   const std::int64_t nb = K / q8_block;
   for (std::int64_t i = 0; i < gemm_mr; ++i) {
     const std::int64_t t = p * gemm_mr + i;
-    for (std::int64_t k = 0; k < K; ++k) a[k * gemm_mr + i] = t < T ? x.q[t * K + k] * x.scale[t * nb + k / q8_block] : 0.f;
+    if (t >= T) {
+      for (std::int64_t k = 0; k < K; ++k) a[k * gemm_mr + i] = 0.f;
+      continue;
+    }
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const float d = x.scale[t * nb + b];
+      const std::int8_t* q = x.q + t * K + b * q8_block;
+      for (std::int64_t j = 0; j < q8_block; ++j) a[(b * q8_block + j) * gemm_mr + i] = q[j] * d;
+    }
   }
 }
 
 // b[K][gemm_nr] = rows n0..n0+nv of W[.., K] widened and transposed; missing rows are zero.
+// Scalar reference of gemm_pack_w.
 template <class T>
-void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+void gemm_pack_w_ref(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
   for (std::int64_t j = 0; j < gemm_nr; ++j) {
     if (j < nv) {
       const T* wr = w + (n0 + j) * K;
@@ -57,7 +67,7 @@ void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
 
 // The same for Q8_0/Q4_0 weights: each value q * scale, exact in float.
 template <QuantView W>
-void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+void gemm_pack_w_ref(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
   std::int8_t v[q8_block];
   for (std::int64_t j = 0; j < gemm_nr; ++j) {
     if (j < nv) {
@@ -70,6 +80,108 @@ void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
       for (std::int64_t k = 0; k < K; ++k) b[k * gemm_nr + j] = 0.f;
     }
   }
+}
+
+#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
+// The packers move 8 x 8 tiles through registers: 8 rows of 8 columns in, 8 columns of 8 rows out.
+// One element at a time, their strided stores took ~20 % of a prefill (perf, Zen 3, 2 threads).
+inline void transpose8(__m256 (&r)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  // s0 = [a0 b0 c0 d0 | a4 b4 c4 d4], s4 = the same of rows e..h, and so on
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+inline __m256 load8_as_float(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8_as_float(const bf16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#if defined(__F16C__)
+inline __m256 load8_as_float(const f16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+#endif
+inline __m256 load8_as_float(const std::int8_t* p, float d) {
+  const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d));
+}
+
+// Stores the transposed tile at b[k..k+8][j..j+8].
+inline void store_tile8(__m256 (&r)[8], float* b, std::int64_t k, std::int64_t j) {
+  transpose8(r);
+  for (int i = 0; i < 8; ++i) _mm256_store_ps(b + (k + i) * gemm_nr + j, r[i]);
+}
+
+// The quantized packer reads gemm_nr weight rows side by side, and does more work per byte than
+// the BF16 one: with each row's line this far ahead asked for, one Zen 3 core packs Q8_0 weights
+// from DRAM in 0.21 ns per weight instead of 0.26-0.29 (BF16: 0.18-0.24, no faster with it).
+inline constexpr std::int64_t gemm_pack_prefetch_bytes = 1024;
+
+template <class T>
+concept Packable8 = requires(const T* p) { load8_as_float(p); };
+#endif
+
+// gemm_pack_w_ref's result, 8 x 8 tiles at a time where the build has AVX2; a partial panel (the
+// last of a matrix) and columns past the last multiple of 8 take the reference.
+template <class T>
+void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
+  if constexpr (Packable8<T>) {
+    if (nv == gemm_nr) {
+      const std::int64_t K8 = K / 8 * 8;
+      for (std::int64_t k = 0; k < K8; k += 8)
+        for (std::int64_t j = 0; j < gemm_nr; j += 8) {
+          __m256 r[8];
+          for (int i = 0; i < 8; ++i) r[i] = load8_as_float(w + (n0 + j + i) * K + k);
+          store_tile8(r, b, k, j);
+        }
+      for (std::int64_t j = 0; j < gemm_nr; ++j)
+        for (std::int64_t k = K8; k < K; ++k) b[k * gemm_nr + j] = to_float(w[(n0 + j) * K + k]);
+      return;
+    }
+  }
+#endif
+  gemm_pack_w_ref(w, n0, nv, K, b);
+}
+
+template <QuantView W>
+void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, float* b) {
+#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
+  if (nv == gemm_nr) {
+    std::int8_t v[8][q8_block];  // Q4_0: one block of 8 rows, as values
+    const std::int8_t* src[8];
+    float d[8];
+    for (std::int64_t blk = 0; blk < w.blocks(); ++blk)
+      for (std::int64_t j = 0; j < gemm_nr; j += 8) {
+        for (int i = 0; i < 8; ++i) {
+          constexpr std::int64_t block_bytes = row_value_bytes<W>(q8_block);
+          prefetch(reinterpret_cast<const char*>(w.q) + (n0 + j + i) * row_value_bytes<W>(K) + blk * block_bytes, gemm_pack_prefetch_bytes);
+          if constexpr (std::same_as<W, Q8View>) {
+            src[i] = w.q + (n0 + j + i) * K + blk * q8_block;
+          } else {
+            block_values(w, n0 + j + i, blk, v[i]);
+            src[i] = v[i];
+          }
+          d[i] = block_scale(w, n0 + j + i, blk);
+        }
+        for (std::int64_t c = 0; c < q8_block; c += 8) {
+          __m256 r[8];
+          for (int i = 0; i < 8; ++i) r[i] = load8_as_float(src[i] + c, d[i]);
+          store_tile8(r, b, blk * q8_block + c, j);
+        }
+      }
+    return;
+  }
+#endif
+  gemm_pack_w_ref(w, n0, nv, K, b);
 }
 
 // y[mv, nv] (row stride ldy) = a-panel · b-panel + bias, for the valid part of one tile.

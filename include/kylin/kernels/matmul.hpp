@@ -258,7 +258,7 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
   assert(n <= scratch.max_tokens && K % q8_block == 0 && "q8 matmul shapes");
   const Q8Rows xq{scratch.q8_x.get(), scratch.q8_scale.get(), K};
   parallel_chunks(pool, n, 16, [&](int, std::int64_t t0, std::int64_t t1) {  // a few decode rows: no fork
-    quantize_rows_q8(x + t0 * K, t1 - t0, K, Q8Rows{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K});
+    quantize_rows_q8_simd(x + t0 * K, t1 - t0, K, Q8Rows{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K});
   });
   return xq;
 }
@@ -268,7 +268,7 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
 inline Q8Operand quantize_operand(const float* x, std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
   assert(at + n * K <= scratch.max_tokens * scratch.max_cols && K % q8_block == 0 && "quantized decode rows fit the scratch");
   const Q8Rows xq{scratch.q8_x.get() + at, scratch.q8_scale.get() + at / q8_block, K};
-  quantize_rows_q8(x, n, K, xq);
+  quantize_rows_q8_simd(x, n, K, xq);
   prepare_operand(xq, n, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block);
   return {xq, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block};
 }

@@ -152,6 +152,38 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
 }
 #endif
 
+// quantize_rows_q8's result bit for bit (the same max, scale and round-half-to-even), a block in
+// registers: its scalar loop took ~1.5 % of a q8 prefill.
+inline void quantize_rows_q8_simd(const float* x, std::int64_t n, std::int64_t cols, const Q8Rows& out) {
+#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+  const std::int64_t nb = cols / q8_block;
+  const __m256 sign = _mm256_set1_ps(-0.f), hi = _mm256_set1_ps(127.f), lo = _mm256_set1_ps(-127.f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + t * cols + b * q8_block;
+      __m256 v[4];
+      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
+      const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                     _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_movehdup_ps(h));
+      const float d = _mm_cvtss_f32(h) / 127.f;
+      const __m256 inv = _mm256_set1_ps(d > 0.f ? 1.f / d : 0.f);
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i)
+        q[i] = _mm256_cvtps_epi32(_mm256_min_ps(
+            _mm256_max_ps(_mm256_round_ps(_mm256_mul_ps(v[i], inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi));
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + t * cols + b * q8_block), _mm256_permutevar8x32_epi32(bytes, order));
+      out.scale[t * nb + b] = d;
+    }
+#else
+  quantize_rows_q8(x, n, cols, out);
+#endif
+}
+
 inline constexpr int quant_tile_rows = 2;
 inline constexpr int quant_tile_tokens = 2;
 
