@@ -1,6 +1,6 @@
 // The SIMD vocabulary of the kernels: xsimd float batches of the compile-time best arch, and
-// loads that widen BF16/F16 weights to float in registers. Intrinsics live here and in
-// quant_dot.hpp (int8); define KYLIN_NO_SIMD to route every kernel to its scalar reference instead.
+// loads that widen BF16/F16 weights to float in registers. Intrinsics live here, in quant_dot.hpp
+// (int8) and gemm.hpp (the panel packer); KYLIN_NO_SIMD routes every kernel to its scalar reference.
 #pragma once
 
 #include <xsimd/xsimd.hpp>
