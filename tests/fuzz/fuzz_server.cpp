@@ -49,7 +49,9 @@ std::string parse_stream(std::string_view raw, std::size_t step) {
     in.append(raw.substr(fed, n));
     fed += n;
   }
-  return summary + "rest " + std::to_string(parser.started()) + " " + in;
+  // After the request cap, the bytes not fed yet are unconsumed too: without them, whole and
+  // piecewise feeding would report different leftovers for the same stream.
+  return summary + "rest " + std::to_string(parser.started()) + " " + in + std::string(raw.substr(fed));
 }
 
 void parse_http(std::string_view rest) {
