@@ -49,5 +49,5 @@ cmake --build build-tsan -j"$jobs" --target test_server test_generate kylin_serv
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   ctest --test-dir build-tsan -R '^(server|generate)$' --output-on-failure --no-tests=error -j"$jobs"
 
-echo "== fuzzing (libFuzzer, bounded: 90 s over 6 targets)"
+echo "== fuzzing (libFuzzer, bounded: 90 s over the targets of scripts/fuzz.sh)"
 bash scripts/fuzz.sh 90
