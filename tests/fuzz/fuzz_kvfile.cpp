@@ -5,9 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
@@ -20,7 +20,7 @@ void require(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-// The cache's identity as the seeds in tests/fuzz/corpus/kvfile carry it (tests/fuzz/corpus/kvfile, written by write_kv_file).
+// The identity the seeds in tests/fuzz/corpus/kvfile carry (written by write_kv_file).
 constexpr std::uint64_t fuzz_identity = 0x6b796c696e6b7663ULL;
 
 kylin::ModelConfig fuzz_config() {

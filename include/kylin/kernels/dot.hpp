@@ -108,9 +108,9 @@ inline void pack_dot_rows(const float* x, std::int64_t n, std::int64_t cols, flo
 // Prefetches the next row block at a fixed pace, one prefetch per pair of steps of the current
 // block, so the weights stream from memory at the kernel's average pace. Fetching each block ahead
 // in its own first pass instead put all memory traffic in 1/12 of the time (B = 16) and left ~30 %
-// of the profile stalled on weight loads. A pointer bumped by a fixed stride (lines may be asked for
-// more than once) costs two instructions a pair where a per-step line counter cost a compare and a
-// branch every step, in a loop bound by how many instructions Zen 3 issues.
+// of the profile stalled on weight loads. A pointer bumped by a fixed stride (a line may be asked
+// for twice) costs two instructions a pair; the per-step line counter it replaced cost an increment,
+// a compare and a branch in every step of a ~20-instruction step (docs/PERFORMANCE.md).
 struct SpreadPrefetch {
   const char* next = nullptr;
   std::int64_t stride = cache_line_bytes;
@@ -135,7 +135,7 @@ void dot_tile_pass(const float* x, const T* wr, std::int64_t cols, std::int64_t 
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < NB; ++t) a[i][t] = acc[i][t];
   SpreadPrefetch p = pf;  // a local copy stays in registers; through the reference, GCC kept the
-                          // pointer in memory and every step waited on its store (-12 %)
+                          // prefetch state in memory and every step waited on its store (-12 %)
   const auto step = [&](std::int64_t c, const float* xs) {
     fbatch wv[R];
     for (int i = 0; i < R; ++i) wv[i] = load_as_float(wr + i * cols + c);
