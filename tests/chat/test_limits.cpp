@@ -131,6 +131,14 @@ TEST_CASE("arithmetic siblings: abs, power, repetition and tojson widths stay bo
   CHECK(render("{{ 'abc' | length }} {{ 'x' * 3 }}") == "3 xxx");
 }
 
+TEST_CASE("odd and even take any number as Jinja's value % 2 does: a float is a value, never an uncaught exception") {
+  // Python Jinja2 3.1 renders these exactly so; a float once escaped as std::bad_variant_access.
+  CHECK(render("{{ [1, 2, 3/4, 3.0, 4.0, -3, true] | select('odd') | list }} {{ [1, 2, 3/4, 3.0, 4.0, -3, true] | select('even') | list }}") ==
+        "[1, 3.0, -3, True] [2, 4.0]");
+  CHECK(render("{{ 2.5 is odd }} {{ 2.5 is even }} {{ -2.0 is even }}") == "False False True");
+  CHECK(error_of("{{ none is odd }}").find("unsupported operand type(s) for %: 'NoneType' and 'int'") != std::string::npos);
+}
+
 TEST_CASE("values cannot nest deep enough to overflow the stack, nor form cycles") {
   CHECK(error_of("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}")
             .find("nested deeper than 2048 levels") != std::string::npos);

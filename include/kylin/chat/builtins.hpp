@@ -164,8 +164,9 @@ inline const std::vector<std::pair<std::string_view, TestFn>>& tests() {
       {"true", [](const Value& v, A&) { return v.is_bool() && v.as_bool(); }},
       {"false", [](const Value& v, A&) { return v.is_bool() && !v.as_bool(); }},
       {"callable", [](const Value& v, A&) { return v.is_function(); }},
-      {"odd", [](const Value& v, A&) { return binary("%", v, std::int64_t{2}).as_int() == 1; }},
-      {"even", [](const Value& v, A&) { return binary("%", v, std::int64_t{2}).as_int() == 0; }},
+      // Jinja's `value % 2 == 1`: a float's remainder is a float (2.5 is not odd, 3.0 is)
+      {"odd", [](const Value& v, A&) { return equal(binary("%", v, std::int64_t{2}), Value(std::int64_t{1})); }},
+      {"even", [](const Value& v, A&) { return equal(binary("%", v, std::int64_t{2}), Value(std::int64_t{0})); }},
       {"divisibleby", [](const Value& v, A& a) { return binary("%", v, a.value(0, "num")).as_double() == 0; }},
       {"eq", [](const Value& v, A& a) { return equal(v, a.value(0, "other")); }},
       {"ne", [](const Value& v, A& a) { return !equal(v, a.value(0, "other")); }},
