@@ -28,6 +28,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string backend = "cpu";
+  bool no_mmap = false;
   bool no_think = false;
   bool hide_think = false;
   std::vector<std::string> stop;
@@ -50,6 +51,7 @@ std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);
+  eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   if (stderr_tty()) std::fprintf(stderr, "\33[2K\r");
@@ -215,6 +217,7 @@ void add_common(CLI::App* cmd, Options& o) {
       ->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
+  cmd->add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o.backend);
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");

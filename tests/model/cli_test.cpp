@@ -189,6 +189,20 @@ TEST_CASE("kylin bench --batch reports the batch size, aggregate tok/s and its r
   CHECK(out.find("tg_tok_s") != nullptr);
 }
 
+TEST_CASE("kylin bench --no-mmap decodes from a copy of the checkpoint and says so; by default the checkpoint is mapped") {
+  const std::string model = data + "/models/tiny-qwen3-untied";
+  const Run mapped = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --format json");
+  const Run copied = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --no-mmap --format json");
+  REQUIRE(mapped.exit_code == 0);
+  REQUIRE(copied.exit_code == 0);
+  CHECK(kylin::json::parse(mapped.out).find("checkpoint")->as_string() == "mapped");
+  CHECK(kylin::json::parse(copied.out).find("checkpoint")->as_string() == "copied");
+  CHECK(kylin::json::parse(copied.out).find("tg_tok_s")->as_double() > 0);
+  const Run both = run(kylin_bin + " bench --model " + model + " --no-mmap --weights q8");
+  CHECK(both.exit_code != 0);
+  CHECK(both.out.find("--no-mmap") != std::string::npos);
+}
+
 TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the depth) that inspect accepts and generate runs") {
   kylin::test::TempDir dir;
   const std::string out = (dir.path() / "moe").string();

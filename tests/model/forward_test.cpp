@@ -311,4 +311,33 @@ TEST_CASE("an f16 KV cache gets the longest default context that fits the same b
   CHECK(kylin::default_context_length(c, kylin::DType::f16) == 4096);
 }
 
+TEST_CASE("a checkpoint copied into memory (--no-mmap) gives bit-identical logits to the mapped one, sharded or not") {
+  for (const char* name : {"small-qwen3", "odd-qwen3-f16-sharded"}) {
+    CAPTURE(name);
+    const std::string dir = data + "/models/" + name;
+    kylin::Model mapped = kylin::Model::load(dir, {.threads = 2});
+    kylin::Model copied = kylin::Model::load(dir, {.threads = 2, .checkpoint_memory = kylin::io::FileMemory::copied});
+    const std::vector<int> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+    const auto V = static_cast<std::size_t>(mapped.vocab_size());
+    std::vector<float> a(tokens.size() * V), b(tokens.size() * V);
+    auto ca = mapped.new_cache(64), cb = copied.new_cache(64);
+    mapped.forward(tokens, ca, a, kylin::Positions::all);
+    copied.forward(tokens, cb, b, kylin::Positions::all);
+    CHECK(a == b);
+  }
+}
+
+TEST_CASE("copying the checkpoint beside q8/q4 weights is a request error naming --no-mmap") {
+  const std::string dir = data + "/models/tiny-qwen3-untied";
+  std::string what;
+  try {
+    kylin::Model::load(dir, {.weights = kylin::WeightFormat::q8, .checkpoint_memory = kylin::io::FileMemory::copied});
+  } catch (const kylin::Error& e) {
+    what = e.what();
+  }
+  CHECK(what.find("[kylin.request]") != std::string::npos);
+  CHECK(what.find("--no-mmap") != std::string::npos);
+  CHECK(what.find("tiny-qwen3-untied") != std::string::npos);
+}
+
 }  // namespace forward_test

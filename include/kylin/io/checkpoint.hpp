@@ -21,7 +21,7 @@ inline std::string read_text_file(const std::filesystem::path& path) {
 
 class Checkpoint {
  public:
-  explicit Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
+  explicit Checkpoint(const std::filesystem::path& dir, FileMemory memory = FileMemory::mapped) : dir_(dir), memory_(memory) {
     namespace fs = std::filesystem;
     if (!fs::is_directory(dir)) throw Error(ErrorCategory::load, dir.string(), "not a directory");
     const auto index = dir / "model.safetensors.index.json";
@@ -29,7 +29,7 @@ class Checkpoint {
     if (fs::exists(index)) {
       open_sharded(index);
     } else if (fs::exists(single)) {
-      files_.push_back(std::make_unique<SafetensorsFile>(single));
+      files_.push_back(std::make_unique<SafetensorsFile>(single, memory_));
       for (const auto& t : files_.back()->tensors()) add(t);
     } else {
       throw Error(ErrorCategory::load, dir.string(), "no model.safetensors or model.safetensors.index.json");
@@ -91,7 +91,7 @@ class Checkpoint {
       const auto path = dir_ / s;
       if (!std::filesystem::exists(path))
         throw Error(ErrorCategory::load, where, "shard \"" + s + "\" is listed in weight_map but missing from " + dir_.string());
-      files_.push_back(std::make_unique<SafetensorsFile>(path));
+      files_.push_back(std::make_unique<SafetensorsFile>(path, memory_));
       shard_by_name[s] = files_.back().get();
       for (const auto& t : files_.back()->tensors()) add(t);
     }
@@ -101,6 +101,7 @@ class Checkpoint {
   }
 
   std::filesystem::path dir_;
+  FileMemory memory_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::unordered_map<std::string, const TensorView*> by_name_;
 };

@@ -181,7 +181,10 @@ class HeaderParser {
 // One .safetensors file: the mapping plus its validated tensor table.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::filesystem::path& path) : map_(path), name_(map_.path()) { parse(); }
+  explicit SafetensorsFile(const std::filesystem::path& path, FileMemory memory = FileMemory::mapped)
+      : map_(path, memory), name_(map_.path()) {
+    parse();
+  }
   // For tests and fuzzing: parse an in-memory buffer (the bytes must outlive this object).
   SafetensorsFile(std::string name, std::span<const std::byte> bytes) : name_(std::move(name)), bytes_(bytes) { parse(); }
   // Views point at name_ and the mapping: the object stays put (hold it by unique_ptr).

@@ -34,6 +34,7 @@ struct ModelOptions {
   std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
+  io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -131,7 +132,7 @@ class BasicModel {
     Impl(const std::filesystem::path& dir, const ModelOptions& o)
         : config(load_model_config(dir)),
           generation_config(load_generation_config(dir)),
-          checkpoint(std::make_unique<io::Checkpoint>(dir)),
+          checkpoint(std::make_unique<io::Checkpoint>(dir, checked_memory(dir, o))),
           backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
           weight_format(o.weights),
@@ -141,6 +142,14 @@ class BasicModel {
           lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
       pass_seqs.reserve(static_cast<std::size_t>(workspace.max_tokens));
+    }
+
+    // A copy holds the checkpoint as stored, so beside q8/q4 copies it would only double the memory.
+    static io::FileMemory checked_memory(const std::filesystem::path& dir, const ModelOptions& o) {
+      if (o.checkpoint_memory == io::FileMemory::copied && o.weights != WeightFormat::stored)
+        throw Error(ErrorCategory::request, dir.string(), "copying the checkpoint into memory (--no-mmap) keeps the weights as stored; "
+                                                       "quantized (q8/q4) weights are in memory already: leave one of the two out");
+      return o.checkpoint_memory;
     }
 
     // One alternative per architecture of model/arch.hpp; visit_arch picks it from model_type.
