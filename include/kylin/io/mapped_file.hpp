@@ -111,8 +111,10 @@ class MappedFile {
   void copy_in(int fd) {
     const std::size_t span = (size_ + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
     void* raw = ::mmap(nullptr, span + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED)
-      throw Error(ErrorCategory::io, path_, "cannot allocate " + std::to_string(size_) + " bytes to copy the file into: " + std::strerror(errno));
+    if (raw == MAP_FAILED) {
+      const int err = errno;
+      throw Error(ErrorCategory::io, path_, "cannot allocate " + std::to_string(size_) + " bytes to copy the file into: " + std::strerror(err));
+    }
     auto* const first = static_cast<std::byte*>(raw);
     const auto at = reinterpret_cast<std::uintptr_t>(first);
     std::byte* const base = first + ((at + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes - at);
@@ -128,8 +130,9 @@ class MappedFile {
       const ssize_t got = ::pread(fd, base + done, std::min(chunk, size_ - done), static_cast<off_t>(done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
+        const int err = errno;
         const std::string why = got == 0 ? "the file ended at byte " + std::to_string(done) + " while it was copied (it shrank)"
-                                         : std::string("cannot read: ") + std::strerror(errno);
+                                         : std::string("cannot read: ") + std::strerror(err);
         release();
         throw Error(ErrorCategory::io, path_, why);
       }
