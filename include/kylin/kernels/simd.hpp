@@ -56,6 +56,9 @@ inline void keep_in_register([[maybe_unused]] fbatch& v) {
 }
 
 // Loads `lanes` consecutive weights of element type T as floats.
+// The AVX-512 conversions use the zero-masked intrinsics with an all-ones mask: the same
+// instructions, while the plain ones' undefined pass-through operand trips GCC 12's
+// -Wuninitialized once inlined into some callers (GCC bug 105593).
 template <class T>
 inline fbatch load_as_float(const T* p);
 
@@ -68,12 +71,16 @@ using kylin::bf16_t;
 using kylin::f16_t;
 using kylin::to_float;
 
+#if defined(__AVX512F__)
+inline constexpr __mmask16 all_lanes = 0xFFFF;
+#endif
+
 template <>
 inline fbatch load_as_float<bf16_t>(const bf16_t* p) {
 #if defined(__AVX512F__)
   static_assert(lanes == 16, "AVX-512 float batch has 16 lanes");
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return fbatch(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+  return fbatch(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(all_lanes, _mm512_maskz_cvtepu16_epi32(all_lanes, h), 16)));
 #elif defined(__AVX2__)
   static_assert(lanes == 8, "AVX2 float batch has 8 lanes");
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -88,7 +95,7 @@ inline fbatch load_as_float<bf16_t>(const bf16_t* p) {
 template <>
 inline fbatch load_as_float<f16_t>(const f16_t* p) {
 #if defined(__AVX512F__)
-  return fbatch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+  return fbatch(_mm512_maskz_cvtph_ps(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
 #elif defined(__AVX2__) && defined(__F16C__)
   return fbatch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 #else
@@ -128,7 +135,7 @@ inline void hadd4(const fbatch& x0, const fbatch& x1, const fbatch& x2, const fb
 // Stores `lanes` floats as F16, rounded to nearest-even (what f32_to_f16 does one at a time).
 inline void store_as(f16_t* p, fbatch x) {
 #if defined(__AVX512F__)
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtps_ph(all_lanes, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #elif defined(__AVX2__) && defined(__F16C__)
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #else
