@@ -47,36 +47,47 @@ void run_matmul(benchmark::State& state, std::int64_t rows, std::int64_t cols, s
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * T), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Batched decode: n token rows (one per sequence) through the dot-product kernel, as a decode
-// step of n sequences runs them. Successive iterations walk through copies of the matrix (>= 256 MB
-// in all) so the weights come from DRAM, as in a real step. Args: {n, threads}.
-void run_decode_batch(benchmark::State& state, std::int64_t rows, std::int64_t cols) {
+// Batched decode: n token rows (one per sequence) through the decode kernel of the weights' layout
+// (row-major: the dot-product kernel; panels: the panel kernel, what the CPU backend packs weights
+// into), as a decode step of n sequences runs them. Successive iterations walk through copies of the
+// matrix (>= 256 MB in all) so the weights come from DRAM, as in a real step. Args: {n, threads}.
+void run_decode_batch(benchmark::State& state, std::int64_t rows, std::int64_t cols, kernels::Layout layout) {
   const std::int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  const std::int64_t bytes = rows * cols * 2;
-  const std::int64_t copies = std::max<std::int64_t>(1, (std::int64_t{256} << 20) / bytes);
-  std::vector<std::uint16_t> w = randn_bf16(rows * cols, 1);
-  w.reserve(static_cast<std::size_t>(copies * rows * cols));
-  for (std::int64_t c = 1; c < copies; ++c) w.insert(w.end(), w.begin(), w.begin() + rows * cols);
+  const std::int64_t size = layout == kernels::Layout::panels ? kernels::panel_elements(rows, cols) : rows * cols;
+  const std::int64_t copies = std::max<std::int64_t>(1, (std::int64_t{256} << 20) / (size * 2));
+  const std::vector<std::uint16_t> one = randn_bf16(rows * cols, 1);
+  std::vector<std::uint16_t> w(static_cast<std::size_t>(copies * size));
+  if (layout == kernels::Layout::panels) kernels::pack_panels(one.data(), rows, cols, w.data());
+  else std::copy(one.begin(), one.end(), w.begin());
+  for (std::int64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + size, w.begin() + c * size);
   const auto x = randn(n * cols, 2);
   std::vector<float> y(static_cast<std::size_t>(n * rows));
   ThreadPool pool(threads);
   kernels::MatmulScratch scratch(pool.size(), cols, n);
   std::int64_t c = 0;
   for (auto _ : state) {
-    const kernels::MatRef m{DType::bf16, w.data() + c * rows * cols, rows, cols};
+    const kernels::MatRef m{DType::bf16, w.data() + c * size, rows, cols, layout};
     kernels::matmul(x.data(), m, nullptr, y.data(), kernels::RowPlan{n, n}, pool, scratch);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
   state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(rows * cols * n), benchmark::Counter::kIsIterationInvariantRate);
 }
-void BM_decode_batch_bf16_1024_to_3072(benchmark::State& s) { run_decode_batch(s, 3072, 1024); }  // gate/up
-void BM_decode_batch_bf16_3072_to_1024(benchmark::State& s) { run_decode_batch(s, 1024, 3072); }  // down_proj
-void BM_decode_batch_bf16_1024_to_151936(benchmark::State& s) { run_decode_batch(s, 151936, 1024); }  // LM head
+constexpr auto row_major = kernels::Layout::rows;
+constexpr auto panels = kernels::Layout::panels;
+void BM_decode_batch_bf16_1024_to_3072(benchmark::State& s) { run_decode_batch(s, 3072, 1024, row_major); }  // gate/up
+void BM_decode_batch_bf16_3072_to_1024(benchmark::State& s) { run_decode_batch(s, 1024, 3072, row_major); }  // down_proj
+void BM_decode_batch_bf16_1024_to_151936(benchmark::State& s) { run_decode_batch(s, 151936, 1024, row_major); }  // LM head
+void BM_decode_panels_bf16_1024_to_3072(benchmark::State& s) { run_decode_batch(s, 3072, 1024, panels); }
+void BM_decode_panels_bf16_3072_to_1024(benchmark::State& s) { run_decode_batch(s, 1024, 3072, panels); }
+void BM_decode_panels_bf16_1024_to_151936(benchmark::State& s) { run_decode_batch(s, 151936, 1024, panels); }
 BENCHMARK(BM_decode_batch_bf16_1024_to_3072)->ArgsProduct({{1, 8, 16}, {1, 2}})->UseRealTime();
 BENCHMARK(BM_decode_batch_bf16_3072_to_1024)->ArgsProduct({{1, 8, 16}, {1, 2}})->UseRealTime();
 BENCHMARK(BM_decode_batch_bf16_1024_to_151936)->ArgsProduct({{1, 8, 16}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_panels_bf16_1024_to_3072)->ArgsProduct({{1, 8, 16}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_decode_panels_bf16_3072_to_1024)->ArgsProduct({{1, 8, 16}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_decode_panels_bf16_1024_to_151936)->ArgsProduct({{1, 8, 16}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The same with the weights quantized to Q8_0 or Q4_0 (weight bytes/s counts the quantized bytes).
 template <kernels::QuantView W>

@@ -24,6 +24,7 @@ struct Options {
   int threads = 0;
   std::string kv_dtype = "f32";
   std::string weights = "stored";
+  std::string weight_layout = "packed";
   std::string backend = "cpu";
   bool no_mmap = false;
   std::string api_key;
@@ -93,6 +94,7 @@ int serve(const Options& o) {
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);
+  eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
@@ -162,7 +164,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "f16"}));
   app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
-  app.add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (docs/PERFORMANCE.md)");
+  app.add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  app.add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   app.add_option("--backend", o.backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");

@@ -278,6 +278,7 @@ struct Options {
   int batch = 0;
   std::string kv_dtype = "f32";
   std::string weights = "stored";
+  std::string weight_layout = "packed";
   std::string backend = "cpu";
   std::string format = "text";
   bool no_mmap = false;
@@ -294,6 +295,7 @@ int run(const Options& o) {
   options.threads = threads;
   options.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   options.weights = *kylin::parse_weight_format(o.weights);
+  options.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   options.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
   kylin::Model model = kylin::Model::load(o.model, options);
   const std::int64_t ctx = o.ctx > 0 ? o.ctx : std::max<std::int64_t>(o.prompt, o.depth + o.gen) + 16;
@@ -346,6 +348,7 @@ int run(const Options& o) {
                           {"threads", kylin::json::Value(threads)},
                           {"kv_dtype", kylin::json::Value(o.kv_dtype)},
                           {"weights", kylin::json::Value(o.weights)},
+                          {"weight_layout", kylin::json::Value(std::string(kylin::weight_layout_name(model.weight_layout())))},
                           {"checkpoint", kylin::json::Value(o.no_mmap ? "copied" : "mapped")},
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
@@ -381,8 +384,8 @@ int run(const Options& o) {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
   }
-  std::printf("model %s  arch %s  threads %d  kv %s  checkpoint %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(), threads,
-              o.kv_dtype.c_str(), o.no_mmap ? "copied" : "mapped");
+  std::printf("model %s  arch %s  threads %d  kv %s  weights %s  checkpoint %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(),
+              threads, o.kv_dtype.c_str(), std::string(kylin::weight_layout_name(model.weight_layout())).c_str(), o.no_mmap ? "copied" : "mapped");
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
   std::printf("pp%-5d %8.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f GFLOP/s)\n", o.prompt, pp_gflops,
@@ -413,7 +416,8 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("--ctx", o->ctx, "KV cache capacity (default: what the tests need)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8 or q4")->check(CLI::IsMember({"stored", "q8", "q4"}));
-  cmd->add_flag("--no-mmap", o->no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (docs/PERFORMANCE.md)");
+  cmd->add_option("--weight-layout", o->weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  cmd->add_flag("--no-mmap", o->no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));

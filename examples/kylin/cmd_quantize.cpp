@@ -61,7 +61,8 @@ int run(const Options& o) {
     throw kylin::Error(kylin::ErrorCategory::request, "--out", "must not be the model directory");
   if (kylin::load_model_config(in).fp8)  // the copied config.json would still describe F8_E4M3 tensors the saved file lacks
     throw kylin::Error(kylin::ErrorCategory::request, in.string(), "an FP8 checkpoint loads with --weights q8 or q4 directly; kylin quantize takes BF16/F16/F32 ones");
-  const kylin::Model model = kylin::Model::load(in, {.threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
+  const kylin::Model model = kylin::Model::load(in, {.threads = o.threads, .weights = *kylin::parse_weight_format(o.weights),
+                                                           .weight_layout = kylin::WeightLayout::stored});  // nothing runs: nothing to pack
   fs::create_directories(out);
   const std::string format = o.weights == "q8" ? "q8_0" : "q4_0";
   kylin::io::SafetensorsWriter writer(out / "model.safetensors", saved_specs(model), {{"format", "pt"}, {"kylin.weights", format}});

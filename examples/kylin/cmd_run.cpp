@@ -27,6 +27,7 @@ struct Options {
   int threads = 0;
   std::string kv_dtype = "f32";
   std::string weights = "stored";
+  std::string weight_layout = "packed";
   std::string backend = "cpu";
   bool no_mmap = false;
   bool no_think = false;
@@ -51,6 +52,7 @@ std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);
+  eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
@@ -217,7 +219,8 @@ void add_common(CLI::App* cmd, Options& o) {
       ->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
-  cmd->add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (docs/PERFORMANCE.md)");
+  cmd->add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  cmd->add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o.backend);
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");

@@ -128,6 +128,10 @@ template <ViewScalar Scalar>
 ConstMatrixMap<Scalar> map(const kernels::MatRef& w) {
   const std::string what = "weight [" + std::to_string(w.rows) + "," + std::to_string(w.cols) + "]";
   if (!w.data) throw Error(ErrorCategory::request, what, "is not bound (null data)");
+  if (w.layout != kernels::Layout::rows)
+    throw Error(ErrorCategory::request, what,
+                "is packed in 16-row panels for the CPU kernels, which no single Eigen map describes; map the checkpoint "
+                "tensor (eigen::map(*checkpoint.find(name))) or load with WeightLayout::stored");
   detail::check_dtype<Scalar>(w.dtype, what);
   return ConstMatrixMap<Scalar>(detail::checked_pointer<Scalar>(w.data, what), static_cast<Eigen::Index>(w.rows),
                                 static_cast<Eigen::Index>(w.cols));

@@ -201,6 +201,14 @@ TEST_CASE("1-D tensors map as a row or a column vector, rank 0 as 1x1, rank 3 an
   CHECK(error_text([&] { (void)eigen::map<float>(*file.find("ids")); }).find("I64 cannot be viewed as float") != std::string::npos);
 }
 
+TEST_CASE("a weight packed in panels (the CPU backend's layout) has no map: the error says so and names the way out") {
+  const std::uint16_t storage[16 * 2] = {};
+  const kernels::MatRef packed{DType::bf16, storage, 16, 2, kernels::Layout::panels};
+  const std::string what = error_text([&] { (void)eigen::map<Eigen::bfloat16>(packed); });
+  CHECK(what.find("panels") != std::string::npos);
+  CHECK(what.find("WeightLayout::stored") != std::string::npos);
+}
+
 TEST_CASE("a weight whose data is not aligned to its element size is refused, not read misaligned") {
   alignas(4) std::uint16_t storage[4] = {};
   const kernels::MatRef odd{DType::bf16, reinterpret_cast<const std::byte*>(storage) + 1, 1, 2};

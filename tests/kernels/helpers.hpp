@@ -14,29 +14,44 @@
 
 namespace kylin::test {
 
-// A weight matrix [rows, cols] stored in `dtype`, values ~ N(0, scale).
+// A weight matrix [rows, cols] stored in `dtype`, values ~ N(0, scale), row-major and in panels.
 struct Weights {
   DType dtype;
   std::int64_t rows, cols;
   std::vector<std::uint16_t> half;  // BF16 / F16 storage
   std::vector<float> full;          // F32 storage
-  kernels::MatRef ref() const {
-    return {dtype, dtype == DType::f32 ? static_cast<const void*>(full.data()) : static_cast<const void*>(half.data()), rows, cols};
+  std::vector<std::uint16_t> half_panels;  // the same in panels (kernels::pack_panels)
+  std::vector<float> full_panels;
+  kernels::MatRef ref(kernels::Layout layout = kernels::Layout::rows) const {
+    const bool p = layout == kernels::Layout::panels;
+    const void* data = dtype == DType::f32 ? static_cast<const void*>((p ? full_panels : full).data())
+                                           : static_cast<const void*>((p ? half_panels : half).data());
+    return {dtype, data, rows, cols, layout};
   }
 };
 
 inline Weights random_weights(DType dtype, std::int64_t rows, std::int64_t cols, unsigned seed, float scale = 0.5f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.f, scale);
-  Weights w{dtype, rows, cols, {}, {}};
+  Weights w{dtype, rows, cols, {}, {}, {}, {}};
   for (std::int64_t i = 0; i < rows * cols; ++i) {
     const float v = dist(rng);
     if (dtype == DType::bf16) w.half.push_back(f32_to_bf16(v));
     else if (dtype == DType::f16) w.half.push_back(f32_to_f16(v));
     else w.full.push_back(v);
   }
+  const auto n = static_cast<std::size_t>(kernels::panel_elements(rows, cols));
+  if (dtype == DType::f32) {
+    w.full_panels.resize(n);
+    kernels::pack_panels(w.full.data(), rows, cols, w.full_panels.data());
+  } else {
+    w.half_panels.resize(n);
+    kernels::pack_panels(w.half.data(), rows, cols, w.half_panels.data());
+  }
   return w;
 }
+
+inline constexpr kernels::Layout both_layouts[] = {kernels::Layout::rows, kernels::Layout::panels};
 
 inline std::vector<float> random_floats(std::int64_t n, unsigned seed, float scale = 1.f) {
   std::mt19937 rng(seed);

@@ -179,7 +179,7 @@ TEST_CASE_TEMPLATE("the quantized product stays within ~2x its measured distance
   const std::int64_t rows = 64, cols = 1024, T = 4;
   const auto wf = test::random_floats(rows * cols, 6, 0.5f);
   const auto w = quantize<W>(wf, rows, cols);
-  test::Weights exact{DType::f32, rows, cols, {}, wf};
+  test::Weights exact{DType::f32, rows, cols, {}, wf, {}, {}};  // row-major only
   const auto x = test::random_floats(T * cols, 7);
   std::vector<float> y(static_cast<std::size_t>(T * rows));
   ThreadPool pool(1);

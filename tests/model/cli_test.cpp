@@ -190,16 +190,31 @@ TEST_CASE("kylin bench --batch reports the batch size, aggregate tok/s and its r
   CHECK(out.find("tg_tok_s") != nullptr);
 }
 
-TEST_CASE("kylin bench --no-mmap decodes from a copy of the checkpoint and says so; beside --weights q8 it is refused") {
+TEST_CASE("kylin bench --no-mmap --weight-layout stored decodes from a copy of the checkpoint and says so; beside q8 or packed weights it is refused") {
   const std::string model = data + "/models/tiny-qwen3-untied";
-  const Run copied = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --no-mmap --format json");
+  const Run copied = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --no-mmap --weight-layout stored --format json");
   REQUIRE(copied.exit_code == 0);
   const auto out = kylin::json::parse(copied.out);
   CHECK(out.find("checkpoint")->as_string() == "copied");
+  CHECK(out.find("weight_layout")->as_string() == "stored");
   CHECK(out.find("tg_tok_s")->as_double() > 0);
-  const Run both = run(kylin_bin + " bench --model " + model + " --no-mmap --weights q8");
+  const Run both = run(kylin_bin + " bench --model " + model + " --no-mmap --weight-layout stored --weights q8");
   CHECK(both.exit_code != 0);
   CHECK(both.out.find("--no-mmap") != std::string::npos);
+  const Run packed = run(kylin_bin + " bench --model " + model + " --no-mmap");
+  CHECK(packed.exit_code != 0);
+  CHECK(packed.out.find("--weight-layout stored") != std::string::npos);
+}
+
+TEST_CASE("kylin bench reports the weight layout: packed by default, stored when asked") {
+  const std::string model = data + "/models/tiny-qwen3-untied";
+  for (const char* layout : {"packed", "stored"}) {
+    CAPTURE(layout);
+    const Run r = run(kylin_bin + " bench --model " + model + " -p 4 -n 2 -r 1 -t 1 --format json" +
+                      (std::string(layout) == "stored" ? " --weight-layout stored" : ""));
+    REQUIRE(r.exit_code == 0);
+    CHECK(kylin::json::parse(r.out).find("weight_layout")->as_string() == layout);
+  }
 }
 
 TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the depth) that inspect accepts and generate runs") {

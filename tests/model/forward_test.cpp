@@ -35,8 +35,11 @@ constexpr double f16_kv_bar = 2e-3;
 // The largest relative L2 error over every reference row of `name` (every position of the
 // "all" cases, by one prefill and by token-by-token decode; the last of the others), with the
 // model's KV cache in `kv_dtype`.
-double max_reference_error(const char* name, int threads, kylin::DType kv_dtype, bool check_greedy) {
-  kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = threads, .max_chunk = 512, .kv_dtype = kv_dtype});
+double max_reference_error(const char* name, int threads, kylin::DType kv_dtype, bool check_greedy,
+                           kylin::WeightLayout layout = kylin::WeightLayout::packed) {
+  kylin::Model model =
+      kylin::Model::load(data + "/models/" + name, {.threads = threads, .max_chunk = 512, .kv_dtype = kv_dtype, .weight_layout = layout});
+  REQUIRE(model.weight_layout() == layout);
   const auto V = static_cast<std::size_t>(model.vocab_size());
   double worst = 0;
   for (const Case& c : load_cases(name)) {
@@ -61,13 +64,15 @@ double max_reference_error(const char* name, int threads, kylin::DType kv_dtype,
 }
 
 
-TEST_CASE("f32 KV: logits match the float64 reference to 1e-5 relative L2 at every position, greedy continuations identical") {
+TEST_CASE("f32 KV: logits match the float64 reference to 1e-5 relative L2 at every position, greedy continuations identical, packed and stored weights") {
   for (const char* name : models)
-    for (int threads : {1, 2}) {
-      CAPTURE(name);
-      CAPTURE(threads);
-      CHECK(max_reference_error(name, threads, kylin::DType::f32, true) <= f32_bar);
-    }
+    for (int threads : {1, 2})
+      for (kylin::WeightLayout layout : {kylin::WeightLayout::packed, kylin::WeightLayout::stored}) {
+        CAPTURE(name);
+        CAPTURE(threads);
+        CAPTURE(kylin::weight_layout_name(layout));
+        CHECK(max_reference_error(name, threads, kylin::DType::f32, true, layout) <= f32_bar);
+      }
 }
 
 TEST_CASE("f16 KV: logits match the float64 reference to 2e-3 relative L2 at every position of every checkpoint") {
@@ -315,8 +320,9 @@ TEST_CASE("a checkpoint copied into memory (--no-mmap) gives bit-identical logit
   for (const char* name : {"small-qwen3", "odd-qwen3-f16-sharded"}) {
     CAPTURE(name);
     const std::string dir = data + "/models/" + name;
-    kylin::Model mapped = kylin::Model::load(dir, {.threads = 2});
-    kylin::Model copied = kylin::Model::load(dir, {.threads = 2, .checkpoint_memory = kylin::io::FileMemory::copied});
+    constexpr auto stored = kylin::WeightLayout::stored;
+    kylin::Model mapped = kylin::Model::load(dir, {.threads = 2, .weight_layout = stored});
+    kylin::Model copied = kylin::Model::load(dir, {.threads = 2, .weight_layout = stored, .checkpoint_memory = kylin::io::FileMemory::copied});
     const std::vector<int> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
     const auto V = static_cast<std::size_t>(mapped.vocab_size());
     std::vector<float> a(tokens.size() * V), b(tokens.size() * V);
@@ -338,6 +344,37 @@ TEST_CASE("copying the checkpoint beside q8/q4 weights is a request error naming
   CHECK(what.find("[kylin.request]") != std::string::npos);
   CHECK(what.find("--no-mmap") != std::string::npos);
   CHECK(what.find("tiny-qwen3-untied") != std::string::npos);
+}
+
+TEST_CASE("copying the checkpoint beside packed weights (the default) is a request error naming --weight-layout stored") {
+  const std::string dir = data + "/models/tiny-qwen3-untied";
+  std::string what;
+  try {
+    kylin::Model::load(dir, {.checkpoint_memory = kylin::io::FileMemory::copied});
+  } catch (const kylin::Error& e) {
+    what = e.what();
+  }
+  CHECK(what.find("[kylin.request]") != std::string::npos);
+  CHECK(what.find("--weight-layout stored") != std::string::npos);
+}
+
+TEST_CASE("packed and stored weights give the same logits to f32 rounding (tied and untied tables, MoE)") {
+  for (const char* name : {"tiny-qwen3-untied", "small-qwen3", "tiny-qwen3-moe"}) {
+    CAPTURE(name);
+    const std::string dir = data + "/models/" + name;
+    kylin::Model packed = kylin::Model::load(dir, {.threads = 2});
+    kylin::Model stored = kylin::Model::load(dir, {.threads = 2, .weight_layout = kylin::WeightLayout::stored});
+    CHECK(packed.weight_layout() == kylin::WeightLayout::packed);
+    CHECK(stored.weight_layout() == kylin::WeightLayout::stored);
+    const std::vector<int> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+    const auto V = static_cast<std::size_t>(packed.vocab_size());
+    std::vector<float> a(tokens.size() * V), b(tokens.size() * V);
+    auto ca = packed.new_cache(64), cb = stored.new_cache(64);
+    packed.forward(tokens, ca, a, kylin::Positions::all);
+    stored.forward(tokens, cb, b, kylin::Positions::all);
+    // the same sums in another order (one FMA chain per output against four lanes' partial sums)
+    for (std::size_t r = 0; r < tokens.size(); ++r) CHECK(relative_l2(std::span(a).subspan(r * V, V), std::span(b).subspan(r * V, V)) < 1e-5);
+  }
 }
 
 }  // namespace forward_test

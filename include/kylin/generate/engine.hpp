@@ -41,7 +41,8 @@ struct EngineOptions {
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
   DType kv_dtype = DType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (docs/QUANTIZATION.md)
-  io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`)
+  WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (docs/PERFORMANCE.md)
+  io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
 };
 
 class Engine {
@@ -97,7 +98,7 @@ class Engine {
       : dir_(dir),
         started_(std::chrono::steady_clock::now()),
         model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_chunk = o.max_chunk, .kv_dtype = o.kv_dtype, .weights = o.weights,
-                               .checkpoint_memory = o.checkpoint_memory})),
+                               .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     sampleable_ids_ = kylin::sampleable_ids(tokenizer_);

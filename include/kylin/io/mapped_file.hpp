@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "kylin/core/error.hpp"
+#include "kylin/core/huge_pages.hpp"
 
 namespace kylin::io {
 
@@ -104,27 +105,17 @@ class MappedFile {
   }
 
  private:
-  static constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
-
   // Reads the file into fresh anonymous memory starting on a 2 MiB boundary (so every 2 MiB of it
   // can be one huge page), then makes it read-only like the mapping.
   void copy_in(int fd) {
-    const std::size_t span = (size_ + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes;
-    void* raw = ::mmap(nullptr, span + huge_page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
+    std::byte* const base = detail::map_huge(size_);
+    if (!base) {
       const int err = errno;
       throw Error(ErrorCategory::io, path_, "cannot allocate " + std::to_string(size_) + " bytes to copy the file into: " + std::strerror(err));
     }
-    auto* const first = static_cast<std::byte*>(raw);
-    const auto at = reinterpret_cast<std::uintptr_t>(first);
-    std::byte* const base = first + ((at + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes - at);
-    if (base > first) ::munmap(first, static_cast<std::size_t>(base - first));
-    if (const std::size_t tail = static_cast<std::size_t>(first + span + huge_page_bytes - (base + span)); tail > 0) ::munmap(base + span, tail);
+    const std::size_t span = detail::huge_span(size_);
     data_ = base;
     span_ = span;
-#ifdef MADV_HUGEPAGE
-    ::madvise(base, span, MADV_HUGEPAGE);
-#endif
     constexpr std::size_t chunk = std::size_t{1} << 30;  // pread moves at most ~2 GiB a call
     for (std::size_t done = 0; done < size_;) {
       const ssize_t got = ::pread(fd, base + done, std::min(chunk, size_ - done), static_cast<off_t>(done));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kylin/kernels/panel.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/simd.hpp"
 
@@ -184,6 +185,21 @@ void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
   gemm_pack_w_ref(w, n0, nv, K, b);
 }
 
+// The same from panel-major weights: the gemm_nr rows from n0 are whole panels (AVX2: one,
+// AVX-512: two) or part of one (narrower vectors), zero past the last row, so packing is widening.
+// Its own reference: a plain loop the compiler vectorizes.
+template <class T>
+void gemm_pack_w(const PanelRef<T>& w, std::int64_t n0, std::int64_t, std::int64_t K, float* b) {
+  constexpr std::int64_t span = std::min(gemm_nr, panel_width);  // rows taken from one panel
+  static_assert(gemm_nr % span == 0 && panel_width % span == 0, "GEMM weight panels tile the weight panels");
+  for (std::int64_t j0 = 0; j0 < gemm_nr; j0 += span) {
+    const std::int64_t p = (n0 + j0) / panel_width, at = (n0 + j0) % panel_width;
+    const T* src = p < panel_count(w.rows) ? w.panel(p) + at : nullptr;
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t i = 0; i < span; ++i) b[k * gemm_nr + j0 + i] = src ? to_float(src[k * panel_width + i]) : 0.f;
+  }
+}
+
 // y[mv, nv] (row stride ldy) = a-panel · b-panel + bias, for the valid part of one tile.
 inline void gemm_tile(const float* a, const float* b, std::int64_t K, const float* bias, float* y, std::int64_t ldy,
                       std::int64_t mv, std::int64_t nv) {
@@ -209,7 +225,7 @@ inline void gemm_tile(const float* a, const float* b, std::int64_t K, const floa
 }
 
 // Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once, run it over every token panel.
-template <class W>  // const T* for T in bf16_t, f16_t, float; or a QuantView
+template <class W>  // const T* for T in bf16_t, f16_t, float; a PanelRef<T>; or a QuantView
 void gemm_panels(const float* packed_x, W w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
                  std::int64_t K, std::int64_t p0, std::int64_t p1, float* packed_w) {
   for (std::int64_t p = p0; p < p1; ++p) {

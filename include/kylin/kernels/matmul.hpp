@@ -1,6 +1,7 @@
-// y[T, out] = x[T, in] · W[out, in]^T (+ bias) with W in its stored dtype (BF16/F16/F32).
-// Decode rows go through the dot-product kernels (kernels/dot.hpp), prefill chunks through the
-// GEMM (kernels/gemm.hpp); this header plans which rows take which and splits the work between threads.
+// y[T, out] = x[T, in] · W[out, in]^T (+ bias) with W in its stored dtype (BF16/F16/F32), row-major
+// as stored or in 16-row panels (kernels/panel.hpp). Decode rows go through the dot-product or panel
+// kernels, prefill chunks through the GEMM (kernels/gemm.hpp); this header plans which rows take
+// which and splits the work between threads.
 #pragma once
 
 #include <algorithm>
@@ -19,19 +20,31 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/dot.hpp"
 #include "kylin/kernels/gemm.hpp"
+#include "kylin/kernels/panel.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/quant_dot.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin::kernels {
 
-// A row-major matrix in its stored dtype; rows = output features, cols = input features.
+// How a matrix's elements are laid out: row-major as a checkpoint stores them, or in panels of 16
+// rows, column by column (kernels/panel.hpp: what the CPU backend packs BF16/F16/F32 weights into).
+enum class Layout : std::uint8_t { rows, panels };
+
+// A matrix in its stored dtype; rows = output features, cols = input features.
 struct MatRef {
   DType dtype = DType::f32;
-  const void* data = nullptr;
+  const void* data = nullptr;  // [rows, cols], or [panel_count(rows)][cols][16] for Layout::panels
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  Layout layout = Layout::rows;
 };
+
+// Calls fn(PanelRef<T>) for a Layout::panels matrix of BF16/F16/F32 elements T.
+template <class Fn>
+decltype(auto) visit_panels(const MatRef& w, Fn&& fn) {
+  return visit_dtype(w.dtype, [&]<class T>(std::type_identity<T>) { return fn(PanelRef<T>{static_cast<const T*>(w.data), w.rows, w.cols}); });
+}
 
 // One product of a fused call: y[T, w.rows] = x · W^T + bias, x shared by every product.
 struct MatmulOut {
@@ -84,10 +97,14 @@ inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float
   }
   visit_dtype(w.dtype, [&]<class E>(std::type_identity<E>) {
     const E* wd = static_cast<const E*>(w.data);
+    const PanelRef<E> panels{wd, w.rows, w.cols};
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t r = 0; r < w.rows; ++r) {
         double acc = bias ? bias[r] : 0.0;
-        for (std::int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(x[t * w.cols + c]) * to_float(wd[r * w.cols + c]);
+        for (std::int64_t c = 0; c < w.cols; ++c) {
+          const E e = w.layout == Layout::panels ? panels.at(r, c) : wd[r * w.cols + c];
+          acc += static_cast<double>(x[t * w.cols + c]) * to_float(e);
+        }
         y[t * w.rows + r] = static_cast<float>(acc);
       }
   });
@@ -108,31 +125,46 @@ void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1
   }
 }
 
-// Decode rows: the weight rows of all products (product(i) -> DotProduct, i < count) form one
-// range, split into one contiguous share per thread (stolen from in chunks of whole row blocks),
-// so one fork-join streams every weight of e.g. q/k/v, or of an MoE layer's chosen experts, once.
-// run(i, product, b, e) computes weight rows [b, e) of product i.
+// The units a decode pass splits a product into: its weight rows, or its panels.
+inline std::int64_t pass_units(const MatRef& w) { return w.layout == Layout::panels ? panel_count(w.rows) : w.rows; }
+
+// Decode rows: the weight rows (or panels) of all products (product(i) -> DotProduct, i < count)
+// form one range, split into one contiguous share per thread (stolen from in chunks of whole
+// blocks of `unit`), so one fork-join streams every weight of e.g. q/k/v, or of an MoE layer's
+// chosen experts, once. run(i, product, b, e) computes units [b, e) of product i.
 template <class Product, class Run>
 void row_pass(std::size_t count, Product product, ThreadPool& pool, std::int64_t unit, Run run) {
-  std::int64_t rows = 0;
-  for (std::size_t i = 0; i < count; ++i) rows += product(i).out.w.rows;
-  const std::int64_t grain = std::max<std::int64_t>(unit, rows / (16 * pool.size()) / unit * unit);
-  parallel_shares(pool, rows, grain, [&](int, std::int64_t r0, std::int64_t r1) {
+  std::int64_t units = 0;
+  for (std::size_t i = 0; i < count; ++i) units += pass_units(product(i).out.w);
+  const std::int64_t grain = std::max<std::int64_t>(unit, units / (16 * pool.size()) / unit * unit);
+  parallel_shares(pool, units, grain, [&](int, std::int64_t u0, std::int64_t u1) {
     std::int64_t base = 0;
-    for (std::size_t i = 0; i < count && base < r1; ++i) {
+    for (std::size_t i = 0; i < count && base < u1; ++i) {
       const DotProduct p = product(i);
-      const std::int64_t b = std::max(r0, base) - base, e = std::min(r1, base + p.out.w.rows) - base;
-      base += p.out.w.rows;
+      const std::int64_t n = pass_units(p.out.w), b = std::max(u0, base) - base, e = std::min(u1, base + n) - base;
+      base += n;
       if (b < e) run(i, p, b, e);
     }
   });
 }
 
-// The same for BF16/F16/F32 weights; packed(i) is product i's rows packed by pack_dot_rows
-// (unused for a single row).
+// Panels a decode pass keeps together: one register block's worth.
+inline std::int64_t panel_pass_unit(std::int64_t n) { return n == 1 ? panel_tile_panels_one : panel_tile_panels; }
+
+// The same for BF16/F16/F32 weights, every product of one layout; packed(i) is product i's rows
+// packed by pack_decode_rows (unused for a single row).
 template <class Product, class Packed>
 void dot_pass(std::size_t count, Product product, Packed packed, ThreadPool& pool) {
+  const DotProduct first = product(0);
+  if (first.out.w.layout == Layout::panels) {
+    return row_pass(count, product, pool, panel_pass_unit(first.n), [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
+      assert(p.out.w.layout == Layout::panels && "a decode pass: every product in the same layout");
+      const MatmulOut& o = p.out;
+      visit_panels(o.w, [&](const auto& w) { panel_matmul(w, PanelIO{p.x, packed(i), p.n, o.bias, o.y, o.w.rows}, b, e); });
+    });
+  }
   row_pass(count, product, pool, std::lcm<std::int64_t>(16, dot_tile_rows), [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
+    assert(p.out.w.layout == Layout::rows && "a decode pass: every product in the same layout");
     const MatmulOut& o = p.out;
     visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
       const T* w = static_cast<const T*>(o.w.data);
@@ -142,6 +174,16 @@ void dot_pass(std::size_t count, Product product, Packed packed, ThreadPool& poo
         dot_rows_n(p.x, packed(i), p.n, w, o.bias, o.y, o.w.rows, b, e, o.w.cols);
     });
   });
+}
+
+// Packs n >= 2 decode rows x[n, K] for the kernel of `layout`; returns the floats written.
+inline std::int64_t pack_decode_rows(Layout layout, const float* x, std::int64_t n, std::int64_t K, float* out) {
+  if (layout == Layout::panels) {
+    pack_panel_tokens(x, n, K, out);
+    return panel_tokens_size(n, K);
+  }
+  pack_dot_rows(x, n, K, out);
+  return n * dot_packed_cols(K);
 }
 
 // Prefill: x is packed once, then the weight panels of all products are split between threads.
@@ -161,6 +203,8 @@ void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, Th
       float* pw = packed_w[static_cast<std::size_t>(t)];
       if (is_quantized(o.w.dtype))
         return visit_quant(o.w.dtype, o.w.data, o.w.rows, K, [&](const auto& w) { gemm_panels(packed_x, w, o.bias, o.y, T_, o.w.rows, K, b, e, pw); });
+      if (o.w.layout == Layout::panels)
+        return visit_panels(o.w, [&](const auto& w) { gemm_panels(packed_x, w, o.bias, o.y, T_, o.w.rows, K, b, e, pw); });
       visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
         gemm_panels(packed_x, static_cast<const T*>(o.w.data), o.bias, o.y, T_, o.w.rows, K, b, e, pw);
       });
@@ -225,12 +269,12 @@ inline bool shares_input(std::span<const DotProduct> products, std::size_t i) {
   return p.x == q.x && p.n == q.n && p.out.w.cols == q.out.w.cols;
 }
 
-// Decode rows of stored weights: x[n, K] is packed once for the batched kernel (into the GEMM's
-// activation panels, which a call fills only after its decode rows are done), then one pass.
+// Decode rows of BF16/F16/F32 weights: x[n, K] is packed once for the batched kernel (into the
+// GEMM's activation panels, which a call fills only after its decode rows are done), then one pass.
 inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
   const std::int64_t K = outs[0].w.cols;
   assert(n <= scratch.max_tokens && K <= scratch.max_cols && "packed decode rows fit the scratch");
-  if (n > 1) pack_dot_rows(x, n, K, scratch.packed_x.get());
+  if (n > 1) pack_decode_rows(outs[0].w.layout, x, n, K, scratch.packed_x.get());
   dot_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, [&](std::size_t) { return scratch.packed_x.get(); }, pool);
 }
 
@@ -245,9 +289,8 @@ inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, Mat
       scratch.dot_packed[i] = scratch.dot_packed[i - 1];
     } else if (p.n > 1) {
       assert(at + p.n * p.out.w.cols <= scratch.max_tokens * scratch.max_cols && "packed decode rows fit the scratch");
-      pack_dot_rows(p.x, p.n, p.out.w.cols, scratch.packed_x.get() + at);
       scratch.dot_packed[i] = scratch.packed_x.get() + at;
-      at += p.n * dot_packed_cols(p.out.w.cols);
+      at += pack_decode_rows(p.out.w.layout, p.x, p.n, p.out.w.cols, scratch.packed_x.get() + at);
     }
   }
   dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, [&](std::size_t i) { return scratch.dot_packed[i]; }, pool);
@@ -316,7 +359,7 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
                          MatmulScratch& scratch) {
   const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.dot_rows;
   for ([[maybe_unused]] const auto& o : outs)
-    assert(o.w.cols == K && gemm_rows <= scratch.max_tokens && K <= scratch.max_cols && "matmul shapes");
+    assert(o.w.cols == K && o.w.layout == outs[0].w.layout && gemm_rows <= scratch.max_tokens && K <= scratch.max_cols && "matmul shapes");
   assert(outs.size() <= max_fused_products && plan.dot_rows >= 0 && gemm_rows >= 0 && "matmul plan");
   if constexpr (!simd_enabled) {
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -12,8 +13,9 @@
 
 namespace kylin::kernels {
 
-// Reads element i of a weight in its stored dtype.
+// Reads element i of a row-major weight in its stored dtype.
 inline float weight_at(const MatRef& w, std::int64_t i) {
+  assert(w.layout == Layout::rows && "weight_at reads row-major weights");
   return visit_dtype(w.dtype, [&]<class T>(std::type_identity<T>) { return to_float(static_cast<const T*>(w.data)[i]); });
 }
 
@@ -118,9 +120,14 @@ inline void add_rows_scaled(float* acc, const float* y, const RowSelection& sel,
 }
 
 // out[dim] = row `id` of an embedding table [vocab, dim], widened to f32 (Q8_0/Q4_0: q * scale).
+// A table packed in panels (tied to the LM head) is read 16 elements apart.
 inline void embed_row(const MatRef& table, std::int64_t id, float* out) {
   if (is_quantized(table.dtype))
     return visit_quant(table.dtype, table.data, table.rows, table.cols, [&](const auto& w) { dequantize_row(w, id, out); });
+  if (table.layout == Layout::panels)
+    return visit_panels(table, [&](const auto& w) {
+      for (std::int64_t i = 0; i < table.cols; ++i) out[i] = to_float(w.at(id, i));
+    });
   visit_dtype(table.dtype, [&]<class T>(std::type_identity<T>) {
     const T* row = static_cast<const T*>(table.data) + id * table.cols;
     for (std::int64_t i = 0; i < table.cols; ++i) out[i] = to_float(row[i]);

@@ -11,6 +11,7 @@
 #include <span>
 #include <utility>
 
+#include "kylin/core/huge_pages.hpp"
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/io/config.hpp"
 #include "kylin/kernels/attention.hpp"
@@ -23,10 +24,10 @@ namespace kylin {
 enum class Placement : std::uint8_t { host, device };
 
 // Bytes owned by a backend, in its address space (host memory for the CPU, device memory for a
-// GPU), freed by the function that came with them. Move-only.
+// GPU), freed by the function that came with them (given the pointer and the byte count). Move-only.
 class Memory {
  public:
-  using Release = void (*)(void*);
+  using Release = void (*)(void*, std::size_t);
   Memory() = default;
   Memory(void* data, std::size_t bytes, Release release, Placement placement = Placement::host)
       : data_(data), bytes_(bytes), release_(release), placement_(placement) {}
@@ -55,7 +56,7 @@ class Memory {
 
  private:
   void reset() {
-    if (data_ && release_) release_(data_);
+    if (data_ && release_) release_(data_, bytes_);
     data_ = nullptr;
   }
   void* data_ = nullptr;
@@ -79,6 +80,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
+      { B::packed_layout } -> std::convertible_to<kernels::Layout>;  // what WeightLayout::packed repacks weights into
       { b.threads() } -> std::convertible_to<int>;
       b.matmul(in, w, in, out, plan);        // out[rows, w.rows] = in[rows, w.cols] · w^T + bias
       b.matmul_fused(in, outs, plan);        // several such products of one input in one pass
@@ -111,11 +113,20 @@ class CpuBackend {
   ThreadPool& pool() { return pool_; }
   int threads() const { return pool_.size(); }
 
+  // The kernels' own layout for BF16/F16/F32 weights: every output a single FMA chain, one
+  // contiguous stream per 16 rows (kernels/panel.hpp).
+  static constexpr kernels::Layout packed_layout = kernels::Layout::panels;
+
   // 64-byte aligned and not value-initialised: an 8k-context KV cache costs memory only for the
-  // positions written.
+  // positions written. From 2 MiB on, in huge pages (core/huge_pages.hpp).
   static Memory allocate(std::size_t bytes) {
+    if (bytes >= detail::huge_page_bytes) {
+      std::byte* p = detail::map_huge(bytes);
+      if (!p) throw std::bad_alloc();
+      return Memory(p, bytes, [](void* q, std::size_t n) { detail::unmap_huge(q, n); });
+    }
     void* p = ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{64});
-    return Memory(p, bytes, [](void* q) { ::operator delete[](q, std::align_val_t{64}); });
+    return Memory(p, bytes, [](void* q, std::size_t) { ::operator delete[](q, std::align_val_t{64}); });
   }
   static void download(std::span<float> host, const float* src) { std::memcpy(host.data(), src, host.size_bytes()); }
   static void upload(float* dst, std::span<const float> host) { std::memcpy(dst, host.data(), host.size_bytes()); }

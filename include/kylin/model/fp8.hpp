@@ -63,6 +63,12 @@ class Fp8Weights {
     return nullptr;
   }
 
+  // Frees the widenings whose data is not in `used` (those packed since into another layout).
+  template <class Set>
+  void drop_widenings_except(const Set& used) {
+    std::erase_if(widened_, [&](const auto& w) { return !used.contains(static_cast<const void*>(w.second.data())); });
+  }
+
   // The BF16 widening of the F8_E4M3 matrix m, made on first request (a tied table is widened once).
   kernels::MatRef widen(const kernels::MatRef& m) {
     for (const auto& [from, bf16] : widened_)

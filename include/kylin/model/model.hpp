@@ -13,6 +13,7 @@
 #include <vector>
 #include <variant>
 
+#include "kylin/model/packed_weights.hpp"
 #include "kylin/model/quantized_weights.hpp"
 #include "kylin/model/transformer.hpp"
 
@@ -34,7 +35,8 @@ struct ModelOptions {
   std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
-  io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`)
+  WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (packed_weights.hpp)
+  io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -85,6 +87,8 @@ class BasicModel {
   WeightFormat weight_format() const { return impl_->weight_format; }
   // The weights quantized at load (none for WeightFormat::stored).
   const QuantizedWeights& quantized() const { return impl_->quantized; }
+  // packed when any weight was repacked into the backend's layout at load (packed_weights.hpp).
+  WeightLayout weight_layout() const { return impl_->packed.bytes() > 0 ? WeightLayout::packed : WeightLayout::stored; }
   // False for an embedding model saved without lm_head: it gives hidden states, never logits.
   bool has_lm_head() const { return impl_->lm_head != LmHead::none; }
   B& backend() { return impl_->backend; }
@@ -136,21 +140,27 @@ class BasicModel {
           backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
           weight_format(o.weights),
-          net(make_net(config, widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred), o.weights,
-                                                         o.threads, *checkpoint)))),
+          net(make_net(config, packed.apply(widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred),
+                                                                      o.weights, o.threads, *checkpoint)),
+                                            o.weight_layout, backend, o.threads, *checkpoint))),
           kv_dtype(o.kv_dtype),
           lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
       pass_seqs.reserve(static_cast<std::size_t>(workspace.max_tokens));
     }
 
-    // A copy holds the checkpoint as stored, so beside q8/q4 copies it would only double the memory.
+    // A copy holds the checkpoint as stored, so beside q8/q4 or packed copies it would only double the memory.
     static io::FileMemory checked_memory(const std::filesystem::path& dir, const ModelOptions& o) {
       if (o.checkpoint_memory == io::FileMemory::copied && o.weights != WeightFormat::stored)
         throw Error(ErrorCategory::request, dir.string(), "copying the checkpoint into memory (--no-mmap) keeps the weights as stored; "
                                                        "quantized (q8/q4) weights are in memory already: leave one of the two out");
+      if (o.checkpoint_memory == io::FileMemory::copied && packs(o))
+        throw Error(ErrorCategory::request, dir.string(), "copying the checkpoint into memory (--no-mmap) keeps the weights as stored; "
+                                                       "packed weights (the default) are in memory already: add --weight-layout stored, "
+                                                       "or leave --no-mmap out");
       return o.checkpoint_memory;
     }
+    static bool packs(const ModelOptions& o) { return o.weight_layout == WeightLayout::packed && B::packed_layout != kernels::Layout::rows; }
 
     // One alternative per architecture of model/arch.hpp; visit_arch picks it from model_type.
     using Net = std::variant<std::unique_ptr<ArchTransformer<Qwen3Arch>>, std::unique_ptr<ArchTransformer<Qwen3MoeArch>>,
@@ -166,6 +176,7 @@ class BasicModel {
     Workspace workspace;
     WeightFormat weight_format;
     QuantizedWeights quantized;  // the Q8_0/Q4_0 copies `net` points to (empty: weights as stored)
+    PackedWeights packed;        // the copies in B's layout `net` points to (empty: weights as stored)
     Net net;
     DType kv_dtype;
     LmHead lm_head;
@@ -178,8 +189,9 @@ class BasicModel {
   BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     impl_ = std::make_unique<Impl>(dir, o);
-    // Quantized weights were read once and their pages dropped (QuantizedWeights::apply).
-    if (o.weights == WeightFormat::stored) impl_->checkpoint->advise(io::AccessHint::populate);
+    // Quantized or packed weights were read once and their pages dropped (QuantizedWeights::apply,
+    // PackedWeights::apply).
+    if (o.weights == WeightFormat::stored && !Impl::packs(o)) impl_->checkpoint->advise(io::AccessHint::populate);
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -284,6 +296,7 @@ class AnyModel {
   virtual DType kv_dtype() const = 0;
   virtual WeightFormat weight_format() const = 0;
   virtual const QuantizedWeights& quantized() const = 0;
+  virtual WeightLayout weight_layout() const = 0;
   virtual bool has_lm_head() const = 0;
   virtual KVCache new_cache(std::optional<std::int64_t> context_length) const = 0;
   virtual void forward(std::span<const SequenceInput> batch) = 0;
@@ -306,6 +319,7 @@ class ModelOn final : public AnyModel {
   DType kv_dtype() const override { return m_.kv_dtype(); }
   WeightFormat weight_format() const override { return m_.weight_format(); }
   const QuantizedWeights& quantized() const override { return m_.quantized(); }
+  WeightLayout weight_layout() const override { return m_.weight_layout(); }
   bool has_lm_head() const override { return m_.has_lm_head(); }
   KVCache new_cache(std::optional<std::int64_t> n) const override { return m_.new_cache(n); }
   void forward(std::span<const SequenceInput> batch) override { m_.forward(batch); }
@@ -345,6 +359,7 @@ class Model {
   DType kv_dtype() const { return m_->kv_dtype(); }
   WeightFormat weight_format() const { return m_->weight_format(); }
   const QuantizedWeights& quantized() const { return m_->quantized(); }
+  WeightLayout weight_layout() const { return m_->weight_layout(); }
   bool has_lm_head() const { return m_->has_lm_head(); }
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const { return m_->new_cache(context_length); }
 

@@ -49,6 +49,8 @@ class CudaBackend {
   }
 
   static constexpr std::string_view name = R::name;
+  // Weights are uploaded as stored: the matvec and cuBLAS read row-major matrices.
+  static constexpr kernels::Layout packed_layout = kernels::Layout::rows;
   static int threads() { return 1; }  // host threads: the device does the work
   R& runtime() { return runtime_; }
   // Bytes of weights uploaded so far.

@@ -68,7 +68,7 @@ class DeviceRuntime {
   static Memory allocate(std::size_t bytes) {
     void* p = nullptr;
     detail::check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc of " + std::to_string(bytes) + " bytes");
-    return Memory(p, bytes, [](void* q) { cudaFree(q); }, Placement::device);
+    return Memory(p, bytes, [](void* q, std::size_t) { cudaFree(q); }, Placement::device);
   }
   // From pageable host memory the call returns once the source is staged, so it may be reused.
   void to_device(void* dst, const void* src, std::size_t bytes) {

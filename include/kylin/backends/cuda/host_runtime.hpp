@@ -20,7 +20,7 @@ class HostRuntime {
 
   static Memory allocate(std::size_t bytes) {
     void* p = ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{256});
-    return Memory(p, bytes, [](void* q) { ::operator delete[](q, std::align_val_t{256}); }, Placement::device);
+    return Memory(p, bytes, [](void* q, std::size_t) { ::operator delete[](q, std::align_val_t{256}); }, Placement::device);
   }
   static void to_device(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
   static void to_host(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }

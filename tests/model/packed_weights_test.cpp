@@ -1,0 +1,112 @@
+// PackedWeights: what WeightLayout::packed makes of bound weights on the CPU backend. Every matrix a
+// matmul reads is a panel copy holding the stored values exactly; the norms are owned copies; an
+// untied embedding table stays in the file; a tied one is the LM head's panels; stored changes nothing.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/reference.hpp"
+#include "kylin/model/model.hpp"
+
+namespace packed_weights_test {
+
+using kylin::MatRef;
+using kylin::kernels::Layout;
+const std::string data = KYLIN_TEST_DATA;
+
+// Whether every element of `packed` (panels) equals the element of `stored` (row-major) at the same
+// row and column, in the stored dtype's bits.
+bool same_elements(const MatRef& stored, const MatRef& packed) {
+  if (stored.dtype != packed.dtype || stored.rows != packed.rows || stored.cols != packed.cols) return false;
+  return kylin::visit_dtype(stored.dtype, [&]<class T>(std::type_identity<T>) {
+    const auto* s = static_cast<const T*>(stored.data);
+    const kylin::kernels::PanelRef<T> p{static_cast<const T*>(packed.data), packed.rows, packed.cols};
+    for (std::int64_t r = 0; r < stored.rows; ++r)
+      for (std::int64_t c = 0; c < stored.cols; ++c)
+        if (kylin::to_float(s[r * stored.cols + c]) != kylin::to_float(p.at(r, c))) return false;
+    return true;
+  });
+}
+
+// The matrices of `w` a matmul reads (all of for_each_matrix but the embedding table), in order.
+std::vector<MatRef> matmul_weights(kylin::ModelWeights& w) {
+  std::vector<MatRef> out;
+  kylin::for_each_matrix(w, [&](MatRef& m) {
+    if (&m != &w.embed_tokens && m.data) out.push_back(m);
+  });
+  return out;
+}
+
+TEST_CASE("packed: every matmul weight is a panel copy of its stored values; norms are copied; the untied table stays, a tied one is the LM head") {
+  for (const char* name : {"tiny-qwen3-untied", "small-qwen3", "tiny-qwen3-moe", "odd-qwen3-f16-sharded"}) {
+    CAPTURE(name);
+    const kylin::io::Checkpoint ckpt(data + "/models/" + name);
+    const kylin::ModelConfig config = kylin::load_model_config(data + "/models/" + name);
+    kylin::ModelWeights stored = kylin::bind_weights(ckpt, config);
+    kylin::CpuBackend backend(config, {.threads = 2});
+    kylin::PackedWeights packer;
+    kylin::ModelWeights packed = packer.apply(stored, kylin::WeightLayout::packed, backend, 2, ckpt);
+    const auto before = matmul_weights(stored), after = matmul_weights(packed);
+    REQUIRE(before.size() == after.size());
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      CAPTURE(i);
+      CHECK(before[i].layout == Layout::rows);
+      CHECK(after[i].layout == Layout::panels);
+      CHECK(after[i].data != before[i].data);
+      CHECK(same_elements(before[i], after[i]));
+      bytes += static_cast<std::size_t>(kylin::kernels::panel_elements(after[i].rows, after[i].cols)) * kylin::dtype_size(after[i].dtype);
+    }
+    CHECK(packer.bytes() == bytes);
+    const bool tied = stored.embed_tokens.data == stored.lm_head.data;
+    CHECK(tied == config.tie_word_embeddings);
+    if (tied) {
+      CHECK(packed.embed_tokens.data == packed.lm_head.data);
+      CHECK(packed.embed_tokens.layout == Layout::panels);
+    } else {
+      CHECK(packed.embed_tokens.data == stored.embed_tokens.data);
+      CHECK(packed.embed_tokens.layout == Layout::rows);
+    }
+    CHECK(packed.norm.layout == Layout::rows);
+    CHECK(packed.norm.data != stored.norm.data);
+    CHECK(std::equal(static_cast<const std::byte*>(packed.norm.data),
+                     static_cast<const std::byte*>(packed.norm.data) + packed.norm.cols * kylin::dtype_size(packed.norm.dtype),
+                     static_cast<const std::byte*>(stored.norm.data)));
+  }
+}
+
+TEST_CASE("a tied table looked up in panels gives the stored row, every row") {
+  const kylin::io::Checkpoint ckpt(data + "/models/small-qwen3");
+  const kylin::ModelConfig config = kylin::load_model_config(data + "/models/small-qwen3");
+  const kylin::ModelWeights stored = kylin::bind_weights(ckpt, config);
+  kylin::CpuBackend backend(config, {.threads = 1});
+  kylin::PackedWeights packer;
+  const kylin::ModelWeights packed = packer.apply(stored, kylin::WeightLayout::packed, backend, 1, ckpt);
+  REQUIRE(packed.embed_tokens.layout == Layout::panels);
+  std::vector<float> a(static_cast<std::size_t>(config.hidden_size)), b(a.size());
+  for (std::int64_t id = 0; id < config.vocab_size; ++id) {
+    backend.embed(stored.embed_tokens, id, a.data());
+    backend.embed(packed.embed_tokens, id, b.data());
+    REQUIRE(a == b);
+  }
+}
+
+TEST_CASE("stored leaves every weight where binding put it") {
+  const kylin::io::Checkpoint ckpt(data + "/models/tiny-qwen3-moe");
+  const kylin::ModelConfig config = kylin::load_model_config(data + "/models/tiny-qwen3-moe");
+  kylin::ModelWeights stored = kylin::bind_weights(ckpt, config);
+  kylin::CpuBackend backend(config, {.threads = 1});
+  kylin::PackedWeights packer;
+  kylin::ModelWeights same = packer.apply(stored, kylin::WeightLayout::stored, backend, 1, ckpt);
+  const auto before = matmul_weights(stored), after = matmul_weights(same);
+  REQUIRE(before.size() == after.size());
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    CHECK(after[i].data == before[i].data);
+    CHECK(after[i].layout == Layout::rows);
+  }
+  CHECK(same.norm.data == stored.norm.data);
+  CHECK(packer.bytes() == 0);
+}
+
+}  // namespace packed_weights_test
