@@ -3,6 +3,7 @@
 // untied embedding table stays in the file; a tied one is the LM head's panels; stored changes nothing.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,30 @@ TEST_CASE("stored leaves every weight where binding put it") {
   }
   CHECK(same.norm.data == stored.norm.data);
   CHECK(packer.bytes() == 0);
+}
+
+// This process's resident memory in KiB (VmRSS).
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  return -1;
+}
+
+TEST_CASE("only weights go to huge pages: a fresh 64k-position KV cache commits memory for the positions written, not whole 2 MiB pages") {
+  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen3-untied", {.threads = 1});
+  std::vector<float> logits(static_cast<std::size_t>(model.vocab_size()));
+  const int token = 3;
+  auto warm = model.new_cache(64);
+  model.forward(std::span<const int>(&token, 1), warm, logits);  // first touches of the workspace
+  auto cache = model.new_cache(65536);
+  REQUIRE(cache.bytes() >= (std::size_t{16} << 20));
+  const long before = rss_kib();
+  model.forward(std::span<const int>(&token, 1), cache, logits);  // position 0: a few 4 KiB pages per layer
+  const long grown = rss_kib() - before;
+  MESSAGE("RSS growth writing one position of a ", cache.bytes() >> 20, " MiB cache: ", grown, " KiB");
+  CHECK(grown < 1024);
 }
 
 }  // namespace packed_weights_test

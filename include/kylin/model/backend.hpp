@@ -80,6 +80,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
+      { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
       { B::packed_layout } -> std::convertible_to<kernels::Layout>;  // what WeightLayout::packed repacks weights into
       { b.threads() } -> std::convertible_to<int>;
       b.matmul(in, w, in, out, plan);        // out[rows, w.rows] = in[rows, w.cols] · w^T + bias
@@ -118,15 +119,18 @@ class CpuBackend {
   static constexpr kernels::Layout packed_layout = kernels::Layout::panels;
 
   // 64-byte aligned and not value-initialised: an 8k-context KV cache costs memory only for the
-  // positions written. From 2 MiB on, in huge pages (core/huge_pages.hpp).
+  // 4 KiB pages its written positions touch.
   static Memory allocate(std::size_t bytes) {
-    if (bytes >= detail::huge_page_bytes) {
-      std::byte* p = detail::map_huge(bytes);
-      if (!p) throw std::bad_alloc();
-      return Memory(p, bytes, [](void* q, std::size_t n) { detail::unmap_huge(q, n); });
-    }
     void* p = ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{64});
     return Memory(p, bytes, [](void* q, std::size_t) { ::operator delete[](q, std::align_val_t{64}); });
+  }
+  // Weights are streamed whole by every pass: from 2 MiB on, in huge pages (core/huge_pages.hpp),
+  // which a KV cache is not given, since each position written would commit 2 MiB of it.
+  static Memory allocate_weights(std::size_t bytes) {
+    if (bytes < detail::huge_page_bytes) return allocate(bytes);
+    std::byte* p = detail::map_huge(bytes);
+    if (!p) throw std::bad_alloc();
+    return Memory(p, bytes, [](void* q, std::size_t n) { detail::unmap_huge(q, n); });
   }
   static void download(std::span<float> host, const float* src) { std::memcpy(host.data(), src, host.size_bytes()); }
   static void upload(float* dst, std::span<const float> host) { std::memcpy(dst, host.data(), host.size_bytes()); }

@@ -74,7 +74,7 @@ class PackedWeights {
     static_assert(slab % kernels::panel_width == 0, "slabs of whole panels");
     const std::size_t esize = dtype_size(m.dtype), row_bytes = static_cast<std::size_t>(m.cols) * esize;
     const std::size_t n = static_cast<std::size_t>(kernels::panel_elements(m.rows, m.cols)) * esize;
-    memory_.push_back(backend.allocate(n));
+    memory_.push_back(backend.allocate_weights(n));
     void* out = memory_.back().data();
     bytes_ += n;
     for (std::int64_t s0 = 0; s0 < m.rows; s0 += slab) {

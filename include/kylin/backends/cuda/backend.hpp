@@ -61,6 +61,7 @@ class CudaBackend {
   }
 
   Memory allocate(std::size_t bytes) { return runtime_.allocate(bytes); }
+  Memory allocate_weights(std::size_t bytes) { return runtime_.allocate(bytes); }
   void download(std::span<float> host, const float* src) { runtime_.to_host(host.data(), src, host.size_bytes()); }
   void upload(float* dst, std::span<const float> host) { runtime_.to_device(dst, host.data(), host.size_bytes()); }
 
