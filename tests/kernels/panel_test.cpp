@@ -72,10 +72,11 @@ TEST_CASE("panel_matmul_ref matches the double oracle for BF16/F16/F32 weights, 
     }
 }
 
-TEST_CASE("panel_matmul gives panel_matmul_ref's sums bit for bit: BF16/F16/F32, 1-17 tokens, partial panels, panel ranges") {
+TEST_CASE("panel_matmul gives panel_matmul_ref's sums bit for bit: BF16/F16/F32, 1-40 tokens, partial panels, panel ranges, column chunks") {
+  // 1000 columns span several column chunks, 40 tokens more token blocks than run together
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
-    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {16, 64}, {37, 131}, {100, 33}, {300, 256}})
-      for (std::int64_t n : {1, 2, 5, 8, 9, 16, 17}) {
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {16, 64}, {37, 131}, {100, 33}, {300, 256}, {45, 1000}})
+      for (std::int64_t n : {1, 2, 5, 8, 9, 16, 17, 40}) {
         CAPTURE(dtype_name(dtype));
         CAPTURE(rows);
         CAPTURE(cols);

@@ -93,20 +93,27 @@ struct PanelPrefetch {
   std::int64_t stride = cache_line_bytes;
 };
 
-// y for NB tokens (xk: their activations as [cols][NB]; NB = 1: the row itself) and panels
-// [p0, p0 + P): accumulator (i, v, t) is one FMA chain over k = 0, 1, ... in order.
+// Accumulators of a register block, P panels x panel_vectors x up to panel_tile_tokens tokens
+// (a block of NB tokens uses the first NB), kept in memory between column chunks.
+template <int P>
+using PanelAcc = fbatch[P][panel_vectors][panel_tile_tokens];
+
+// acc += the products of columns [k0, k1) (k0 even) for NB tokens (xk: their activations as
+// [cols][NB]; NB = 1: the row itself) and panels [p0, p0 + P): accumulator (i, v, t) is one FMA
+// chain over k in order, however the columns are cut into chunks.
 template <int P, int NB, class T>
-void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, const float* bias, float* y, std::int64_t ldy,
+void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, std::int64_t k0, std::int64_t k1, PanelAcc<P>& acc_io,
                 PanelPrefetch& pf) {
   constexpr int V = panel_vectors;
   constexpr auto L = static_cast<std::int64_t>(lanes);
-  const std::int64_t cols = w.cols, pstride = cols * panel_width;
+  const std::int64_t pstride = w.cols * panel_width;
   fbatch acc[P][V][NB];
-  for (auto& panel : acc)
-    for (auto& part : panel)
-      for (auto& a : part) a = fbatch(0.f);
+  for (int i = 0; i < P; ++i)
+    for (int v = 0; v < V; ++v)
+      for (int t = 0; t < NB; ++t) acc[i][v][t] = acc_io[i][v][t];
   const char* next = pf.next;  // a local copy stays in a register
-  const T* wp = w.panel(p0);
+  const T* wp = w.panel(p0) + k0 * panel_width;
+  xk += k0 * NB;
   const auto step = [&](const T* wk, const float* xs) {
     fbatch wv[P][V];
     for (int i = 0; i < P; ++i)
@@ -118,8 +125,8 @@ void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, const fl
         for (int v = 0; v < V; ++v) acc[i][v][t] = xsimd::fma(xb, wv[i][v], acc[i][v][t]);
     }
   };
-  std::int64_t k = 0;
-  for (; k + 1 < cols; k += 2, wp += 2 * panel_width, xk += 2 * NB) {
+  std::int64_t k = k0;
+  for (; k + 1 < k1; k += 2, wp += 2 * panel_width, xk += 2 * NB) {
     if constexpr (NB == 1) {
       for (int i = 0; i < P; ++i) prefetch(wp + i * pstride, panel_stream_prefetch_bytes);
     } else {
@@ -129,37 +136,62 @@ void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, const fl
     step(wp, xk);
     step(wp + panel_width, xk + NB);
   }
-  if (k < cols) step(wp, xk);
+  if (k < k1) step(wp, xk);
   pf.next = next;
+  for (int i = 0; i < P; ++i)
+    for (int v = 0; v < V; ++v)
+      for (int t = 0; t < NB; ++t) acc_io[i][v][t] = acc[i][v][t];
+}
+
+// y[t, rows of panels p0..] = acc + bias for NB tokens.
+template <int P, class T>
+void panel_store(const PanelRef<T>& w, std::int64_t p0, int nb, const PanelAcc<P>& acc, const float* bias, float* y, std::int64_t ldy) {
+  constexpr auto L = static_cast<std::int64_t>(lanes);
   for (int i = 0; i < P; ++i) {
     const std::int64_t r0 = (p0 + i) * panel_width, valid = std::min(panel_width, w.rows - r0);
-    for (int t = 0; t < NB; ++t) {
+    for (int t = 0; t < nb; ++t) {
       alignas(64) float out[panel_width];
-      for (int v = 0; v < V; ++v) acc[i][v][t].store_aligned(out + v * L);
+      for (int v = 0; v < panel_vectors; ++v) acc[i][v][t].store_aligned(out + v * L);
       for (std::int64_t j = 0; j < valid; ++j) y[t * ldy + r0 + j] = out[j] + (bias ? bias[r0 + j] : 0.f);
     }
   }
 }
 
-// P panels from p0 over every token of io, block by block, with the next P panels prefetched
-// across all of it.
+// Token blocks run together column chunk by column chunk, so a chunk of the panels is read from
+// memory by the first block and from L1 by the others: at most this many blocks at a time (their
+// accumulators wait in memory), chunks of about 8 KiB of weights.
+inline constexpr std::int64_t panel_chunk_blocks = 4;
+template <int P, class T>
+constexpr std::int64_t panel_chunk_cols = std::max<std::int64_t>(2, 8192 / (P * panel_width * static_cast<std::int64_t>(sizeof(T))) / 2 * 2);
+
+// P panels from p0 over every token of io, with the next P panels prefetched across all of it.
 template <int P, class T>
 void panel_group(const PanelRef<T>& w, const PanelIO& io, std::int64_t p0) {
   if (io.n == 1) {
     PanelPrefetch own_streams;
-    return panel_tile<P, 1>(w, p0, io.x, io.bias, io.y, io.ldy, own_streams);
+    PanelAcc<P> acc{};
+    panel_tile<P, 1>(w, p0, io.x, 0, w.cols, acc, own_streams);
+    return panel_store<P>(w, p0, 1, acc, io.bias, io.y, io.ldy);
   }
   const PanelTokenBlocks blocks(io.n);
   const std::int64_t bytes = P * w.cols * panel_width * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t pairs = std::max<std::int64_t>(1, blocks.count * (w.cols / 2));
   PanelPrefetch pf{reinterpret_cast<const char*>(w.panel(p0 + P)), (bytes + pairs - 1) / pairs};
-  for (std::int64_t b = 0, t = 0; b < blocks.count; t += blocks.size(b), ++b) {
-    const std::int64_t nb = blocks.size(b);
-    const float* xk = io.xk + t * w.cols;
-    float* y = io.y + t * io.ldy;
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-      ((nb == I + 1 ? panel_tile<P, I + 1>(w, p0, xk, io.bias, y, io.ldy, pf) : void()), ...);
-    }(std::make_integer_sequence<int, panel_tile_tokens>{});
+  PanelAcc<P> acc[panel_chunk_blocks];
+  for (std::int64_t b0 = 0, t0 = 0; b0 < blocks.count; b0 += panel_chunk_blocks) {
+    const std::int64_t b1 = std::min(blocks.count, b0 + panel_chunk_blocks);
+    for (auto& a : acc) std::fill_n(&a[0][0][0], P * panel_vectors * panel_tile_tokens, fbatch(0.f));
+    for (std::int64_t k0 = 0; k0 < w.cols; k0 += panel_chunk_cols<P, T>) {
+      const std::int64_t k1 = std::min(w.cols, k0 + panel_chunk_cols<P, T>);
+      for (std::int64_t b = b0, t = t0; b < b1; t += blocks.size(b), ++b) {
+        const std::int64_t nb = blocks.size(b);
+        [&]<int... I>(std::integer_sequence<int, I...>) {
+          ((nb == I + 1 ? panel_tile<P, I + 1>(w, p0, io.xk + t * w.cols, k0, k1, acc[b - b0], pf) : void()), ...);
+        }(std::make_integer_sequence<int, panel_tile_tokens>{});
+      }
+    }
+    for (std::int64_t b = b0; b < b1; t0 += blocks.size(b), ++b)
+      panel_store<P>(w, p0, static_cast<int>(blocks.size(b)), acc[b - b0], io.bias, io.y + t0 * io.ldy, io.ldy);
   }
 }
 
