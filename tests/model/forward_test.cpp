@@ -316,6 +316,25 @@ TEST_CASE("an f16 KV cache gets the longest default context that fits the same b
   CHECK(kylin::default_context_length(c, kylin::DType::f16) == 4096);
 }
 
+// The text of the kylin::Error loading `dir` with `options` throws ("" if it loads).
+std::string load_error(const std::string& dir, const kylin::ModelOptions& options) {
+  try {
+    kylin::Model::load(dir, options);
+  } catch (const kylin::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every position's logits of a fixed 8-token prompt.
+std::vector<float> all_logits(kylin::Model& model) {
+  const std::vector<int> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+  std::vector<float> out(tokens.size() * static_cast<std::size_t>(model.vocab_size()));
+  auto cache = model.new_cache(64);
+  model.forward(tokens, cache, out, kylin::Positions::all);
+  return out;
+}
+
 TEST_CASE("a checkpoint copied into memory (--no-mmap) gives bit-identical logits to the mapped one, sharded or not") {
   for (const char* name : {"small-qwen3", "odd-qwen3-f16-sharded"}) {
     CAPTURE(name);
@@ -323,37 +342,20 @@ TEST_CASE("a checkpoint copied into memory (--no-mmap) gives bit-identical logit
     constexpr auto stored = kylin::WeightLayout::stored;
     kylin::Model mapped = kylin::Model::load(dir, {.threads = 2, .weight_layout = stored});
     kylin::Model copied = kylin::Model::load(dir, {.threads = 2, .weight_layout = stored, .checkpoint_memory = kylin::io::FileMemory::copied});
-    const std::vector<int> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
-    const auto V = static_cast<std::size_t>(mapped.vocab_size());
-    std::vector<float> a(tokens.size() * V), b(tokens.size() * V);
-    auto ca = mapped.new_cache(64), cb = copied.new_cache(64);
-    mapped.forward(tokens, ca, a, kylin::Positions::all);
-    copied.forward(tokens, cb, b, kylin::Positions::all);
-    CHECK(a == b);
+    CHECK(all_logits(mapped) == all_logits(copied));
   }
 }
 
 TEST_CASE("copying the checkpoint beside q8/q4 weights is a request error naming --no-mmap") {
   const std::string dir = data + "/models/tiny-qwen3-untied";
-  std::string what;
-  try {
-    kylin::Model::load(dir, {.weights = kylin::WeightFormat::q8, .checkpoint_memory = kylin::io::FileMemory::copied});
-  } catch (const kylin::Error& e) {
-    what = e.what();
-  }
+  const std::string what = load_error(dir, {.weights = kylin::WeightFormat::q8, .checkpoint_memory = kylin::io::FileMemory::copied});
   CHECK(what.find("[kylin.request]") != std::string::npos);
   CHECK(what.find("--no-mmap") != std::string::npos);
   CHECK(what.find("tiny-qwen3-untied") != std::string::npos);
 }
 
 TEST_CASE("copying the checkpoint beside packed weights (the default) is a request error naming --weight-layout stored") {
-  const std::string dir = data + "/models/tiny-qwen3-untied";
-  std::string what;
-  try {
-    kylin::Model::load(dir, {.checkpoint_memory = kylin::io::FileMemory::copied});
-  } catch (const kylin::Error& e) {
-    what = e.what();
-  }
+  const std::string what = load_error(data + "/models/tiny-qwen3-untied", {.checkpoint_memory = kylin::io::FileMemory::copied});
   CHECK(what.find("[kylin.request]") != std::string::npos);
   CHECK(what.find("--weight-layout stored") != std::string::npos);
 }
@@ -366,14 +368,10 @@ TEST_CASE("packed and stored weights give the same logits to f32 rounding (tied 
     kylin::Model stored = kylin::Model::load(dir, {.threads = 2, .weight_layout = kylin::WeightLayout::stored});
     CHECK(packed.weight_layout() == kylin::WeightLayout::packed);
     CHECK(stored.weight_layout() == kylin::WeightLayout::stored);
-    const std::vector<int> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
     const auto V = static_cast<std::size_t>(packed.vocab_size());
-    std::vector<float> a(tokens.size() * V), b(tokens.size() * V);
-    auto ca = packed.new_cache(64), cb = stored.new_cache(64);
-    packed.forward(tokens, ca, a, kylin::Positions::all);
-    stored.forward(tokens, cb, b, kylin::Positions::all);
+    const std::vector<float> a = all_logits(packed), b = all_logits(stored);
     // the same sums in another order (one FMA chain per output against four lanes' partial sums)
-    for (std::size_t r = 0; r < tokens.size(); ++r) CHECK(relative_l2(std::span(a).subspan(r * V, V), std::span(b).subspan(r * V, V)) < 1e-5);
+    for (std::size_t r = 0; r < a.size() / V; ++r) CHECK(relative_l2(std::span(a).subspan(r * V, V), std::span(b).subspan(r * V, V)) < 1e-5);
   }
 }
 

@@ -39,15 +39,26 @@ std::vector<MatRef> matmul_weights(kylin::ModelWeights& w) {
   return out;
 }
 
+// A test checkpoint's weights bound as loading binds them, and what `layout` makes of them on a
+// CpuBackend.
+struct Bound {
+  kylin::io::Checkpoint ckpt;
+  kylin::ModelConfig config;
+  kylin::ModelWeights stored;
+  kylin::CpuBackend backend;
+  kylin::PackedWeights packer;
+  kylin::ModelWeights result;
+  Bound(const std::string& name, kylin::WeightLayout layout)
+      : ckpt(data + "/models/" + name), config(kylin::load_model_config(data + "/models/" + name)), stored(kylin::bind_weights(ckpt, config)),
+        backend(config, {.threads = 2}), result(packer.apply(stored, layout, backend, 2, ckpt)) {}
+};
+
 TEST_CASE("packed: every matmul weight is a panel copy of its stored values; norms are copied; the untied table stays, a tied one is the LM head") {
   for (const char* name : {"tiny-qwen3-untied", "small-qwen3", "tiny-qwen3-moe", "odd-qwen3-f16-sharded"}) {
     CAPTURE(name);
-    const kylin::io::Checkpoint ckpt(data + "/models/" + name);
-    const kylin::ModelConfig config = kylin::load_model_config(data + "/models/" + name);
-    kylin::ModelWeights stored = kylin::bind_weights(ckpt, config);
-    kylin::CpuBackend backend(config, {.threads = 2});
-    kylin::PackedWeights packer;
-    kylin::ModelWeights packed = packer.apply(stored, kylin::WeightLayout::packed, backend, 2, ckpt);
+    Bound b(name, kylin::WeightLayout::packed);
+    kylin::ModelWeights &stored = b.stored, &packed = b.result;
+    const kylin::ModelConfig& config = b.config;
     const auto before = matmul_weights(stored), after = matmul_weights(packed);
     REQUIRE(before.size() == after.size());
     std::size_t bytes = 0;
@@ -59,7 +70,7 @@ TEST_CASE("packed: every matmul weight is a panel copy of its stored values; nor
       CHECK(same_elements(before[i], after[i]));
       bytes += static_cast<std::size_t>(kylin::kernels::panel_elements(after[i].rows, after[i].cols)) * kylin::dtype_size(after[i].dtype);
     }
-    CHECK(packer.bytes() == bytes);
+    CHECK(b.packer.bytes() == bytes);
     const bool tied = stored.embed_tokens.data == stored.lm_head.data;
     CHECK(tied == config.tie_word_embeddings);
     if (tied) {
@@ -78,28 +89,19 @@ TEST_CASE("packed: every matmul weight is a panel copy of its stored values; nor
 }
 
 TEST_CASE("a tied table looked up in panels gives the stored row, every row") {
-  const kylin::io::Checkpoint ckpt(data + "/models/small-qwen3");
-  const kylin::ModelConfig config = kylin::load_model_config(data + "/models/small-qwen3");
-  const kylin::ModelWeights stored = kylin::bind_weights(ckpt, config);
-  kylin::CpuBackend backend(config, {.threads = 1});
-  kylin::PackedWeights packer;
-  const kylin::ModelWeights packed = packer.apply(stored, kylin::WeightLayout::packed, backend, 1, ckpt);
-  REQUIRE(packed.embed_tokens.layout == Layout::panels);
-  std::vector<float> a(static_cast<std::size_t>(config.hidden_size)), b(a.size());
-  for (std::int64_t id = 0; id < config.vocab_size; ++id) {
-    backend.embed(stored.embed_tokens, id, a.data());
-    backend.embed(packed.embed_tokens, id, b.data());
-    REQUIRE(a == b);
+  Bound b("small-qwen3", kylin::WeightLayout::packed);
+  REQUIRE(b.result.embed_tokens.layout == Layout::panels);
+  std::vector<float> from_rows(static_cast<std::size_t>(b.config.hidden_size)), from_panels(from_rows.size());
+  for (std::int64_t id = 0; id < b.config.vocab_size; ++id) {
+    b.backend.embed(b.stored.embed_tokens, id, from_rows.data());
+    b.backend.embed(b.result.embed_tokens, id, from_panels.data());
+    REQUIRE(from_rows == from_panels);
   }
 }
 
 TEST_CASE("stored leaves every weight where binding put it") {
-  const kylin::io::Checkpoint ckpt(data + "/models/tiny-qwen3-moe");
-  const kylin::ModelConfig config = kylin::load_model_config(data + "/models/tiny-qwen3-moe");
-  kylin::ModelWeights stored = kylin::bind_weights(ckpt, config);
-  kylin::CpuBackend backend(config, {.threads = 1});
-  kylin::PackedWeights packer;
-  kylin::ModelWeights same = packer.apply(stored, kylin::WeightLayout::stored, backend, 1, ckpt);
+  Bound b("tiny-qwen3-moe", kylin::WeightLayout::stored);
+  kylin::ModelWeights &stored = b.stored, &same = b.result;
   const auto before = matmul_weights(stored), after = matmul_weights(same);
   REQUIRE(before.size() == after.size());
   for (std::size_t i = 0; i < before.size(); ++i) {
@@ -107,7 +109,7 @@ TEST_CASE("stored leaves every weight where binding put it") {
     CHECK(after[i].layout == Layout::rows);
   }
   CHECK(same.norm.data == stored.norm.data);
-  CHECK(packer.bytes() == 0);
+  CHECK(b.packer.bytes() == 0);
 }
 
 // This process's resident memory in KiB (VmRSS).
