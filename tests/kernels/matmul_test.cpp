@@ -54,26 +54,26 @@ TEST_CASE("a dot-product row gives bit-identical results whatever the other rows
   // row inside calls of 2..17 dot rows (up to 3 token blocks of the batched kernel) followed by GEMM
   // rows: the sums must not move by one ulp. 4197 columns span two k-blocks plus both tails.
   for (kernels::Layout layout : test::both_layouts)
-  for (DType dtype : {DType::bf16, DType::f16, DType::f32})
-    for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}, {11, 4197}}) {
-      const std::int64_t rows = shape.first, cols = shape.second;  // named: clang 14 cannot capture structured bindings
-      CAPTURE(static_cast<int>(layout));
-      CAPTURE(dtype_name(dtype));
-      CAPTURE(cols);
-      const auto w = test::random_weights(dtype, rows, cols, 11);
-      const std::int64_t T = 19;
-      const auto x = test::random_floats(T * cols, 12);
-      ThreadPool pool(2);
-      kernels::MatmulScratch scratch(pool.size(), cols, T);
-      std::vector<float> alone(static_cast<std::size_t>(T * rows));
-      for (std::int64_t t = 0; t < T; ++t)
-        kernels::matmul(x.data() + t * cols, w.ref(layout), nullptr, alone.data() + t * rows, {1, 1}, pool, scratch);
-      for (std::int64_t dot = 2; dot <= 17; ++dot) {
-        std::vector<float> y(alone.size());
-        kernels::matmul(x.data(), w.ref(layout), nullptr, y.data(), {T, dot}, pool, scratch);
-        for (std::int64_t i = 0; i < dot * rows; ++i) REQUIRE(y[static_cast<std::size_t>(i)] == alone[static_cast<std::size_t>(i)]);
+    for (DType dtype : {DType::bf16, DType::f16, DType::f32})
+      for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}, {11, 4197}}) {
+        const std::int64_t rows = shape.first, cols = shape.second;  // named: clang 14 cannot capture structured bindings
+        CAPTURE(static_cast<int>(layout));
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(cols);
+        const auto w = test::random_weights(dtype, rows, cols, 11);
+        const std::int64_t T = 19;
+        const auto x = test::random_floats(T * cols, 12);
+        ThreadPool pool(2);
+        kernels::MatmulScratch scratch(pool.size(), cols, T);
+        std::vector<float> alone(static_cast<std::size_t>(T * rows));
+        for (std::int64_t t = 0; t < T; ++t)
+          kernels::matmul(x.data() + t * cols, w.ref(layout), nullptr, alone.data() + t * rows, {1, 1}, pool, scratch);
+        for (std::int64_t dot = 2; dot <= 17; ++dot) {
+          std::vector<float> y(alone.size());
+          kernels::matmul(x.data(), w.ref(layout), nullptr, y.data(), {T, dot}, pool, scratch);
+          for (std::int64_t i = 0; i < dot * rows; ++i) REQUIRE(y[static_cast<std::size_t>(i)] == alone[static_cast<std::size_t>(i)]);
+        }
       }
-    }
 }
 
 TEST_CASE("matmul gives the same answer on 2 threads as the oracle (work split across output panels)") {
@@ -87,7 +87,8 @@ TEST_CASE("matmul gives the same answer on 2 threads as the oracle (work split a
 TEST_CASE("over panels, a token's outputs are the same bits through the GEMM (prefill) as through the decode kernel") {
   // Both sum each output as one FMA chain over the columns in order, then add the bias.
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
-    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}}) {
+    for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{37, 64}, {70, 131}, {129, 1024}}) {
+      const std::int64_t rows = shape.first, cols = shape.second;  // named: clang 14 cannot capture structured bindings
       CAPTURE(dtype_name(dtype));
       CAPTURE(rows);
       const auto w = test::random_weights(dtype, rows, cols, 31);
@@ -121,52 +122,52 @@ TEST_CASE("matmul_fused (q/k/v-style products of one input) matches each product
   const auto wv = test::random_weights(DType::f32, 33, cols, 3);
   const auto bias = test::random_floats(70, 4);
   for (kernels::Layout layout : test::both_layouts)
-  for (int threads : {1, 2})
-    for (std::int64_t T : {1, 14}) {
-      CAPTURE(static_cast<int>(layout));
-      CAPTURE(threads);
-      CAPTURE(T);
-      const auto x = test::random_floats(T * cols, 5);
-      std::vector<float> yq(static_cast<std::size_t>(T * 70)), yk(static_cast<std::size_t>(T * 19)), yv(static_cast<std::size_t>(T * 33));
-      ThreadPool pool(threads);
-      kernels::MatmulScratch scratch(pool.size(), cols, T);
-      const kernels::MatmulOut outs[] = {{wq.ref(layout), bias.data(), yq.data()}, {wk.ref(layout), nullptr, yk.data()},
-                                         {wv.ref(layout), nullptr, yv.data()}};
-      kernels::matmul_fused(x.data(), outs, kernels::chunk_plan(T), pool, scratch);
-      const auto rq = test::matmul_oracle(x.data(), wq, bias.data(), T);
-      const auto rk = test::matmul_oracle(x.data(), wk, nullptr, T);
-      const auto rv = test::matmul_oracle(x.data(), wv, nullptr, T);
-      CHECK(test::max_rel_error(yq, rq) < 1e-5);
-      CHECK(test::max_rel_error(yk, rk) < 1e-5);
-      CHECK(test::max_rel_error(yv, rv) < 1e-5);
-    }
+    for (int threads : {1, 2})
+      for (std::int64_t T : {1, 14}) {
+        CAPTURE(static_cast<int>(layout));
+        CAPTURE(threads);
+        CAPTURE(T);
+        const auto x = test::random_floats(T * cols, 5);
+        std::vector<float> yq(static_cast<std::size_t>(T * 70)), yk(static_cast<std::size_t>(T * 19)), yv(static_cast<std::size_t>(T * 33));
+        ThreadPool pool(threads);
+        kernels::MatmulScratch scratch(pool.size(), cols, T);
+        const kernels::MatmulOut outs[] = {{wq.ref(layout), bias.data(), yq.data()}, {wk.ref(layout), nullptr, yk.data()},
+                                           {wv.ref(layout), nullptr, yv.data()}};
+        kernels::matmul_fused(x.data(), outs, kernels::chunk_plan(T), pool, scratch);
+        const auto rq = test::matmul_oracle(x.data(), wq, bias.data(), T);
+        const auto rk = test::matmul_oracle(x.data(), wk, nullptr, T);
+        const auto rv = test::matmul_oracle(x.data(), wv, nullptr, T);
+        CHECK(test::max_rel_error(yq, rq) < 1e-5);
+        CHECK(test::max_rel_error(yk, rk) < 1e-5);
+        CHECK(test::max_rel_error(yv, rv) < 1e-5);
+      }
 }
 
 TEST_CASE("matmul_each over stored weights (an MoE layer's experts): each product equals its own decode-row matmul bit for bit, shared inputs or not, both layouts") {
   const std::int64_t cols = 131;
   const auto x0 = test::random_floats(7 * cols, 21), x1 = test::random_floats(3 * cols, 22), x2 = test::random_floats(cols, 26);
   for (kernels::Layout layout : test::both_layouts)
-  for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
-    CAPTURE(static_cast<int>(layout));
-    CAPTURE(dtype_name(dtype));
-    const auto gate = test::random_weights(dtype, 64, cols, 23), up = test::random_weights(dtype, 64, cols, 24);
-    const auto other = test::random_weights(dtype, 40, cols, 25), single = test::random_weights(dtype, 9, cols, 27);
-    std::vector<float> y_gate(7 * 64), y_up(7 * 64), y_other(3 * 40), y_single(9);
-    const kernels::DotProduct products[] = {{x0.data(), 7, {gate.ref(layout), nullptr, y_gate.data()}},
-                                            {x0.data(), 7, {up.ref(layout), nullptr, y_up.data()}},
-                                            {x1.data(), 3, {other.ref(layout), nullptr, y_other.data()}},
-                                            {x2.data(), 1, {single.ref(layout), nullptr, y_single.data()}}};
-    for (int threads : {1, 2}) {
-      CAPTURE(threads);
-      ThreadPool pool(threads);
-      kernels::MatmulScratch scratch(pool.size(), cols, 16, 4);
-      kernels::matmul_each(products, pool, scratch);
-      for (const auto& p : products) {
-        std::vector<float> alone(static_cast<std::size_t>(p.n * p.out.w.rows));
-        for (std::int64_t t = 0; t < p.n; ++t)
-          kernels::matmul(p.x + t * cols, p.out.w, nullptr, alone.data() + t * p.out.w.rows, {1, 1}, pool, scratch);
-        CHECK(std::equal(alone.begin(), alone.end(), p.out.y));
+    for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+      CAPTURE(static_cast<int>(layout));
+      CAPTURE(dtype_name(dtype));
+      const auto gate = test::random_weights(dtype, 64, cols, 23), up = test::random_weights(dtype, 64, cols, 24);
+      const auto other = test::random_weights(dtype, 40, cols, 25), single = test::random_weights(dtype, 9, cols, 27);
+      std::vector<float> y_gate(7 * 64), y_up(7 * 64), y_other(3 * 40), y_single(9);
+      const kernels::DotProduct products[] = {{x0.data(), 7, {gate.ref(layout), nullptr, y_gate.data()}},
+                                              {x0.data(), 7, {up.ref(layout), nullptr, y_up.data()}},
+                                              {x1.data(), 3, {other.ref(layout), nullptr, y_other.data()}},
+                                              {x2.data(), 1, {single.ref(layout), nullptr, y_single.data()}}};
+      for (int threads : {1, 2}) {
+        CAPTURE(threads);
+        ThreadPool pool(threads);
+        kernels::MatmulScratch scratch(pool.size(), cols, 16, 4);
+        kernels::matmul_each(products, pool, scratch);
+        for (const auto& p : products) {
+          std::vector<float> alone(static_cast<std::size_t>(p.n * p.out.w.rows));
+          for (std::int64_t t = 0; t < p.n; ++t)
+            kernels::matmul(p.x + t * cols, p.out.w, nullptr, alone.data() + t * p.out.w.rows, {1, 1}, pool, scratch);
+          CHECK(std::equal(alone.begin(), alone.end(), p.out.y));
+        }
       }
     }
-  }
 }

@@ -62,7 +62,8 @@ TEST_CASE("pack_panels puts row 16p + i, column k at (p, k, i) and zeros past th
 
 TEST_CASE("panel_matmul_ref matches the double oracle for BF16/F16/F32 weights, partial panels, several tokens") {
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
-    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {16, 64}, {37, 131}, {100, 1024}}) {
+    for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{1, 1}, {16, 64}, {37, 131}, {100, 1024}}) {
+      const std::int64_t rows = shape.first, cols = shape.second;  // named: clang 14 cannot capture structured bindings
       CAPTURE(dtype_name(dtype));
       CAPTURE(rows);
       CAPTURE(cols);
@@ -75,8 +76,9 @@ TEST_CASE("panel_matmul_ref matches the double oracle for BF16/F16/F32 weights, 
 TEST_CASE("panel_matmul gives panel_matmul_ref's sums bit for bit: BF16/F16/F32, 1-40 tokens, partial panels, panel ranges, column chunks") {
   // 1000 columns span several column chunks, 40 tokens more token blocks than run together
   for (DType dtype : {DType::bf16, DType::f16, DType::f32})
-    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {16, 64}, {37, 131}, {100, 33}, {300, 256}, {45, 1000}})
+    for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{1, 7}, {16, 64}, {37, 131}, {100, 33}, {300, 256}, {45, 1000}})
       for (std::int64_t n : {1, 2, 5, 8, 9, 16, 17, 40}) {
+        const std::int64_t rows = shape.first, cols = shape.second;  // named: clang 14 cannot capture structured bindings
         CAPTURE(dtype_name(dtype));
         CAPTURE(rows);
         CAPTURE(cols);

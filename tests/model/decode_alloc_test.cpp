@@ -12,7 +12,7 @@
 #include "kylin/model/model.hpp"
 
 
-TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test architecture, stored, q8 and q4 weights)") {
+TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test architecture, stored, q8 and q4 weights, packed)") {
   for (const char* name : {"small-qwen3", "small-qwen2-f32", "odd-qwen3-f16-sharded"}) {
     for (int threads : {1, 2})
       for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
@@ -37,24 +37,28 @@ TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test archi
   }
 }
 
-TEST_CASE("decoding 1, 3 and 8 sequences together allocates nothing per step (batched passes reuse every buffer)") {
-  kylin::Model model = kylin::Model::load(std::string(KYLIN_TEST_DATA) + "/models/small-qwen3", {.threads = 2, .max_chunk = 64});
-  const auto V = static_cast<std::size_t>(model.vocab_size());
-  for (std::size_t B : {1, 3, 8}) {
-    CAPTURE(B);
-    std::vector<kylin::KVCache> caches;
-    std::vector<std::vector<float>> logits(B, std::vector<float>(V));
-    std::vector<int> tokens(B, 1);
-    std::vector<kylin::SequenceInput> inputs;
-    for (std::size_t i = 0; i < B; ++i) caches.push_back(model.new_cache(64));
-    for (std::size_t i = 0; i < B; ++i) inputs.push_back({std::span<const int>(&tokens[i], 1), caches[i], {.logits = logits[i]}});
-    model.forward(inputs);  // the first call may size the per-batch bookkeeping
-    const long before = kylin::test::allocations();
-    for (int step = 0; step < 16; ++step) {
-      for (std::size_t i = 0; i < B; ++i) tokens[i] = (tokens[i] * 31 + 7 + static_cast<int>(i)) % 1000;
-      model.forward(inputs);
+TEST_CASE("decoding 1, 3 and 8 sequences together allocates nothing per step (batched passes reuse every buffer), packed and stored weights") {
+  for (kylin::WeightLayout layout : {kylin::WeightLayout::packed, kylin::WeightLayout::stored}) {
+    kylin::Model model =
+        kylin::Model::load(std::string(KYLIN_TEST_DATA) + "/models/small-qwen3", {.threads = 2, .max_chunk = 64, .weight_layout = layout});
+    const auto V = static_cast<std::size_t>(model.vocab_size());
+    for (std::size_t B : {1, 3, 8}) {
+      CAPTURE(kylin::weight_layout_name(layout));
+      CAPTURE(B);
+      std::vector<kylin::KVCache> caches;
+      std::vector<std::vector<float>> logits(B, std::vector<float>(V));
+      std::vector<int> tokens(B, 1);
+      std::vector<kylin::SequenceInput> inputs;
+      for (std::size_t i = 0; i < B; ++i) caches.push_back(model.new_cache(64));
+      for (std::size_t i = 0; i < B; ++i) inputs.push_back({std::span<const int>(&tokens[i], 1), caches[i], {.logits = logits[i]}});
+      model.forward(inputs);  // the first call may size the per-batch bookkeeping
+      const long before = kylin::test::allocations();
+      for (int step = 0; step < 16; ++step) {
+        for (std::size_t i = 0; i < B; ++i) tokens[i] = (tokens[i] * 31 + 7 + static_cast<int>(i)) % 1000;
+        model.forward(inputs);
+      }
+      CHECK(kylin::test::allocations() == before);
+      CHECK(caches.back().size() == 17);
     }
-    CHECK(kylin::test::allocations() == before);
-    CHECK(caches.back().size() == 17);
   }
 }
