@@ -68,6 +68,7 @@ TEST_CASE("f32 KV: logits match the float64 reference to 1e-5 relative L2 at eve
   for (const char* name : models)
     for (int threads : {1, 2})
       for (kylin::WeightLayout layout : {kylin::WeightLayout::packed, kylin::WeightLayout::stored}) {
+        if (layout == kylin::WeightLayout::stored && threads == 1) continue;  // the row-major kernels: 2 threads suffice
         CAPTURE(name);
         CAPTURE(threads);
         CAPTURE(kylin::weight_layout_name(layout));

@@ -164,15 +164,18 @@ inline constexpr std::int64_t panel_chunk_blocks = 4;
 template <int P, class T>
 constexpr std::int64_t panel_chunk_cols = std::max<std::int64_t>(2, 8192 / (P * panel_width * static_cast<std::int64_t>(sizeof(T))) / 2 * 2);
 
-// P panels from p0 over every token of io, with the next P panels prefetched across all of it.
+// P panels from p0 for the one token of io.
+template <int P, class T>
+void panel_one(const PanelRef<T>& w, const PanelIO& io, std::int64_t p0) {
+  PanelPrefetch own_streams;
+  PanelAcc<P> acc{};
+  panel_tile<P, 1>(w, p0, io.x, 0, w.cols, acc, own_streams);
+  panel_store<P>(w, p0, 1, acc, io.bias, io.y, io.ldy);
+}
+
+// P panels from p0 over the io.n >= 2 tokens of io, with the next P panels prefetched across all of it.
 template <int P, class T>
 void panel_group(const PanelRef<T>& w, const PanelIO& io, std::int64_t p0) {
-  if (io.n == 1) {
-    PanelPrefetch own_streams;
-    PanelAcc<P> acc{};
-    panel_tile<P, 1>(w, p0, io.x, 0, w.cols, acc, own_streams);
-    return panel_store<P>(w, p0, 1, acc, io.bias, io.y, io.ldy);
-  }
   const PanelTokenBlocks blocks(io.n);
   const std::int64_t bytes = P * w.cols * panel_width * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t pairs = std::max<std::int64_t>(1, blocks.count * (w.cols / 2));
@@ -221,8 +224,11 @@ void panel_matmul(const PanelRef<T>& w, const PanelIO& io, std::int64_t p0, std:
   } else {
     using namespace detail;
     std::int64_t p = p0;
-    if (io.n == 1)
-      for (; p + panel_tile_panels_one <= p1; p += panel_tile_panels_one) panel_group<panel_tile_panels_one>(w, io, p);
+    if (io.n == 1) {
+      for (; p + panel_tile_panels_one <= p1; p += panel_tile_panels_one) panel_one<panel_tile_panels_one>(w, io, p);
+      for (; p < p1; ++p) panel_one<1>(w, io, p);
+      return;
+    }
     for (; p + panel_tile_panels <= p1; p += panel_tile_panels) panel_group<panel_tile_panels>(w, io, p);
     for (; p < p1; ++p) panel_group<1>(w, io, p);
   }
