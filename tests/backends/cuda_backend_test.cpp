@@ -25,7 +25,8 @@ const char* const models[] = {"tiny-qwen3-untied", "small-qwen3",        "odd-qw
                               "e2e-qwen3-fullvocab", "tiny-qwen3-yarn", "tiny-qwen3-moe",        "odd-qwen3-moe-f32-sharded"};
 
 // Worst relative L2 over every reference row of a checkpoint, and whether greedy decoding (the
-// decode rows: matvec kernel, attention over the cache) gives the reference's 12 tokens.
+// decode rows: matvec kernel, attention over the cache) gives the reference's 12 tokens (the first 3
+// on the full-vocabulary checkpoint).
 struct Result {
   double worst = 0;
   bool greedy_equal = true;
@@ -42,7 +43,12 @@ Result run_checkpoint(const std::string& name, kylin::DType kv_dtype, std::size_
     std::vector<float> logits(c.logits.size() * V);
     model.forward(c.tokens, cache, logits, c.all_positions ? kylin::Positions::all : kylin::Positions::last);
     for (std::size_t row = 0; row < c.logits.size(); ++row) r.worst = std::max(r.worst, relative_l2(logits.data() + row * V, c.logits[row]));
-    if (i < greedy_cases) r.greedy_equal = r.greedy_equal && kylin::test::greedy(model, cache, logits, 12) == c.greedy;
+    if (i < greedy_cases) {
+      // The emulated LM head over 151936 rows takes ~1 s a token (several under ASan): 3 there.
+      const std::size_t n = V > 100000 ? 3 : c.greedy.size();
+      const std::vector<int> want(c.greedy.begin(), c.greedy.begin() + static_cast<std::ptrdiff_t>(n));
+      r.greedy_equal = r.greedy_equal && kylin::test::greedy(model, cache, logits, static_cast<int>(n)) == want;
+    }
   }
   return r;
 }
