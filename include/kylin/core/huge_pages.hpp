@@ -1,6 +1,6 @@
-// Anonymous memory starting on a 2 MiB boundary with transparent huge pages asked for, for the
-// large buffers the kernels stream: weights copied or packed at load, KV caches, workspaces.
-// Committed on first touch, like any anonymous mapping.
+// Anonymous memory starting on a 2 MiB boundary with transparent huge pages asked for, for what
+// every pass streams whole: weights packed at load, a checkpoint copied (--no-mmap). Committed on
+// first touch a huge page at a time, so not for KV caches, which are written a position at a time.
 #pragma once
 
 #include <sys/mman.h>

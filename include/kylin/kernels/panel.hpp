@@ -84,9 +84,8 @@ struct PanelTokenBlocks {
 
 // How a tile prefetches. Several tokens: the panels after the tile, spread evenly over the tile's
 // column steps (one line per pair), so they arrive while it computes and the weights stream at the
-// kernel's average pace. One token (bound by bandwidth): each panel's own stream this far ahead.
-// On the Zen 3 VM, one token: 1 KiB ahead 1.10-1.18x the row-wise matvec in four 2-thread rounds,
-// 2 KiB 1.05-1.24x, the spread prefetch 0.99-1.07x (docs/PERFORMANCE.md).
+// kernel's average pace. One token (bound by bandwidth): each panel's own stream this far ahead,
+// the distance that measured best (docs/PERFORMANCE.md, "Packed weights").
 inline constexpr std::int64_t panel_stream_prefetch_bytes = 1024;
 struct PanelPrefetch {
   const char* next = nullptr;
