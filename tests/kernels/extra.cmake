@@ -5,7 +5,7 @@
 foreach(variant IN ITEMS avx2 scalar)
   add_executable(test_kernels_${variant} ${sources} ${CMAKE_CURRENT_SOURCE_DIR}/doctest_main.cpp)
   target_link_libraries(test_kernels_${variant} PRIVATE doctest::doctest kylin::kylin kylin_common_flags)
-  target_compile_definitions(test_kernels_${variant} PRIVATE KYLIN_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data"
+  target_compile_definitions(test_kernels_${variant} PRIVATE DOCTEST_CONFIG_SUPER_FAST_ASSERTS KYLIN_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data"
                              KYLIN_BIN_DIR="${PROJECT_BINARY_DIR}/bin" KYLIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   add_test(NAME kernels_${variant} COMMAND test_kernels_${variant} WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 endforeach()
