@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/helpers.hpp"
@@ -202,15 +203,17 @@ TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q
   }
 }
 
-// One matvec case: W [out, in] in dt, n rows of x, with or without bias.
-double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias) {
+// One matvec case: W [out, in] in dt, n rows of x (starting x_shift floats into its buffer, so
+// x_shift = 1 leaves them off 16-byte alignment), with or without bias.
+double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias, std::int64_t x_shift = 0) {
   const CaseWeights cw = case_weights(dt, out, in, 14);
   const kernels::MatRef m = cw.ref;
-  const auto x = test::random_floats(n * in, 15), bias_v = test::random_floats(out, 16);
+  const auto x_buf = test::random_floats(n * in + x_shift, 15), bias_v = test::random_floats(out, 16);
+  const float* x = x_buf.data() + x_shift;
   const float* bias = with_bias ? bias_v.data() : nullptr;
   auto expected = zeros(n * out), got = zeros(n * out);
-  kernels::matmul_ref(x.data(), m, bias, expected.data(), n);
-  run(cuda::MatvecKernel{.x = x.data(), .n = n, .w = m.data, .w_dtype = dt, .out_features = out, .in_features = in, .bias = bias, .y = got.data()});
+  kernels::matmul_ref(x, m, bias, expected.data(), n);
+  run(cuda::MatvecKernel{.x = x, .n = n, .w = m.data, .w_dtype = dt, .out_features = out, .in_features = in, .bias = bias, .y = got.data()});
   return rel_l2(got, expected);
 }
 
@@ -227,6 +230,35 @@ TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16
       CAPTURE(s.n);
       CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 1) <= 1e-5);
     }
+}
+
+TEST_CASE("MatvecKernel reads 16 bytes at a time only where rows are 16-byte aligned: widths not a multiple of 8 or 4 and misaligned x give the same results") {
+  struct Shape {
+    std::int64_t out, in, n;
+  };
+  for (DType dt : {DType::bf16, DType::f16, DType::f32})
+    for (const Shape& s : {Shape{72, 36, 3}, Shape{33, 27, 2}, Shape{64, 96, 1}, Shape{64, 96, 4}})
+      for (std::int64_t shift : {0, 1}) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(s.in);
+        CAPTURE(s.n);
+        CAPTURE(shift);
+        CHECK(matvec_error(dt, s.out, s.in, s.n, true, shift) <= 1e-5);
+      }
+}
+
+TEST_CASE("load16 widens 16 bytes to f32 (BF16, F16, F32) and refuses a misaligned address, on which the GPU would fault") {
+  alignas(16) std::uint16_t h[16];
+  for (int i = 0; i < 16; ++i) h[i] = kylin::f32_to_bf16(static_cast<float>(i) - 3.5f);
+  float out[8];
+  cuda::detail::load16(reinterpret_cast<const bf16_t*>(h), out);
+  for (int i = 0; i < 8; ++i) CHECK(out[i] == static_cast<float>(i) - 3.5f);
+  alignas(16) float f[5] = {1.f, 2.f, 3.f, 4.f, 5.f};
+  float four[4];
+  cuda::detail::load16(f, four);
+  CHECK(four[3] == 4.f);
+  CHECK_THROWS_AS(cuda::detail::load16(f + 1, four), std::logic_error);
+  CHECK_THROWS_AS(cuda::detail::load16(reinterpret_cast<const bf16_t*>(h + 1), out), std::logic_error);
 }
 
 TEST_CASE("MatvecKernel on Q8_0/Q4_0 weights matches matmul_ref's quantized product within 1e-5 (x quantized per block as on the CPU)") {

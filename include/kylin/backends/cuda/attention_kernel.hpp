@@ -37,12 +37,12 @@ struct AttentionKernel {
   std::int64_t block_heads() const { return groups() < detail::attn_heads ? groups() : detail::attn_heads; }
 
   // Grid (query row, KV head x head block); shared memory: queries [heads, head_dim], probabilities
-  // [heads, tile], running max/sum/correction [heads].
+  // [heads, tile], running max [2, heads], sum and correction [heads].
   LaunchShape shape() const {
     const std::int64_t g = block_heads();
     return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_kv_heads * head_blocks())},
             {detail::attn_threads},
-            static_cast<std::size_t>(g * (head_dim + detail::attn_tile + 3)) * sizeof(float)};
+            static_cast<std::size_t>(g * (head_dim + detail::attn_tile + 4)) * sizeof(float)};
   }
 
   template <class Thread>
@@ -88,8 +88,8 @@ struct AttentionKernel {
     const int ng = it.ng;
     float* q_s = t.template shared<float>();  // [ng, D]
     float* p_s = q_s + ng * D;                // [ng, tile] scores, then probabilities
-    float* m_s = p_s + ng * detail::attn_tile;  // [ng] running max
-    float* l_s = m_s + ng;                      // [ng] running sum
+    float* m_s = p_s + ng * detail::attn_tile;  // [2, ng] running max: tile i reads half i % 2, writes the other
+    float* l_s = m_s + 2 * ng;                  // [ng] running sum
     float* c_s = l_s + ng;                      // [ng] this tile's rescale of the accumulators
     const unsigned tid = t.thread_idx().x;
     const float* qr = q + (it.row * n_heads + it.h0) * D;
@@ -103,11 +103,11 @@ struct AttentionKernel {
     if constexpr (!std::is_void_v<T>) {
       const T* k = static_cast<const T*>(it.seq->k) + it.kvh * it.seq->kv_stride;
       const T* v = static_cast<const T*>(it.seq->v) + it.kvh * it.seq->kv_stride;
-      for (std::int64_t j0 = 0; j0 < it.n_keys; j0 += detail::attn_tile) {
+      for (std::int64_t j0 = 0, tile = 0; j0 < it.n_keys; j0 += detail::attn_tile, ++tile) {
         const int nk = static_cast<int>(it.n_keys - j0 < detail::attn_tile ? it.n_keys - j0 : detail::attn_tile);
         scores(t, k + j0 * D, nk, ng, q_s, p_s);
         t.sync();
-        softmax_step(t, nk, ng, p_s, m_s, l_s, c_s);
+        softmax_step(t, nk, ng, p_s, {.max_in = m_s + (tile % 2) * ng, .max_out = m_s + (1 - tile % 2) * ng, .sum = l_s, .corr = c_s});
         t.sync();
         accumulate(v + j0 * D, nk, ng, p_s, c_s, tid, acc);
         t.sync();  // p_s is rewritten by the next tile
@@ -148,24 +148,33 @@ struct AttentionKernel {
     }
   }
 
+  // The online softmax's per-head state in shared memory. The running max is read by every lane and
+  // written by one, so it alternates between two arrays: no write lands where this tile reads.
+  struct SoftmaxState {
+    const float* max_in;  // [ng]
+    float* max_out;       // [ng]
+    float* sum;           // [ng]
+    float* corr;          // [ng] e^(old max - new max), for the accumulators
+  };
+
   // Per head (a warp each): the tile's max, p = e^(s - new max), and the running sum rescaled.
   template <class Thread>
-  KYLIN_HD void softmax_step(Thread& t, int nk, int ng, float* p_s, float* m_s, float* l_s, float* c_s) const {
+  KYLIN_HD void softmax_step(Thread& t, int nk, int ng, float* p_s, const SoftmaxState& st) const {
     const int lane = static_cast<int>(t.thread_idx().x % warp_size), warp = static_cast<int>(t.thread_idx().x / warp_size);
     for (int g = warp; g < ng; g += detail::attn_threads / warp_size) {
       float* p = p_s + g * detail::attn_tile;
       const int j1 = lane + static_cast<int>(warp_size);
       const float s0 = lane < nk ? p[lane] : -INFINITY, s1 = j1 < nk ? p[j1] : -INFINITY;
-      const float m_old = m_s[g], m_new = fmaxf(m_old, detail::warp_max(t, fmaxf(s0, s1)));
+      const float m_old = st.max_in[g], m_new = fmaxf(m_old, detail::warp_max(t, fmaxf(s0, s1)));
       const float e0 = lane < nk ? expf(s0 - m_new) : 0.f, e1 = j1 < nk ? expf(s1 - m_new) : 0.f;
       if (lane < nk) p[lane] = e0;
       if (j1 < nk) p[j1] = e1;
-      const float sum = detail::warp_sum(t, e0 + e1);  // every lane has read m_s[g] before lane 0 writes it
+      const float sum = detail::warp_sum(t, e0 + e1);
       if (lane == 0) {
         const float corr = expf(m_old - m_new);  // 0 on the first tile: e^-inf
-        m_s[g] = m_new;
-        l_s[g] = l_s[g] * corr + sum;
-        c_s[g] = corr;
+        st.max_out[g] = m_new;
+        st.sum[g] = st.sum[g] * corr + sum;
+        st.corr[g] = corr;
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "kylin/backends/cuda/portable.hpp"
@@ -13,8 +14,10 @@
 
 #if defined(__CUDA_ARCH__)
 #define KYLIN_UNROLL _Pragma("unroll")
+#define KYLIN_UNROLL4 _Pragma("unroll 4")
 #else
 #define KYLIN_UNROLL
+#define KYLIN_UNROLL4
 #endif
 
 namespace kylin::cuda {
@@ -90,6 +93,24 @@ KYLIN_HD inline std::uint16_t f32_to_f16(float f) {
 KYLIN_HD inline float to_f32(float x) { return x; }
 KYLIN_HD inline float to_f32(bf16_t x) { return bf16_to_f32(x.bits); }
 KYLIN_HD inline float to_f32(f16_t x) { return f16_to_f32(x.bits); }
+
+// The 16 bytes at p (16-byte aligned: one 128-bit load on the GPU) widened to f32. The emulator
+// refuses a misaligned p, as the GPU would fault on it.
+template <class T, int V = 16 / static_cast<int>(sizeof(T))>
+KYLIN_HD inline void load16(const T* p, float (&out)[V]) {
+  static_assert(V * sizeof(T) == 16, "load16 reads 16 bytes");
+  T v[V];
+#if defined(__CUDA_ARCH__)
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  memcpy(v, &raw, 16);
+#else
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) throw std::logic_error("load16: address not 16-byte aligned");
+  std::memcpy(v, p, 16);
+#endif
+  KYLIN_UNROLL for (int i = 0; i < V; ++i) out[i] = to_f32(v[i]);
+}
+
+KYLIN_HD inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // What a kernel writes for a dtype it has no path for (the backend refuses those before launching).
 KYLIN_HD inline float poison() { return NAN; }

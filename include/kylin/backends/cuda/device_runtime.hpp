@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -56,11 +57,19 @@ class DeviceRuntime {
       cudaStreamDestroy(stream_);
       detail::check(s, "cublasCreate");
     }
-    detail::check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    try {
+      detail::check(cublasSetStream(blas_, stream_), "cublasSetStream");
+      detail::check(cudaMallocHost(&staging_, staging_bytes), "cudaMallocHost of the staging buffer");
+    } catch (...) {
+      cublasDestroy(blas_);
+      cudaStreamDestroy(stream_);
+      throw;
+    }
   }
   DeviceRuntime(const DeviceRuntime&) = delete;
   DeviceRuntime& operator=(const DeviceRuntime&) = delete;
   ~DeviceRuntime() {
+    cudaFreeHost(staging_);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -70,13 +79,21 @@ class DeviceRuntime {
     detail::check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc of " + std::to_string(bytes) + " bytes");
     return Memory(p, bytes, [](void* q, std::size_t) { cudaFree(q); }, Placement::device);
   }
-  // From pageable host memory the call returns once the source is staged, so it may be reused.
+  // The source may be reused on return. Small copies (a layer's attention sequences, row
+  // selections) go through pinned staging memory: from pageable memory the copy may first wait for
+  // the stream to drain, which would stall the launch queue at every layer.
   void to_device(void* dst, const void* src, std::size_t bytes) {
-    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
+    const void* from = src;
+    if (bytes <= staging_bytes / 16) {
+      if (staged_ + bytes > staging_bytes) synchronize();  // every staged copy has run: start over
+      from = std::memcpy(static_cast<unsigned char*>(staging_) + staged_, src, bytes);
+      staged_ += (bytes + 255) / 256 * 256;
+    }
+    detail::check(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
   }
   void to_host(void* dst, const void* src, std::size_t bytes) {
     detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host");
-    detail::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    synchronize();
   }
   template <class Kernel>
   void launch(const Kernel& k) {
@@ -96,8 +113,17 @@ class DeviceRuntime {
   }
 
  private:
+  static constexpr std::size_t staging_bytes = std::size_t{1} << 20;
+
+  void synchronize() {
+    detail::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    staged_ = 0;
+  }
+
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  void* staging_ = nullptr;  // [staging_bytes] pinned host memory, reused after each synchronization
+  std::size_t staged_ = 0;
 };
 
 }  // namespace kylin::cuda

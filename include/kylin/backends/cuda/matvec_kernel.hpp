@@ -70,12 +70,30 @@ struct MatvecKernel {
     }
   }
 
-  // acc[r] = this lane's share of x[r0 + r] · W[o] over columns lane, lane + 32, ...
+  // acc[r] = this lane's share of x[r0 + r] · W[o]: 16-byte loads (8 BF16/F16 or 4 F32 weights) at
+  // columns lane * V, (lane + 32) * V, ... where rows and x are 16-byte aligned; one element per
+  // lane per step otherwise (odd widths).
   template <class T>
   KYLIN_HD void dot_rows(std::int64_t o, std::int64_t r0, int nr, unsigned lane, float (&acc)[detail::matvec_rows]) const {
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
     const T* wr = static_cast<const T*>(w) + o * in_features;
     const float* xr = x + r0 * in_features;
     for (float& a : acc) a = 0.f;
+    if (in_features % V == 0 && detail::aligned16(wr) && detail::aligned16(xr)) {
+      KYLIN_UNROLL4 for (std::int64_t k = lane * V; k < in_features; k += warp_size * V) {
+        float wk[V];
+        detail::load16(wr + k, wk);
+        KYLIN_UNROLL for (int r = 0; r < detail::matvec_rows; ++r) {
+          if (r >= nr) break;
+          KYLIN_UNROLL for (int i = 0; i < V; i += 4) {
+            float xv[4];
+            detail::load16(xr + r * in_features + k + i, xv);
+            acc[r] += xv[0] * wk[i] + xv[1] * wk[i + 1] + xv[2] * wk[i + 2] + xv[3] * wk[i + 3];
+          }
+        }
+      }
+      return;
+    }
     for (std::int64_t k = lane; k < in_features; k += warp_size) {
       const float wk = detail::to_f32(wr[k]);
       KYLIN_UNROLL for (int r = 0; r < detail::matvec_rows; ++r)
