@@ -328,6 +328,18 @@ class ModelOn final : public AnyModel {
   BasicModel<B> m_;
 };
 
+// The CPU model behind Model::load. Inline by default (header-only). A program with many
+// translation units can compile the CPU engine once instead of in each of them: define
+// KYLIN_EXTERN_CPU_MODEL in every translation unit and include kylin/model/cpu_model_instance.hpp
+// in exactly one (kylin's own tests and programs do: docs/ARCHITECTURE.md, "Build time").
+#if defined(KYLIN_EXTERN_CPU_MODEL)
+std::unique_ptr<AnyModel> make_cpu_model(const std::filesystem::path& dir, const ModelOptions& o);
+#else
+inline std::unique_ptr<AnyModel> make_cpu_model(const std::filesystem::path& dir, const ModelOptions& o) {
+  return std::make_unique<ModelOn<CpuBackend>>(dir, o);
+}
+#endif
+
 // Set by backends/cuda/register.cpp when it is linked in, or by cuda::load_module.
 using ModelFactory = std::unique_ptr<AnyModel> (*)(const std::filesystem::path&, const ModelOptions&);
 inline ModelFactory& cuda_model_factory() {
@@ -341,7 +353,7 @@ inline ModelFactory& cuda_model_factory() {
 class Model {
  public:
   static Model load(const std::filesystem::path& dir, const ModelOptions& o = {}) {
-    if (o.backend == BackendKind::cpu) return Model(std::make_unique<detail::ModelOn<CpuBackend>>(dir, o));
+    if (o.backend == BackendKind::cpu) return Model(detail::make_cpu_model(dir, o));
     if (!detail::cuda_model_factory())
       throw Error(ErrorCategory::config, "backend", "cuda: this build has no CUDA backend (configure with -DKYLIN_CUDA=ON)");
     return Model(detail::cuda_model_factory()(dir, o));
