@@ -84,11 +84,12 @@ struct MatvecKernel {
         float wk[V];
         detail::load16(wr + k, wk);
         KYLIN_UNROLL for (int r = 0; r < detail::matvec_rows; ++r) {
-          if (r >= nr) break;
-          KYLIN_UNROLL for (int i = 0; i < V; i += 4) {
-            float xv[4];
-            detail::load16(xr + r * in_features + k + i, xv);
-            acc[r] += xv[0] * wk[i] + xv[1] * wk[i + 1] + xv[2] * wk[i + 2] + xv[3] * wk[i + 3];
+          if (r < nr) {
+            KYLIN_UNROLL for (int i = 0; i < V; i += 4) {
+              float xv[4];
+              detail::load16(xr + r * in_features + k + i, xv);
+              acc[r] += xv[0] * wk[i] + xv[1] * wk[i + 1] + xv[2] * wk[i + 2] + xv[3] * wk[i + 3];
+            }
           }
         }
       }
