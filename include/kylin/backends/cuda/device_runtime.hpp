@@ -83,6 +83,7 @@ class DeviceRuntime {
   // selections) go through pinned staging memory: from pageable memory the copy may first wait for
   // the stream to drain, which would stall the launch queue at every layer.
   void to_device(void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;  // an empty selection may come with a null source
     const void* from = src;
     if (bytes <= staging_bytes / 16) {
       if (staged_ + bytes > staging_bytes) synchronize();  // every staged copy has run: start over
