@@ -94,6 +94,8 @@ KYLIN_HD inline float to_f32(float x) { return x; }
 KYLIN_HD inline float to_f32(bf16_t x) { return bf16_to_f32(x.bits); }
 KYLIN_HD inline float to_f32(f16_t x) { return f16_to_f32(x.bits); }
 
+KYLIN_HD inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 // The 16 bytes at p (16-byte aligned: one 128-bit load on the GPU) widened to f32. The emulator
 // refuses a misaligned p, as the GPU would fault on it.
 template <class T, int V = 16 / static_cast<int>(sizeof(T))>
@@ -104,13 +106,11 @@ KYLIN_HD inline void load16(const T* p, float (&out)[V]) {
   const uint4 raw = *reinterpret_cast<const uint4*>(p);
   memcpy(v, &raw, 16);
 #else
-  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) throw std::logic_error("load16: address not 16-byte aligned");
+  if (!aligned16(p)) throw std::logic_error("load16: address not 16-byte aligned");
   std::memcpy(v, p, 16);
 #endif
   KYLIN_UNROLL for (int i = 0; i < V; ++i) out[i] = to_f32(v[i]);
 }
-
-KYLIN_HD inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // What a kernel writes for a dtype it has no path for (the backend refuses those before launching).
 KYLIN_HD inline float poison() { return NAN; }
