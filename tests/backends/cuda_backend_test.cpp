@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/reference.hpp"
+#include "common/sanitizer.hpp"
 #include "kylin/backends/cuda/backend.hpp"
 #include "kylin/backends/cuda/host_runtime.hpp"
 #include "kylin/model/model.hpp"
@@ -61,6 +62,8 @@ TEST_CASE("CudaBackend (emulated device) matches the float64 references on every
     for (const auto& kv_bar : {std::pair{kylin::DType::f32, 1e-4}, std::pair{kylin::DType::f16, 2e-3}}) {
       const kylin::DType kv = kv_bar.first;  // no structured bindings: clang 14 cannot capture them in CAPTURE's lambda
       const double bar = kv_bar.second;
+      // under a sanitizer, the f16 cache on the first checkpoint only: the same kernels, fewer rows
+      if (kylin::test::sanitized && kv == kylin::DType::f16 && name != models[0]) continue;
       CAPTURE(name);
       CAPTURE(kylin::dtype_name(kv));
       const Result r = run_checkpoint(name, kv, kv == kylin::DType::f32 ? 1 : 0);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/reference.hpp"
+#include "common/sanitizer.hpp"
 #include "kylin/model/model.hpp"
 
 namespace {
@@ -56,7 +57,7 @@ TEST_CASE("each sequence of a random mixed batch gets the logits and hidden stat
         CAPTURE(kylin::weight_format_name(weights));
         kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = max_chunk, .weights = weights});
         const auto V = static_cast<std::size_t>(model.vocab_size()), H = static_cast<std::size_t>(model.hidden_size());
-        for (int round = 0; round < 3; ++round) {
+        for (int round = 0; round < kylin::test::repetitions(3, 1); ++round) {
           const auto batch = random_batch(rng, model.vocab_size());
           std::vector<kylin::KVCache> caches;
           std::vector<std::vector<float>> logits, hidden;

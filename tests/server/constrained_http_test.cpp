@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/json_schema_check.hpp"
+#include "common/sanitizer.hpp"
 #include "server_process.hpp"
 
 using namespace kylin::test;
@@ -52,7 +53,7 @@ const char* const schemas[] = {
 TEST_CASE("response_format json_schema: every sampled answer parses and validates, whole and streamed alike") {
   for (const char* text : schemas) {
     const Value schema = kylin::json::parse(text);
-    for (int seed : {1, 2, 3}) {
+    for (int seed = 1; seed <= kylin::test::repetitions(3, 1); ++seed) {
       CAPTURE(text);
       CAPTURE(seed);
       const std::string body = "{" + user_no_think + R"(, "max_tokens": 400, "temperature": 1, "seed": )" + std::to_string(seed) +
@@ -127,7 +128,7 @@ void check_calls(const Value& calls, std::size_t min, std::size_t max, const std
 }
 
 TEST_CASE("tool_choice required: the answer is one or more valid calls of the offered tools, finish_reason tool_calls") {
-  for (int seed : {1, 2, 3}) {
+  for (int seed = 1; seed <= kylin::test::repetitions(3, 1); ++seed) {
     CAPTURE(seed);
     const Value r = post_ok("/v1/chat/completions", "{" + user_no_think + ", " + tools +
                                                         R"(, "tool_choice": "required", "max_tokens": 400, "temperature": 1, "seed": )" +
