@@ -60,10 +60,10 @@ void matvec(const float* x, const bf16_t* w, float* y, Rows rows, Cols cols) {
     fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
     for (std::int64_t c = 0; c < end4; c += 4 * L) {
       kernels::prefetch_lines(wr + c, 4096, 4 * L * 2);
-      a0 = xsimd::fma(fbatch::load_unaligned(x + c), kernels::load_as_float(wr + c), a0);
-      a1 = xsimd::fma(fbatch::load_unaligned(x + c + L), kernels::load_as_float(wr + c + L), a1);
-      a2 = xsimd::fma(fbatch::load_unaligned(x + c + 2 * L), kernels::load_as_float(wr + c + 2 * L), a2);
-      a3 = xsimd::fma(fbatch::load_unaligned(x + c + 3 * L), kernels::load_as_float(wr + c + 3 * L), a3);
+      a0 = kernels::fma(fbatch::load_unaligned(x + c), kernels::load_as_float(wr + c), a0);
+      a1 = kernels::fma(fbatch::load_unaligned(x + c + L), kernels::load_as_float(wr + c + L), a1);
+      a2 = kernels::fma(fbatch::load_unaligned(x + c + 2 * L), kernels::load_as_float(wr + c + 2 * L), a2);
+      a3 = kernels::fma(fbatch::load_unaligned(x + c + 3 * L), kernels::load_as_float(wr + c + 3 * L), a3);
     }
     y[r] = xsimd::hadd((a0 + a1) + (a2 + a3));
   }
@@ -107,7 +107,7 @@ void attention(const float* q, const float* k, const float* v, float* out, std::
         for (std::int64_t j = 0; j < nj; ++j) {
           fbatch s(0.f);
           for (std::int64_t b = 0; b < nb; ++b)
-            s = xsimd::fma(fbatch::load_unaligned(qh + b * L), fbatch::load_unaligned(kh + (j0 + j) * d + b * L), s);
+            s = kernels::fma(fbatch::load_unaligned(qh + b * L), fbatch::load_unaligned(kh + (j0 + j) * d + b * L), s);
           p[g][j] = xsimd::hadd(s) * scale;
           tile_max = std::max(tile_max, p[g][j]);
         }
@@ -120,7 +120,7 @@ void attention(const float* q, const float* k, const float* v, float* out, std::
       for (std::int64_t j = 0; j < nj; ++j)
         for (std::int64_t g = 0; g < groups; ++g)
           for (std::int64_t b = 0; b < nb; ++b)
-            acc[g][b] = xsimd::fma(fbatch(p[g][j]), fbatch::load_unaligned(vh + (j0 + j) * d + b * L), acc[g][b]);
+            acc[g][b] = kernels::fma(fbatch(p[g][j]), fbatch::load_unaligned(vh + (j0 + j) * d + b * L), acc[g][b]);
     }
     for (std::int64_t g = 0; g < groups; ++g)
       for (std::int64_t b = 0; b < nb; ++b) (acc[g][b] / fbatch(sum[g])).store_unaligned(out + (kvh * groups + g) * d + b * L);

@@ -90,7 +90,7 @@ float fma_chains(std::int64_t steps, float seed) {
     // unrolled so the chains live in registers: rolled, GCC 12 kept them on the stack and the
     // probe read ~55 GMAC/s a core on a Zen 5 whose FMA units do ~100 (docs/PERFORMANCE.md)
 #pragma GCC unroll 32
-    for (int i = 0; i < chains; ++i) acc[i] = xsimd::fma(acc[i], m, c);
+    for (int i = 0; i < chains; ++i) acc[i] = kylin::kernels::fma(acc[i], m, c);
   }
   fbatch sum = acc[0];
   for (int i = 1; i < chains; ++i) sum += acc[i];

@@ -199,7 +199,7 @@ void key_group_scores(const float* q, const T* k, float* sc, std::int64_t j0, st
     for (int i = 0; i < KG; ++i) kv[i] = load_as_float(k + (j0 + i) * D + c);
     for (int g = 0; g < NG; ++g) {
       const fbatch qg = fbatch::load_unaligned(q + g * D + c);
-      for (int i = 0; i < KG; ++i) acc[g][i] = xsimd::fma(qg, kv[i], acc[g][i]);
+      for (int i = 0; i < KG; ++i) acc[g][i] = fma(qg, kv[i], acc[g][i]);
     }
   }
   for (int g = 0; g < NG; ++g) {
@@ -251,7 +251,7 @@ void block_values_cols(float* acc, const float* corr, const float* p, const T* v
     const T* vj = v + j * D + c0;
     for (int b = 0; b < CB; ++b) {
       const fbatch vv = load_as_float(vj + b * L);
-      for (int g = 0; g < NG; ++g) a[g][b] = xsimd::fma(fbatch(p[g * attention_tile + j]), vv, a[g][b]);
+      for (int g = 0; g < NG; ++g) a[g][b] = fma(fbatch(p[g * attention_tile + j]), vv, a[g][b]);
     }
   }
   for (int g = 0; g < NG; ++g)

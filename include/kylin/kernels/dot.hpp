@@ -48,15 +48,15 @@ void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int6
                    w3 = load_as_float(wr + c + 3 * L);
       for (int t = 0; t < NB; ++t) {
         const float* xt = x + t * cols + c;
-        a[t][0] = xsimd::fma(fbatch::load_unaligned(xt), w0, a[t][0]);
-        a[t][1] = xsimd::fma(fbatch::load_unaligned(xt + L), w1, a[t][1]);
-        a[t][2] = xsimd::fma(fbatch::load_unaligned(xt + 2 * L), w2, a[t][2]);
-        a[t][3] = xsimd::fma(fbatch::load_unaligned(xt + 3 * L), w3, a[t][3]);
+        a[t][0] = fma(fbatch::load_unaligned(xt), w0, a[t][0]);
+        a[t][1] = fma(fbatch::load_unaligned(xt + L), w1, a[t][1]);
+        a[t][2] = fma(fbatch::load_unaligned(xt + 2 * L), w2, a[t][2]);
+        a[t][3] = fma(fbatch::load_unaligned(xt + 3 * L), w3, a[t][3]);
       }
     }
     for (; c < end1; c += L) {
       const fbatch wc = load_as_float(wr + c);
-      for (int t = 0; t < NB; ++t) a[t][0] = xsimd::fma(fbatch::load_unaligned(x + t * cols + c), wc, a[t][0]);
+      for (int t = 0; t < NB; ++t) a[t][0] = fma(fbatch::load_unaligned(x + t * cols + c), wc, a[t][0]);
     }
     for (int t = 0; t < NB; ++t)
       y[t * ldy + r] = xsimd::hadd((a[t][0] + a[t][1]) + (a[t][2] + a[t][3])) + dot_tail(x + t * cols, wr, end1, cols) +
@@ -142,7 +142,7 @@ void dot_tile_pass(const float* x, const T* wr, std::int64_t cols, std::int64_t 
     for (int t = 0; t < NB; ++t) {
       fbatch xv = fbatch::load_unaligned(xs + t * x_row);
       keep_in_register(xv);
-      for (int i = 0; i < R; ++i) a[i][t] = xsimd::fma(xv, wv[i], a[i][t]);
+      for (int i = 0; i < R; ++i) a[i][t] = fma(xv, wv[i], a[i][t]);
     }
   };
   std::int64_t c = c0;

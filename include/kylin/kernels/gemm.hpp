@@ -211,8 +211,8 @@ inline void gemm_tile(const float* a, const float* b, std::int64_t K, const floa
 #pragma GCC unroll 16
     for (std::int64_t i = 0; i < gemm_mr; ++i) {
       const fbatch ai(ak[i]);
-      acc[i][0] = xsimd::fma(ai, b0, acc[i][0]);
-      acc[i][1] = xsimd::fma(ai, b1, acc[i][1]);
+      acc[i][0] = fma(ai, b0, acc[i][0]);
+      acc[i][1] = fma(ai, b1, acc[i][1]);
     }
   }
   alignas(64) float row[gemm_nr];

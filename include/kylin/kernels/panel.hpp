@@ -121,7 +121,7 @@ void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, std::int
       fbatch xb(xs[t]);
       keep_in_register(xb);
       for (int i = 0; i < P; ++i)
-        for (int v = 0; v < V; ++v) acc[i][v][t] = xsimd::fma(xb, wv[i][v], acc[i][v][t]);
+        for (int v = 0; v < V; ++v) acc[i][v][t] = fma(xb, wv[i][v], acc[i][v][t]);
     }
   };
   std::int64_t k = k0;

@@ -5,6 +5,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
@@ -52,6 +53,26 @@ inline void prefetch_lines(const void* p, std::int64_t bytes_ahead, std::int64_t
 inline void keep_in_register([[maybe_unused]] fbatch& v) {
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__AVX2__) || defined(__AVX512F__))
   asm("" : "+x"(v.data));
+#endif
+}
+
+// a * b + c rounded once, on every kernel set: the FMA chains the references spell std::fma.
+// xsimd 8.1 (Debian 12) has no AVX-512 fma; its generic one is `x * y + z`, which g++ contracts
+// into one vfmadd (-ffp-contract=fast) and clang does not, so under clang every AVX-512 kernel
+// rounded twice and lost bit equality with its reference (issue #38). Without FMA hardware
+// (SSE-only builds), each lane goes through std::fma: exact, and slow, as the scalar path.
+inline fbatch fma(const fbatch& a, const fbatch& b, const fbatch& c) {
+#if defined(__AVX512F__)
+  return fbatch(_mm512_fmadd_ps(a, b, c));
+#elif defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return xsimd::fma(a, b, c);
+#else
+  alignas(64) float av[lanes], bv[lanes], cv[lanes];
+  a.store_aligned(av);
+  b.store_aligned(bv);
+  c.store_aligned(cv);
+  for (std::size_t i = 0; i < lanes; ++i) cv[i] = std::fma(av[i], bv[i], cv[i]);
+  return fbatch::load_aligned(cv);
 #endif
 }
 
