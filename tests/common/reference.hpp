@@ -2,6 +2,7 @@
 // of HF modeling_qwen3/qwen2) and the comparisons the model tests make against them.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <string>
@@ -38,6 +39,10 @@ inline std::vector<Case> load_cases(const std::string& model) {
   }
   return cases;
 }
+
+// The larger of two errors, NaN if either is: std::max(worst, NaN) returns worst, so a row of NaN
+// logits would pass a bar on the worst row.
+inline double worse(double a, double b) { return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b); }
 
 // ||ours - ref|| / ||ref|| of two float rows of the same length.
 inline double relative_l2(std::span<const float> ours, std::span<const float> ref) {

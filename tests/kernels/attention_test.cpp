@@ -17,7 +17,42 @@ struct Case {
   std::int64_t T, pos0, n_heads, n_kv, head_dim;
 };
 
-void check_attention(const Case& c, DType kv_dtype, int threads) {
+struct Inputs {
+  std::vector<float> keys, vals;  // [capacity, n_kv * head_dim] rows each
+  std::vector<float> q;           // [T, n_heads * head_dim]
+};
+
+Inputs random_inputs(const Case& c) {
+  const std::int64_t capacity = c.pos0 + c.T + 3, D = c.head_dim;
+  return {test::random_floats(capacity * c.n_kv * D, 11, 2.f), test::random_floats(capacity * c.n_kv * D, 12),
+          test::random_floats(c.T * c.n_heads * D, 13, 2.f)};
+}
+
+// Scores of ~120-240 (960 / sqrt(head_dim) + noise of a few units), past 88.7 where expf overflows:
+// a softmax without the max shift gives inf and NaN. Every key and query of a KV head share one
+// large direction u (|u| = 1): q.k = 30 * 32 + noise.
+Inputs large_score_inputs(const Case& c) {
+  const std::int64_t capacity = c.pos0 + c.T + 3, D = c.head_dim, group = c.n_heads / c.n_kv;
+  Inputs in = random_inputs(c);
+  const auto dirs = test::random_floats(c.n_kv * D, 14);
+  for (std::int64_t h = 0; h < c.n_kv; ++h) {
+    double norm = 0;
+    for (std::int64_t i = 0; i < D; ++i) norm += double(dirs[h * D + i]) * dirs[h * D + i];
+    const auto u = [&](std::int64_t i) { return static_cast<float>(dirs[h * D + i] / std::sqrt(norm)); };
+    for (std::int64_t j = 0; j < capacity; ++j)
+      for (std::int64_t i = 0; i < D; ++i) in.keys[(j * c.n_kv + h) * D + i] = 30.f * u(i) + in.keys[(j * c.n_kv + h) * D + i] / 2;
+    for (std::int64_t t = 0; t < c.T; ++t)
+      for (std::int64_t g = 0; g < group; ++g)
+        for (std::int64_t i = 0; i < D; ++i) {
+          float& x = in.q[(t * c.n_heads + h * group + g) * D + i];
+          x = 32.f * u(i) + x / 2;
+        }
+  }
+  return in;
+}
+
+// The kernel's largest error relative to the double oracle's output scale.
+double attention_error(const Case& c, const Inputs& in, DType kv_dtype, int threads) {
   CAPTURE(c.T);
   CAPTURE(c.pos0);
   CAPTURE(c.n_heads);
@@ -26,22 +61,23 @@ void check_attention(const Case& c, DType kv_dtype, int threads) {
   CAPTURE(dtype_name(kv_dtype));
   CAPTURE(threads);
   const std::int64_t capacity = c.pos0 + c.T + 3, D = c.head_dim, stride = capacity * D;
-  const auto keys = test::random_floats(capacity * c.n_kv * D, 11, 2.f);  // [ctx, n_kv*D] rows
-  const auto vals = test::random_floats(capacity * c.n_kv * D, 12);
-  const auto q = test::random_floats(c.T * c.n_heads * D, 13, 2.f);
   const std::size_t elem = kv_dtype == DType::f16 ? 2 : 4;
   std::vector<std::byte> kbuf(static_cast<std::size_t>(c.n_kv * stride) * elem), vbuf(kbuf.size());
   const kernels::KVRef k{kv_dtype, kbuf.data()}, v{kv_dtype, vbuf.data()};
-  kernels::store_kv(k, {c.n_kv, D, stride}, {keys.data(), c.pos0 + c.T, 0});
-  kernels::store_kv(v, {c.n_kv, D, stride}, {vals.data(), c.pos0 + c.T, 0});
+  kernels::store_kv(k, {c.n_kv, D, stride}, {in.keys.data(), c.pos0 + c.T, 0});
+  kernels::store_kv(v, {c.n_kv, D, stride}, {in.vals.data(), c.pos0 + c.T, 0});
   const kernels::AttentionShape s{c.T, c.pos0, c.n_heads, c.n_kv, D, stride, static_cast<float>(1.0 / std::sqrt(double(D)))};
-  std::vector<float> out(q.size(), -1.f);
+  std::vector<float> out(in.q.size(), -1.f);
   ThreadPool pool(threads);
   kernels::AttentionScratch scratch(pool.size(), s.groups(), D);
-  kernels::attention(q.data(), k, v, out.data(), s, pool, scratch);
-  const auto ref = test::attention_oracle(q.data(), keys.data(), vals.data(), kv_dtype,
+  kernels::attention(in.q.data(), k, v, out.data(), s, pool, scratch);
+  const auto ref = test::attention_oracle(in.q.data(), in.keys.data(), in.vals.data(), kv_dtype,
                                           {c.T, c.pos0, c.n_heads, c.n_kv, D, 1.0 / std::sqrt(double(D))});
-  CHECK(test::max_rel_error(out, ref) < 2e-5);
+  return test::max_rel_error(out, ref);
+}
+
+void check_attention(const Case& c, DType kv_dtype, int threads) {
+  CHECK(attention_error(c, random_inputs(c), kv_dtype, threads) < 2e-5);
 }
 
 }  // namespace
@@ -51,6 +87,18 @@ TEST_CASE("attention matches the double oracle for f32 and f16 caches across til
                         {9, 0, 6, 2, 64},    {3, 257, 8, 1, 128},  {17, 40, 12, 2, 48}, {2, 63, 3, 1, 16}};
   for (DType dt : {DType::f32, DType::f16})
     for (const Case& c : cases) check_attention(c, dt, 1);
+}
+
+TEST_CASE("attention with scores past expf's overflow (~120-240) matches the oracle: the softmax shifts by the running max") {
+  // Scores this large lose ~1e-5 of their absolute value to f32 rounding, which the softmax turns
+  // into relative errors of that size (measured up to 9e-6); an unshifted exp gives inf and NaN, which fail any bar.
+  for (DType dt : {DType::f32, DType::f16})
+    for (const Case& c : {Case{1, 150, 4, 2, 64}, Case{6, 70, 4, 1, 32}, Case{1, 0, 2, 2, 16}}) {
+      const Inputs in = large_score_inputs(c);
+      const double err = attention_error(c, in, dt, 1);
+      MESSAGE("relative error at large scores: ", err);
+      CHECK(err < 5e-5);
+    }
 }
 
 TEST_CASE("attention on 2 threads matches the oracle (work dealt by token and KV head)") {

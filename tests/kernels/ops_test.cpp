@@ -71,6 +71,27 @@ TEST_CASE("rms_norm matches the double-precision formula for BF16 and F32 weight
   }
 }
 
+TEST_CASE("rms_norm keeps eps inside the square root: rows whose mean square is near, below or far below eps") {
+  // x / sqrt(mean(x^2) + eps), as transformers' Qwen3RMSNorm: at mean squares of 1e-8 to 1e-6
+  // (eps 1e-6) eps decides the scale, so eps outside the root or a missing eps is off by 2x-1000x.
+  const std::int64_t dim = 64;
+  const auto w = test::random_weights(DType::bf16, 1, dim, 3, 1.f);
+  for (float scale : {1e-3f, 1e-4f, 1e-5f, 0.f}) {
+    CAPTURE(scale);
+    const auto x = scale > 0 ? test::random_floats(dim, 7, scale) : std::vector<float>(dim, 0.f);
+    std::vector<float> out(x.size());
+    kernels::rms_norm(x.data(), w.ref(), out.data(), 1, 1e-6);
+    double ss = 0;
+    for (std::int64_t i = 0; i < dim; ++i) ss += double(x[i]) * x[i];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+    for (std::int64_t i = 0; i < dim; ++i) {
+      const double want = x[i] * inv * test::weight_value(w, i);
+      CHECK(std::isfinite(out[i]));
+      CHECK(std::abs(out[i] - want) <= 1e-5 * std::abs(want));
+    }
+  }
+}
+
 TEST_CASE("rope rotates each (i, i + d/2) pair by its angle, for every head and token") {
   const std::int64_t T = 2, H = 3, D = 8, half = D / 2;
   auto x = test::random_floats(T * H * D, 5);

@@ -16,6 +16,7 @@ namespace forward_test {
 using kylin::test::argmax;
 using kylin::test::Case;
 using kylin::test::data;
+using kylin::test::worse;
 using kylin::test::greedy;
 using kylin::test::load_cases;
 using kylin::test::relative_l2;
@@ -49,7 +50,7 @@ double max_reference_error(const char* name, int threads, kylin::DType kv_dtype,
     const auto which = c.all_positions ? kylin::Positions::all : kylin::Positions::last;
     std::vector<float> logits(c.logits.size() * V);
     model.forward(c.tokens, cache, logits, which);
-    for (std::size_t r = 0; r < c.logits.size(); ++r) worst = std::max(worst, relative_l2(logits.data() + r * V, c.logits[r]));
+    for (std::size_t r = 0; r < c.logits.size(); ++r) worst = worse(worst, relative_l2(logits.data() + r * V, c.logits[r]));
     if (check_greedy) CHECK(greedy(model, cache, logits, 12) == c.greedy);
     if (!c.all_positions) continue;
     // the same rows again one decode step at a time (the decode attention path reads the cache too)
@@ -57,7 +58,7 @@ double max_reference_error(const char* name, int threads, kylin::DType kv_dtype,
     std::vector<float> row(V);
     for (std::size_t t = 0; t < c.tokens.size(); ++t) {
       model.forward(std::span<const int>(&c.tokens[t], 1), step_cache, row);
-      worst = std::max(worst, relative_l2(row.data(), c.logits[t]));
+      worst = worse(worst, relative_l2(row.data(), c.logits[t]));
     }
   }
   return worst;

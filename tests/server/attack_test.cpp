@@ -48,26 +48,28 @@ bool wait_busy(ServerProcess& server, std::int64_t queued = 0) {
   return false;
 }
 
-// Latency of GET /health plus a one-token chat completion.
-double normal_requests_seconds(ServerProcess& server) {
-  auto c = server.client(std::chrono::seconds(60));
-  const auto t0 = Clock::now();
+// GET /health and a one-token chat completion, each answered 200 (the client waits up to 5 minutes:
+// a loaded machine under ASan is slow, never wrong).
+void normal_requests(ServerProcess& server) {
+  auto c = server.client(std::chrono::seconds(300));
   auto h = c.Get("/health");
   REQUIRE(h);
   CHECK(h->status == 200);
   auto r = post_json(c, "/v1/chat/completions", chat(1));
   REQUIRE(r);
   CHECK(r->status == 200);
-  return seconds_since(t0);
 }
 
 }  // namespace
 
-TEST_CASE("64 slowloris connections dripping header bytes delay normal requests by < 1 s; SIGTERM stays prompt") {
-  ServerProcess server({"--ctx", "512"});
-  normal_requests_seconds(server);  // warm up
-  double before = 0;  // the worst of three, as below: the machine may be busy with other work
-  for (int i = 0; i < 3; ++i) before = std::max(before, normal_requests_seconds(server));
+// Progress, not a wall-clock margin (a busy machine must not fail it): the dripping requests never
+// complete and their --request-timeout lies far beyond the test, so a server that served
+// connections in turn, or whose I/O thread waited on one, could answer the normal requests only
+// after dropping the drips. Every normal request is answered while all 64 drips are still open,
+// and SIGTERM exits without waiting for them.
+TEST_CASE("64 slowloris connections dripping header bytes hold up neither normal requests nor SIGTERM") {
+  ServerProcess server({"--ctx", "512", "--request-timeout", "600"});
+  normal_requests(server);  // warm up
   std::vector<RawSocket> drips;
   for (int i = 0; i < 64; ++i) {
     drips.emplace_back(server.port());
@@ -81,22 +83,19 @@ TEST_CASE("64 slowloris connections dripping header bytes delay normal requests 
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  double worst = 0;
-  for (int i = 0; i < 3; ++i) worst = std::max(worst, normal_requests_seconds(server));
-  MESSAGE("health + 1-token chat: ", before, " s alone, worst ", worst, " s beside 64 slowloris connections");
-  CHECK(worst < before + 1.0);
+  for (int i = 0; i < 3; ++i) normal_requests(server);
+  int open = 0;
+  for (auto& d : drips) open += !d.closed_by_peer(std::chrono::milliseconds(1));
+  CHECK(open == 64);
   const auto t0 = Clock::now();
-  const auto status = server.signal_and_wait(SIGTERM, std::chrono::seconds(30));
-  const double shutdown = seconds_since(t0);
+  // 300 s: half the drips' 600 s deadline, which a shutdown waiting on them would take
+  const auto status = server.signal_and_wait(SIGTERM, std::chrono::seconds(300));
+  MESSAGE("SIGTERM to exit with 64 slowloris connections open: ", seconds_since(t0), " s");
   stop = true;
   dripper.join();
   REQUIRE(status.has_value());
   CHECK(WIFEXITED(*status));
   CHECK(WEXITSTATUS(*status) == 0);
-  MESSAGE("SIGTERM to exit with 64 slowloris connections open: ", shutdown, " s");
-  // Generous for a loaded machine under ASan, and still half the 30 s request timeout that a
-  // shutdown waiting on the dripping connections would take.
-  CHECK(shutdown < 15.0);
 }
 
 TEST_CASE("at --max-connections, a new client evicts the oldest connection without a complete request") {
@@ -127,13 +126,12 @@ TEST_CASE("a request that does not arrive within --request-timeout gets 408, how
     s.send("X");
     answer = s.read_all(std::chrono::milliseconds(100));
   }
-  const double took = seconds_since(t0);
+  MESSAGE("408 after ", seconds_since(t0), " s of dripping");
+  // The 408 arrived while the bytes still came (the loop stops at the first answer): a whole-request
+  // deadline, not a per-byte timeout, which the drip would keep alive for the whole loop.
   REQUIRE(!statuses(answer).empty());
   CHECK(statuses(answer).front() == 408);
   CHECK(at(at(parse_json(last_body(answer)), "error"), "type").as_string() == "invalid_request_error");
-  // The 408 itself shows the deadline holds (dripping would keep a per-byte timeout alive for the
-  // whole 15 s loop); this bound only catches a deadline far later than 1 s, generously.
-  CHECK(took < 10.0);
 }
 
 TEST_CASE("too many headers or too large a header section get 431; memory returns to idle after 14 MB of headers") {
@@ -201,13 +199,13 @@ TEST_CASE("SIGTERM: new work gets 503, work past --shutdown-timeout ends with 50
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string refused = raw_exchange(server.port(), post("/v1/chat/completions", chat(1)));
   CHECK(statuses(refused) == std::vector<int>{503});
-  const auto status = server.signal_and_wait(0, std::chrono::seconds(20));
-  const double took = seconds_since(t0);
+  // The 503 and the SSE error below show the timeout cut the work; the wait only bounds a hang
+  // (no wall-clock margin: a busy machine is slow, not wrong).
+  const auto status = server.signal_and_wait(0, std::chrono::seconds(300));
+  MESSAGE("SIGTERM to exit with --shutdown-timeout 1 and two long requests: ", seconds_since(t0), " s");
   REQUIRE(status.has_value());
   CHECK(WIFEXITED(*status));
   CHECK(WEXITSTATUS(*status) == 0);
-  MESSAGE("SIGTERM to exit with --shutdown-timeout 1 and two long requests: ", took, " s");
-  CHECK(took < 15.0);  // generous; the 503 and the SSE error below show the timeout cut the work
   const std::string p = plain.get();
   CHECK(statuses(p) == std::vector<int>{503});
   CHECK(at(at(parse_json(last_body(p)), "error"), "code").as_string() == "server_shutting_down");

@@ -67,7 +67,8 @@ class ExpertRouting {
   std::int64_t experts_per_row() const { return k_; }
 
  private:
-  // Row r: softmax over the experts (in double), the k largest (ties to the lower index), their
+  // Row r: softmax over the experts (in double), the k largest (ties to the lower index, as a stable
+  // sort gives: torch.topk leaves their order unspecified; routing_test says more), their
   // probabilities divided by their sum when normalise_, as transformers' Qwen3MoeSparseMoeBlock.
   void choose(std::int64_t r) {
     const float* z = logits_.data() + r * experts_;
