@@ -3,6 +3,7 @@
 // unsupported or hostile input with a kylin::Error naming the keyword or rule.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <string>
 
 #include "kylin/constrain/gbnf.hpp"
@@ -126,6 +127,48 @@ TEST_CASE("unsupported keywords, bad values and hostile schemas are errors namin
   CHECK(schema_error(R"({"type":"array","items":{"type":"integer"},"maxItems":3000,"minItems":2000})",
                      {.max_elements = 5000}).find("elements") != std::string::npos);
   CHECK(schema_error(R"({"type":"string","minLength":1})").empty());
+}
+
+// Whether a strict JSON parser (simdjson, behind kylin::json::parse) takes the text.
+bool parses(const std::string& text) {
+  try {
+    kylin::json::parse(text);
+    return true;
+  } catch (const kylin::Error&) {
+    return false;
+  }
+}
+
+TEST_CASE("every byte 0x00-0xFF: inside a string exactly what RFC 8259 leaves unescaped, after a backslash exactly the escapes, elsewhere only what parses") {
+  // The oracle is twofold: RFC 8259 section 7 (unescaped = %x20-21 / %x23-5B / %x5D-10FFFF, here
+  // as one byte: ASCII only, since a lone byte >= 0x80 is not UTF-8) and the strict parser.
+  const auto any = kylin::constrain::json_value_grammar();
+  const auto string_schema = schema(R"({"type":"string"})");
+  for (int b = 0; b < 256; ++b) {
+    CAPTURE(b);
+    const std::string byte(1, static_cast<char>(b));
+    const bool unescaped = b >= 0x20 && b < 0x80 && b != '"' && b != '\\';
+    for (const std::string& text : {"\"a" + byte + "z\"", "[\"" + byte + "\"]", "{\"k" + byte + "\":1}"}) {
+      CAPTURE(text);
+      const bool accepted = complete(text[0] == '"' ? string_schema : any, text);
+      CHECK(accepted == unescaped);
+      CHECK(parses(text) == unescaped);
+    }
+    // after a backslash: the two-character escapes, and \u with four hex digits
+    const bool escape = std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos;
+    const std::string escaped = "\"\\" + byte + "\"";
+    CHECK(complete(string_schema, escaped) == escape);
+    CHECK(parses(escaped) == escape);
+    const std::string hex = "\"\\u00" + byte + "A\"";
+    CHECK(complete(string_schema, hex) == (std::isxdigit(b) != 0));
+    CHECK(parses(hex) == (std::isxdigit(b) != 0));
+    // between values the compact grammar takes no byte a strict parser refuses (and no whitespace)
+    for (const std::string& text : {"[1" + byte + "]", "[1," + byte + "2]", "{\"k\":" + byte + "1}", "[true" + byte + "]"}) {
+      CAPTURE(text);
+      if (complete(any, text)) CHECK(parses(text));
+      if (b <= 0x20) CHECK_FALSE(viable(any, text.substr(0, text.find(byte) + 1)));
+    }
+  }
 }
 
 TEST_CASE("free-form JSON: any object (response_format json_object) and any value, nested") {

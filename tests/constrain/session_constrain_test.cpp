@@ -90,6 +90,47 @@ TEST_CASE("every answer sampled under a schema parses and validates, across sche
   }
 }
 
+TEST_CASE("sampled strings go through every JSON escape (quote, backslash, slash, b f n r t, u+4 hex), and every answer parses and validates") {
+  // The random model is steered: +12 to the backslash outside an escape, +12 to each escape letter
+  // after one, so the strings are mostly escapes and each branch of the grammar's json-char rule
+  // is drawn. Every seed runs, under the sanitizers too (short answers).
+  kylin::Session session(engine());
+  const kylin::json::Value schema =
+      kylin::json::parse(R"({"type":"array","items":{"type":"string","maxLength":12},"minItems":1,"maxItems":8})");
+  kylin::constrain::Constraint c(kylin::constrain::json_schema_grammar(schema), trie());
+  const std::string escapes = "\"\\/bfnrtu";
+  const int backslash = *engine().tokenizer().token_to_id("\\");
+  std::vector<int> letters;
+  for (char e : escapes) letters.push_back(*engine().tokenizer().token_to_id(std::string(1, e)));
+  std::string seen;  // the escape letters drawn so far
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    CAPTURE(seed);
+    kylin::GenerateOptions o = sampled(seed, &c);
+    o.max_new_tokens = 400;
+    bool escaping = false;  // the last token opened an escape
+    o.on_token = [&](int id) { escaping = !escaping && id == backslash; };
+    o.on_logits = [&](std::span<float> row) {
+      if (!escaping) row[static_cast<std::size_t>(backslash)] += 12.f;
+      else
+        for (int id : letters) row[static_cast<std::size_t>(id)] += 12.f;
+    };
+    const kylin::Generation g = session.chat(ask("Strings."), thinking(false), o);
+    CAPTURE(g.content);
+    CHECK(g.stop_reason == kylin::StopReason::eos);
+    kylin::json::Value parsed;
+    REQUIRE_NOTHROW(parsed = kylin::json::parse(g.content));
+    CHECK(test_schema::check(parsed, schema, schema) == "");
+    for (std::size_t i = 0; i + 1 < g.content.size(); ++i)
+      if (g.content[i] == '\\') {
+        if (seen.find(g.content[i + 1]) == std::string::npos) seen += g.content[i + 1];
+        ++i;
+      }
+  }
+  MESSAGE("escapes drawn: ", seen);
+  CAPTURE(seen);
+  for (char e : escapes) CHECK(seen.find(e) != std::string::npos);
+}
+
 TEST_CASE("a recursive schema under sampling stays bounded: the answer ends, and validates when complete") {
   kylin::Session session(engine());
   const kylin::json::Value schema = kylin::json::parse(R"({"$defs":{"t":{"type":"array","items":{"anyOf":[{"type":"integer"},
