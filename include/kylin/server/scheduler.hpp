@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,16 @@
 #include "kylin/server/api_error.hpp"
 
 namespace kylin::server {
+
+struct Job;
+
+// One slot's share of a step: `tokens` rows of `job` in slot `slot`, prompt chunk or decode token.
+struct StepRow {
+  const Job* job;
+  int slot;
+  std::int64_t tokens;
+  bool prefill;
+};
 
 struct SchedulerOptions {
   int slots = 1;                  // KV caches, each a Session: the generations that run at once
@@ -36,6 +47,9 @@ struct SchedulerOptions {
   // rows (and always one, so prefills progress).
   std::int64_t prefill_chunk = 256;
   std::int64_t step_tokens = 512;
+  // Told each step's rows on the inference thread before its forward (tests script the scheduler
+  // with it; tracing could): one StepRow per slot in the step, decode rows first.
+  std::function<void(std::span<const StepRow>)> on_step = nullptr;
 };
 
 // One generation. `on_piece` runs on the inference thread; returning false (or setting
@@ -63,7 +77,7 @@ class Scheduler {
   Scheduler(Engine& engine, const SchedulerOptions& o)
       : engine_(engine), slots_(static_cast<std::size_t>(std::max(1, o.slots))), max_queued_(o.max_queued),
         prompt_cache_(o.prompt_cache), prefill_chunk_(std::max<std::int64_t>(1, o.prefill_chunk)),
-        step_tokens_(std::max<std::int64_t>(1, o.step_tokens)) {
+        step_tokens_(std::max<std::int64_t>(1, o.step_tokens)), on_step_(o.on_step) {
     for (auto& s : slots_) s.session = std::make_unique<Session>(engine, o.context_length);
     batch_.reserve(slots_.size());
     stepping_.reserve(slots_.size());
@@ -216,6 +230,7 @@ class Scheduler {
       chunk |= add(*s, rows);
     }
     if (!batch_.empty()) {
+      if (on_step_) tell_step();
       try {
         engine_.model().forward(batch_);
       } catch (...) {
@@ -244,6 +259,14 @@ class Scheduler {
     stepping_.push_back(&s);
     rows += static_cast<std::int64_t>(batch_.back().tokens.size());
     return true;
+  }
+
+  void tell_step() {
+    rows_.clear();
+    for (std::size_t i = 0; i < stepping_.size(); ++i)
+      rows_.push_back({stepping_[i]->job.get(), static_cast<int>(stepping_[i] - slots_.data()),
+                       static_cast<std::int64_t>(batch_[i].tokens.size()), stepping_[i]->run->prefilling()});
+    on_step_(rows_);
   }
 
   // The prefilling slot admitted first after admission number `after` (null: none).
@@ -282,6 +305,8 @@ class Scheduler {
   std::int64_t prefill_chunk_, step_tokens_;
   std::vector<SequenceInput> batch_;  // [<= slots] this step's inputs
   std::vector<Slot*> stepping_;       // [<= slots] their slots
+  std::function<void(std::span<const StepRow>)> on_step_;
+  std::vector<StepRow> rows_;         // [<= slots] what on_step_ is told
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
