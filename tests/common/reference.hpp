@@ -18,7 +18,8 @@ inline const std::string data = KYLIN_TEST_DATA;  // tests/data
 
 struct Case {
   std::vector<int> tokens;
-  bool all_positions;
+  bool all_positions;                       // "all": a row per position; else the last, or these:
+  std::vector<std::size_t> positions;       // listed positions ([0, 48, 1000, ...] of a long prompt)
   std::vector<std::vector<double>> logits;  // [rows][vocab]
   std::vector<int> greedy;                  // 12 ids
 };
@@ -29,7 +30,10 @@ inline std::vector<Case> load_cases(const std::string& model) {
   for (const auto& c : ref.find("cases")->as_array()) {
     Case k;
     for (const auto& t : c.find("tokens")->as_array()) k.tokens.push_back(static_cast<int>(t.as_int()));
-    k.all_positions = c.find("positions")->as_string() == "all";
+    const auto& positions = *c.find("positions");
+    k.all_positions = positions.is_string() && positions.as_string() == "all";
+    if (positions.is_array())
+      for (const auto& p : positions.as_array()) k.positions.push_back(static_cast<std::size_t>(p.as_int()));
     for (const auto& row : c.find("logits")->as_array()) {
       auto& r = k.logits.emplace_back();
       for (const auto& x : row.as_array()) r.push_back(x.as_double());

@@ -87,6 +87,42 @@ TEST_CASE("f16 KV: logits match the float64 reference to 2e-3 relative L2 at eve
   }
 }
 
+// Prompts of 2,030-3,000 tokens against float64 references at positions up to the last
+// (tests/data/reference/<model>-long.json, from tools/qwen3_reference.py): prefilled in chunks of
+// 512 into one cache, the listed rows compared, then the 12-token greedy continuation.
+double long_prompt_error(const char* name, kylin::DType kv_dtype, bool check_greedy) {
+  kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512, .kv_dtype = kv_dtype});
+  const auto V = static_cast<std::size_t>(model.vocab_size());
+  const auto cases = load_cases(std::string(name) + "-long");
+  REQUIRE(cases.size() == 1);
+  const Case& c = cases.front();
+  REQUIRE(c.tokens.size() >= 2000);
+  auto cache = model.new_cache(static_cast<std::int64_t>(c.tokens.size()) + 16);
+  std::vector<float> logits(c.tokens.size() * V);
+  model.forward(c.tokens, cache, logits, kylin::Positions::all);
+  double worst = 0;
+  for (std::size_t r = 0; r < c.positions.size(); ++r) {
+    const double err = relative_l2(logits.data() + c.positions[r] * V, c.logits[r]);
+    MESSAGE(std::string(name), " ", kylin::dtype_name(kv_dtype), " KV, position ", c.positions[r], ": ", err);
+    worst = worse(worst, err);
+  }
+  if (check_greedy) {
+    std::vector<float> last(logits.end() - static_cast<std::ptrdiff_t>(V), logits.end());
+    CHECK(greedy(model, cache, last, 12) == c.greedy);
+  }
+  return worst;
+}
+
+TEST_CASE("long prompts (2,030-3,000 tokens): logits at positions up to the last match float64 references, f32 and f16 KV") {
+  for (const char* name : {"tiny-qwen3-untied", "tiny-qwen3-yarn", "small-qwen3"}) {
+    CAPTURE(name);
+    CHECK(long_prompt_error(name, kylin::DType::f32, true) <= f32_bar);
+    const double f16 = long_prompt_error(name, kylin::DType::f16, false);
+    CHECK(f16 <= f16_kv_bar);
+    CHECK(f16 > f32_bar);
+  }
+}
+
 // Q8_0 and Q4_0 weights against the same float64 references, by prefill (GEMM rows) and, for the "all"
 // cases, token by token (decode rows; both with 8-bit activations): how far the logits move
 // (relative L2: worst and median row) and how often the reference's top token stays first
