@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend on real hardware (a machine with an NVIDIA GPU and the CUDA toolkit): builds with
 # -DKYLIN_CUDA=ON into build-gpu/ (needs the Debian packages of scripts/setup.sh), runs every
-# reference checkpoint on --backend cuda against the float64 references (<= 1e-3 relative L2, greedy
-# tokens identical; kylin-gpu-check), the CLI on cpu and cuda (three sequences in one batch),
+# reference checkpoint on --backend cuda against the float64 references with the emulated backend's
+# bars (kylin-gpu-check: <= 1e-4 relative L2 with an f32 KV cache and greedy tokens identical, <= 2e-3
+# with f16; q8/q4 weights within the CPU's agreement bars), the CLI on cpu and cuda (three sequences in one batch),
 # compute-sanitizer's memcheck and racecheck where it is installed, then `kylin bench --backend cuda`.
 # Usage: scripts/gpu-check.sh [--prebuilt DIR] [BENCH_MODEL_DIR]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/agreement.hpp"
 #include "common/reference.hpp"
 #include "common/sanitizer.hpp"
 #include "kylin/backends/cuda/backend.hpp"
@@ -71,6 +72,27 @@ TEST_CASE("CudaBackend (emulated device) matches the float64 references on every
       CHECK(r.worst <= bar);
       CHECK(r.greedy_equal);
     }
+}
+
+// What kylin-gpu-check asks of a GPU's quantized path, met here first on a dense and a MoE
+// checkpoint (the emulated quantized kernels are slow: every row of all eight would take minutes;
+// the dense one only under a sanitizer) within the CPU's agreement bars for Q8_0 and Q4_0 (tests/common/agreement.hpp).
+TEST_CASE("CudaBackend (emulated device): q8 and q4 weights meet the CPU's agreement bars with the float64 references") {
+  for (const auto& [format, bars] : {std::pair{kylin::WeightFormat::q8, kylin::test::q8_bars}, std::pair{kylin::WeightFormat::q4, kylin::test::q4_bars}}) {
+    const std::string fmt(kylin::weight_format_name(format));
+    kylin::test::Agreement all;
+    for (const char* name : {"tiny-qwen3-untied", "tiny-qwen3-moe"}) {
+      if (kylin::test::sanitized && std::string_view(name) != "tiny-qwen3-untied") continue;  // the same kernels, fewer rows
+      CAPTURE(name);
+      CAPTURE(fmt);
+      EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/" + name, {.max_chunk = 64, .weights = format});
+      const kylin::test::Agreement a = kylin::test::quantized_agreement(model, name);
+      MESSAGE(std::string(name), ": ", fmt, " rel. L2 median ", a.median(), " worst ", a.worst(), ", top-1 ", a.top1, "/", a.rows());
+      CHECK(bars.check(name, a) == "");
+      all.merge(a);
+    }
+    CHECK(bars.check_total(all) == "");
+  }
 }
 
 TEST_CASE("CudaBackend (emulated device): every sequence of a mixed batch equals itself alone") {

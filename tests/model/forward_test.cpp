@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/agreement.hpp"
 #include "common/reference.hpp"
 #include "kylin/model/model.hpp"
 
@@ -123,104 +124,37 @@ TEST_CASE("long prompts (2,030-3,000 tokens): logits at positions up to the last
   }
 }
 
-// Q8_0 and Q4_0 weights against the same float64 references, by prefill (GEMM rows) and, for the "all"
-// cases, token by token (decode rows; both with 8-bit activations): how far the logits move
-// (relative L2: worst and median row) and how often the reference's top token stays first
-// (top-1) or among our first five (top-5).
-struct Agreement {
-  std::vector<double> l2;  // per row
-  int top1 = 0, top5 = 0;
-  int rows() const { return static_cast<int>(l2.size()); }
-  double worst() const { return *std::max_element(l2.begin(), l2.end()); }
-  double median() {
-    std::nth_element(l2.begin(), l2.begin() + static_cast<std::ptrdiff_t>(l2.size() / 2), l2.end());
-    return l2[l2.size() / 2];
-  }
-  void add(const float* row, std::size_t V, const std::vector<double>& ref) {
-    l2.push_back(relative_l2(row, ref));
-    const auto best = static_cast<std::size_t>(std::max_element(ref.begin(), ref.end()) - ref.begin());
-    const auto above = std::count_if(row, row + V, [&](float x) { return x > row[best]; });
-    top1 += above == 0;
-    top5 += above < 5;
-  }
-};
-
-Agreement quantized_agreement(const char* name, kylin::WeightFormat format) {
-  kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512, .weights = format});
-  REQUIRE(model.quantized().bytes() > 0);
-  const auto V = static_cast<std::size_t>(model.vocab_size());
-  Agreement a;
-  for (const Case& c : load_cases(name)) {
-    auto cache = model.new_cache(256);
-    std::vector<float> logits(c.logits.size() * V);
-    model.forward(c.tokens, cache, logits, c.all_positions ? kylin::Positions::all : kylin::Positions::last);
-    for (std::size_t r = 0; r < c.logits.size(); ++r) a.add(logits.data() + r * V, V, c.logits[r]);
-    if (!c.all_positions) continue;
-    auto step_cache = model.new_cache(256);
-    std::vector<float> row(V);
-    for (std::size_t t = 0; t < c.tokens.size(); ++t) {
-      model.forward(std::span<const int>(&c.tokens[t], 1), step_cache, row);
-      a.add(row.data(), V, c.logits[t]);
-    }
-  }
-  return a;
-}
-
-// Bars on a weight format's agreement: per checkpoint (dense ones: median and worst row; MoE
-// ones, where a flipped routing decision makes the worst row, the median), and over all rows the
-// fractions whose reference top token stays our first / in our top 5.
-struct AgreementBars {
-  double dense_median, dense_worst, moe_median, top1, top5;
-};
-
-// Checks every checkpoint under `format` against `bars`, and each one's Agreement with `also`.
+// Q8_0 and Q4_0 weights against the same float64 references (tests/common/agreement.hpp: rows by
+// prefill and decode, both with 8-bit activations here), checked against `bars` per checkpoint and
+// over all rows, and each checkpoint's Agreement with `also`.
 template <class Also>
-void check_agreement(kylin::WeightFormat format, const AgreementBars& bars, Also also) {
+void check_agreement(kylin::WeightFormat format, const kylin::test::AgreementBars& bars, Also also) {
   const std::string fmt(kylin::weight_format_name(format));
-  int rows = 0, top1 = 0, top5 = 0;
+  kylin::test::Agreement all;
   for (const char* name : models) {
     CAPTURE(name);
-    Agreement a = quantized_agreement(name, format);
-    const double median = a.median();
-    MESSAGE(std::string(name), ": ", fmt, " rel. L2 median ", median, " worst ", a.worst(), ", top-1 ", a.top1, "/", a.rows(), ", top-5 ",
-            a.top5, "/", a.rows());
-    if (std::string_view(name).find("moe") == std::string_view::npos) {
-      CHECK(median <= bars.dense_median);
-      CHECK(a.worst() <= bars.dense_worst);
-    } else {
-      CHECK(median <= bars.moe_median);
-    }
+    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512, .weights = format});
+    REQUIRE(model.quantized().bytes() > 0);
+    const kylin::test::Agreement a = kylin::test::quantized_agreement(model, name);
+    MESSAGE(std::string(name), ": ", fmt, " rel. L2 median ", a.median(), " worst ", a.worst(), ", top-1 ", a.top1, "/", a.rows(),
+            ", top-5 ", a.top5, "/", a.rows());
+    CHECK(bars.check(name, a) == "");
     also(a);
-    rows += a.rows();
-    top1 += a.top1;
-    top5 += a.top5;
+    all.merge(a);
   }
-  MESSAGE(fmt, " top-1 ", top1, "/", rows, ", top-5 ", top5, "/", rows);
-  CHECK(top1 >= bars.top1 * rows);
-  CHECK(top5 >= bars.top5 * rows);
+  MESSAGE(fmt, " top-1 ", all.top1, "/", all.rows(), ", top-5 ", all.top5, "/", all.rows());
+  CHECK(bars.check_total(all) == "");
 }
 
-// Measured (2026-11-24, Zen 3, AVX2; rows by prefill and by decode): median rel. L2 0.012-0.032
-// and worst 0.018-0.056 on the dense checkpoints; on the MoE ones worst 0.14 and 0.57, median
-// 0.023 and 0.072. Top-1 kept on 675 of 715 rows, top-5 on all. The bars are ~2x the
-// measurements; a wrong scale, block or sign gives ~1 and loses the top tokens.
 TEST_CASE("q8 weights: logits within ~2x the measured error of the float64 reference, its top token kept in our top 5") {
-  check_agreement(kylin::WeightFormat::q8, {.dense_median = 0.06, .dense_worst = 0.12, .moe_median = 0.15, .top1 = 0.85, .top5 = 0.99},
-                  [](Agreement& a) {
-                    CHECK(a.worst() > f16_kv_bar);  // the weights really are 8-bit
-                    CHECK(a.top5 >= a.rows() - 1);
-                  });
+  check_agreement(kylin::WeightFormat::q8, kylin::test::q8_bars, [](const kylin::test::Agreement& a) {
+    CHECK(a.worst() > f16_kv_bar);  // the weights really are 8-bit
+    CHECK(a.top5 >= a.rows() - 1);
+  });
 }
 
-// Measured (2026-11-25, Zen 3, AVX2; same rows as q8; MoE experts quantized too): median rel. L2
-// 0.15-0.39 and worst 0.21-0.71 on the dense checkpoints, median 0.29 and 0.47 on the MoE ones:
-// 10-15x Q8_0's, as 16 levels per block instead of 255 predict (these random-weight models pass
-// every error on; the LM head kept at Q8_0 gave 0.11-0.34, docs/QUANTIZATION.md). Top-1 kept on
-// 388 of 715 rows, top-5 on 601. The bars sit ~1.3x above the measurements (a wrong scale, block
-// or nibble gives ~1 or more and loses the top tokens).
 TEST_CASE("q4 weights: logits within ~1.3x the measured error of the float64 reference, its top token mostly kept in our top 5") {
-  check_agreement(kylin::WeightFormat::q4, {.dense_median = 0.5, .dense_worst = 0.9, .moe_median = 0.6, .top1 = 0.4, .top5 = 0.75},
-                  [](Agreement&) {});
+  check_agreement(kylin::WeightFormat::q4, kylin::test::q4_bars, [](const kylin::test::Agreement&) {});
 }
 
 TEST_CASE("one prefill == chunked prefill == token-by-token decode, to f32 rounding") {
