@@ -1,5 +1,5 @@
 // kylin: the umbrella header. One include gives the whole library; each area adds its public
-// headers here.
+// headers here. The Eigen views are apart: <kylin/eigen.hpp> with the kylin::eigen target.
 #pragma once
 
 #include "kylin/core/dtype.hpp"
@@ -23,4 +23,3 @@
 #include "kylin/constrain/tool_call_grammar.hpp"
 #include "kylin/generate/embed.hpp"
 #include "kylin/io/sentence_transformers.hpp"
-#include "kylin/eigen.hpp"

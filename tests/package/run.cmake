@@ -37,11 +37,26 @@ string(FIND "${flags}" "${KYLIN_SOURCE_DIR}/include" leaked)
 if(NOT leaked EQUAL -1)
   message(FATAL_ERROR "package test: the consumer compiled against the source tree, not the install")
 endif()
+string(FIND "${flags}" "eigen3" eigen)  # Eigen is the kylin::eigen component's, not kylin::kylin's
+if(NOT eigen EQUAL -1)
+  message(FATAL_ERROR "package test: kylin::kylin put Eigen on the consumer's include path")
+endif()
 run_step("run the consumer" "${WORK_DIR}/build/app" "${MODEL_DIR}")
 if(NOT step_output MATCHES "^qwen3 25 tensors [0-9]+ elements; no preset matched \\(closest: ")
   message(FATAL_ERROR "package test: unexpected consumer output: ${step_output}")
 endif()
 message(STATUS "package test: ${step_output}")
+
+# find_package(kylin COMPONENTS eigen) and kylin::eigen: <kylin/eigen.hpp> from the install.
+run_step("configure the Eigen consumer" ${CMAKE_COMMAND} -S "${KYLIN_SOURCE_DIR}/tests/package/eigen_consumer" -B "${WORK_DIR}/eigen"
+         -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}
+         -Dkylin_DIR=${prefix}/lib/cmake/kylin)
+run_step("build the Eigen consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/eigen")
+run_step("run the Eigen consumer" "${WORK_DIR}/eigen/app" "${MODEL_DIR}")
+if(NOT step_output MATCHES "^eigen 1x64 -?[0-9]+\\.[0-9]+")
+  message(FATAL_ERROR "package test: unexpected Eigen consumer output: ${step_output}")
+endif()
+message(STATUS "package test (eigen): ${step_output}")
 
 if(CUDA)
   run_step("configure the CUDA consumer" ${CMAKE_COMMAND} -S "${KYLIN_SOURCE_DIR}/tests/package/cuda_consumer" -B "${WORK_DIR}/cuda"
