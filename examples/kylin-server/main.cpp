@@ -87,6 +87,8 @@ int serve(const Options& o) {
   const sigset_t signals = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
   signal(SIGPIPE, SIG_IGN);
+  // glibc's thresholds fixed before the model loads; outlives every thread that frees request memory.
+  kylin_server::MemoryReturn memory;
 
   kylin::EngineOptions eo;
   eo.backend = *kylin::parse_backend_kind(o.backend);
@@ -118,7 +120,7 @@ int serve(const Options& o) {
   // tokenize and refusals; incomplete requests never take one.
   limits.workers = std::max<std::size_t>(8, o.queue + static_cast<std::size_t>(o.parallel) + 4);
   kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors_origin = o.cors_origin,
-                                                                                 .access_log = !o.no_access_log}),
+                                                                                 .access_log = !o.no_access_log, .memory = &memory}),
                                    kylin_server::transport_error);
   http.bind(o.host, o.port);
   std::fprintf(stderr, "kylin-server: %s (task %s, context %lld, %d slot(s)) on http://%s:%d\n", service.model_id().c_str(),

@@ -15,6 +15,7 @@ namespace srv = kylin::server;
 namespace http = kylin::server::http;
 
 constexpr auto poll_interval = std::chrono::milliseconds(100);  // how often an idle stream wakes up
+
 // While a streamed request waits (queue, long prefill) an SSE comment is written this often: a
 // write is the surest way to notice a client that left, whose job is then skipped or stopped.
 constexpr auto heartbeat_interval = std::chrono::seconds(1);
@@ -180,14 +181,17 @@ http::Response dispatch(const std::vector<Route>& table, http::Request& req, con
 
 // What the access log and the metrics get of one request, written once its last byte is out or
 // its client is gone (when the transport drops the response): method, endpoint, status, tokens
-// and duration, never the prompt or the answer.
+// and duration, never the prompt or the answer. A request with a body then has its memory
+// returned to the system (memory.hpp).
 class RequestRecord {
  public:
-  RequestRecord(srv::Service& service, const http::Request& req, std::string endpoint, int status, bool log)
-      : service_(service), method_(req.method), endpoint_(std::move(endpoint)), status_(status), watch_(req.watch), log_(log) {}
+  RequestRecord(srv::Service& service, const http::Request& req, std::string endpoint, int status, const HttpOptions& o)
+      : service_(service), method_(req.method), endpoint_(std::move(endpoint)), status_(status), watch_(req.watch),
+        log_(o.access_log), memory_(req.body.empty() ? nullptr : o.memory) {}
   RequestRecord(const RequestRecord&) = delete;
   RequestRecord& operator=(const RequestRecord&) = delete;
   ~RequestRecord() {
+    if (memory_) memory_->request_done();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     service_.metrics().request(endpoint_, status_, seconds);
     const std::optional<kylin::GenerationStats> stats = watch_ ? watch_->stats() : std::nullopt;
@@ -206,6 +210,7 @@ class RequestRecord {
   int status_;
   std::shared_ptr<srv::ClientWatch> watch_;
   bool log_;
+  MemoryReturn* memory_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
@@ -229,7 +234,7 @@ http::Handler make_handler(srv::Service& service, const HttpOptions& options) {
       r.set_header("Access-Control-Allow-Origin", options.cors_origin);
       if (options.cors_origin != "*") r.set_header("Vary", "Origin");
     }
-    auto record = std::make_shared<RequestRecord>(service, req, endpoint_of(*table, req), r.status, options.access_log);
+    auto record = std::make_shared<RequestRecord>(service, req, endpoint_of(*table, req), r.status, options);
     record->start(t0);
     if (r.next) r.next = [next = std::move(r.next), record](std::string& out) mutable { return next(out); };
     return r;  // a whole response's record is written here, as `record` goes; a stream's when it ends

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kylin-server/memory.hpp"
 #include "kylin/server/anthropic_service.hpp"
 #include "kylin/server/http/server.hpp"
 #include "kylin/server/openai_service.hpp"
@@ -16,6 +17,7 @@ struct HttpOptions {
   std::string api_key;      // empty: no authentication
   std::string cors_origin;  // empty: no Access-Control-* headers
   bool access_log = true;   // one line per request on stderr
+  MemoryReturn* memory = nullptr;  // told when a request with a body has been answered (null: never)
 };
 
 kylin::server::http::Handler make_handler(kylin::server::Service& service, const HttpOptions& options);

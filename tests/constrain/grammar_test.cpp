@@ -240,4 +240,62 @@ TEST_CASE("GBNF errors name the line or the rule") {
   CHECK(error_of("root ::= \"a\" | \"b\"").empty());
 }
 
+TEST_CASE("GBNF: a repetition count above the limit names the limit; a repeated item that can be empty is named as such (issue 39)") {
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      kylin::constrain::parse_gbnf(text);
+    } catch (const kylin::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const char* count : {"{1000000000}", "{99999999999999999999999}", "{2,1000000000}", "{1000000000,}"}) {
+    CAPTURE(count);
+    const std::string e = error_of(std::string("root ::= \"a\"") + count);
+    CHECK(e.find("limit of 4096") != std::string::npos);
+    CHECK(e.find("line 1") != std::string::npos);
+  }
+  for (const char* text : {"root ::= (\"a\"*)*", "root ::= (\"a\"?)+", "root ::= (\"a\" | \"\")*", "root ::= x*\nx ::= \"b\"*"}) {
+    CAPTURE(text);
+    const std::string e = error_of(text);
+    CHECK(e.find("can match the empty string") != std::string::npos);
+    CHECK(e.find("left-recursive") == std::string::npos);
+  }
+  CHECK(error_of("root ::= (\"a\"+)*").empty());
+  CHECK(error_of("root ::= root \"a\" | \"b\"").find("left-recursive") != std::string::npos);  // real left recursion
+}
+
+TEST_CASE("a schema's size is checked before compiling: too many values, or paths too long, are refused naming the limit (issue 39)") {
+  const kylin::constrain::GrammarLimits limits{.max_schema_nodes = 1000};
+  std::string wide = R"({"anyOf":[)";
+  for (int i = 0; i < 600; ++i) wide += std::string(i ? "," : "") + R"({"type":"integer"})";
+  const std::string e = schema_error(wide + "]}", limits);  // 1 + 1 + 600 * 2 values
+  CHECK(e.find("1202 JSON values") != std::string::npos);
+  CHECK(e.find("at most 1000") != std::string::npos);
+  // the check happens on the JSON: a schema that would fail to compile is refused for its size first
+  const kylin::json::Value parsed = kylin::json::parse(wide + "]}");
+  kylin::constrain::SchemaCost cost;
+  kylin::constrain::add_schema_cost(parsed, cost);
+  CHECK(cost.nodes == 1202);
+  CHECK_THROWS_WITH_AS(kylin::constrain::check_schema_cost(cost, limits), doctest::Contains("at most 1000"), kylin::Error);
+  // a long property name under many nested values: the paths (rule names) would hold it once per value
+  std::string nested = R"({"type":"object","properties":{")" + std::string(100000, 'k') + R"(":{"type":"object","properties":{)";
+  for (int i = 0; i < 200; ++i) nested += std::string(i ? "," : "") + "\"p" + std::to_string(i) + R"(":{"type":"integer"})";
+  nested += "}}}}";
+  CHECK(schema_error(nested, {.max_schema_path_bytes = 1 << 20}).find("bytes of paths") != std::string::npos);
+  // the counted repetitions a schema asks for are summed before compiling
+  std::string counts = R"({"anyOf":[)";
+  for (int i = 0; i < 40; ++i) counts += std::string(i ? "," : "") + R"({"type":"string","maxLength":4000})";
+  CHECK(schema_error(counts + "]}", {.max_elements = 100000}).find("repetitions") != std::string::npos);
+}
+
+TEST_CASE("rule names stay short however long the schema's property names are") {
+  const std::string key(50000, 'k');
+  const auto g = schema((R"({"type":"object","properties":{")" + key + R"(":{"type":"string","maxLength":50}},"required":[")" + key + "\"]}").c_str());
+  std::size_t longest = 0;
+  for (const auto& n : g.names) longest = std::max(longest, n.size());
+  CHECK(longest <= 256);
+  CHECK(complete(g, "{\"" + key + "\":\"v\"}"));
+}
+
 }  // namespace grammar_test

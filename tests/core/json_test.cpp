@@ -95,3 +95,33 @@ TEST_CASE("invalid JSON is a kylin::Error naming what was parsed") {
   CHECK_THROWS_AS(json::parse("[1,]"), kylin::Error);
   CHECK_THROWS_AS(json::parse("{} extra"), kylin::Error);
 }
+
+TEST_CASE("a key given twice: the last value wins at the first key's position, as Python's json and JSON.parse do (issue 39)") {
+  const json::Value v = json::parse(R"({"a":1,"b":2,"a":3})");
+  CHECK(v.size() == 2);
+  CHECK(v.find("a")->as_int() == 3);
+  CHECK(json::dump(v) == R"({"a":3,"b":2})");
+  std::string many = "{";  // many keys, each twice: last wins without quadratic work
+  for (int i = 0; i < 20000; ++i) many += "\"k" + std::to_string(i % 10000) + "\":" + std::to_string(i) + ",";
+  many.back() = '}';
+  const json::Value m = json::parse(many);
+  CHECK(m.size() == 10000);
+  CHECK(m.find("k0")->as_int() == 10000);
+  CHECK(m.find("k9999")->as_int() == 19999);
+}
+
+TEST_CASE("integers beyond 64 bits are valid JSON: they parse as the nearest double; a number beyond a double is an error naming it (issue 39)") {
+  const json::Value v = json::parse(R"({"seed": 18446744073709551621, "n": -123456789012345678901234567890, "s": "18446744073709551621"})");
+  CHECK_FALSE(v.find("seed")->is_int());
+  CHECK(v.find("seed")->as_double() == 18446744073709551621.0);
+  CHECK(v.find("n")->as_double() == -123456789012345678901234567890.0);
+  CHECK(v.find("s")->as_string() == "18446744073709551621");  // inside a string: untouched
+  try {
+    json::parse(R"({"t": 1e400})", "request body", kylin::ErrorCategory::request);
+    FAIL("1e400 was accepted");
+  } catch (const kylin::Error& e) {
+    CHECK(std::string(e.what()).find("1e400") != std::string::npos);
+  }
+  CHECK_THROWS_AS(json::parse("[01]"), kylin::Error);  // still invalid JSON
+  CHECK_THROWS_AS(json::parse("[1.]"), kylin::Error);
+}

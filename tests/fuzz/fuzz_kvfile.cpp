@@ -2,13 +2,14 @@
 // 2 layers x 2 KV heads x head_dim 4, f32, 16 positions either is refused with kylin::Error (and a
 // failed load leaves the cache empty) or loads exactly the tokens its header lists, with the file's
 // size and checksum what the format says. A crash, hang or sanitizer report is a bug.
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <span>
 #include <string>
 
@@ -31,18 +32,29 @@ kylin::ModelConfig fuzz_config() {
   return c;
 }
 
+// The reader takes a path and reads only a regular file named directly (no /proc/self/fd link):
+// one temporary file per process, rewritten for each input and removed at exit.
+const std::string& input_path() {
+  struct File {
+    std::string path = (std::filesystem::temp_directory_path() / ("kylin-fuzz-kvfile-" + std::to_string(::getpid()) + ".kvc")).string();
+    ~File() { ::unlink(path.c_str()); }
+  };
+  static const File file;
+  return file.path;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  // The reader takes a path: the bytes go to an in-memory file, named through /proc.
-  const int fd = ::memfd_create("fuzz.kvc", MFD_CLOEXEC);
+  const std::string& path = input_path();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   require(fd >= 0);
   for (std::size_t done = 0; done < size;) {
     const ::ssize_t w = ::write(fd, data + done, size - done);
     require(w > 0);
     done += static_cast<std::size_t>(w);
   }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  ::close(fd);
   const kylin::ModelConfig config = fuzz_config();
   const kylin::KVFileMeta meta{fuzz_identity, kylin::DType::f32, config.num_hidden_layers, config.num_key_value_heads, config.head_dim};
   constexpr std::int64_t capacity = 16;
@@ -64,6 +76,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   } catch (const kylin::Error&) {
   }
-  ::close(fd);
   return 0;
 }

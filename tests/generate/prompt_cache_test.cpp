@@ -2,11 +2,16 @@
 // PromptCache's restart round trip, damaged files, eviction order, size limit and concurrent writers.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -358,6 +363,131 @@ TEST_CASE("concurrent writers of the same and different entries never leave a fi
   CHECK(fresh.generate(p1, greedy(1, &c1)).stats.cached_tokens > 0);
   CHECK(w1.lines.empty());
   CHECK(w2.lines.empty());
+}
+
+// Runs `load` on another thread; if it has not returned within a minute (it blocks in open() on a
+// FIFO), a writer is opened on `fifo` to release it and the check fails. No timing is asserted: the
+// minute only bounds how long a broken build hangs.
+template <class F>
+void returns_without_a_writer(const fs::path& fifo, F load) {
+  auto done = std::async(std::launch::async, load);
+  if (done.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
+    FAIL_CHECK("blocked opening the FIFO " << fifo);
+    const int w = ::open(fifo.c_str(), O_WRONLY);  // the reader's open() returns; it then reads end of file
+    done.wait();
+    if (w >= 0) ::close(w);
+  }
+  done.get();
+}
+
+TEST_CASE("a FIFO or a symlink is never read as a KV file: Session::load and the cache refuse them without blocking (issue 39)") {
+  TempDir dir;
+  kylin::Session a(engine());
+  const auto prompt = prompt_of(long_text);
+  a.generate(prompt, greedy(2));
+  const fs::path good = dir / "good.kvc";
+  a.save(good);
+  REQUIRE(::mkfifo((dir / "fifo.kvc").c_str(), 0600) == 0);
+  returns_without_a_writer(dir / "fifo.kvc", [&] {
+    kylin::Session b(engine());
+    CHECK_THROWS_WITH_AS(b.load(dir / "fifo.kvc"), doctest::Contains("not a regular file"), kylin::Error);
+  });
+  fs::create_symlink(good, dir / "link.kvc");  // a symlink to a good file, as one to a file outside the directory
+  kylin::Session b(engine());
+  CHECK_THROWS_WITH_AS(b.load(dir / "link.kvc"), doctest::Contains("symbolic link"), kylin::Error);
+  CHECK(b.load(good) == a.cache().size());
+
+  // A FIFO and a symlink named like this model's entries: skipped with a warning, the prompt prefilled.
+  TempDir cache_dir;
+  Warnings w;
+  kylin::PromptCache cache(engine(), w.options(cache_dir.path()));
+  const fs::path fifo = cache.entry_path(std::vector<int>{1, 2, 3});
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fs::create_symlink(good, cache.entry_path(std::vector<int>{4, 5, 6}));
+  returns_without_a_writer(fifo, [&] {
+    kylin::Session s(engine());
+    auto o = greedy(1, &cache);
+    o.store_prompt = false;
+    CHECK(s.generate(prompt, o).stats.cached_tokens == 0);
+  });
+  CHECK(w.lines.size() == 2);
+}
+
+// A copy of the KV file `bytes` with the float at payload index `at` replaced and the checksum
+// recomputed, as a forger who knows the format would write it.
+std::string forged(std::string bytes, std::size_t at, float value) {
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data() + 40, 8);
+  std::memcpy(bytes.data() + 64 + 4 * n + 4 * at, &value, 4);
+  const std::uint64_t sum = kylin::xxh64(std::as_bytes(std::span(bytes.data(), bytes.size() - 8)));
+  std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
+  return bytes;
+}
+
+TEST_CASE("a file with a valid checksum but a NaN or infinite key or value is refused; the cache stays empty (issue 39)") {
+  TempDir dir;
+  kylin::Session a(engine());
+  a.generate(prompt_of(long_text), greedy(2));
+  a.save(dir / "good.kvc");
+  const std::string bytes = read_bytes(dir / "good.kvc");
+  const std::size_t floats = (bytes.size() - 72 - 4 * static_cast<std::size_t>(a.cache().size())) / 4;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const auto& [at, value] : std::vector<std::pair<std::size_t, float>>{{0, nan}, {floats / 2, inf}, {floats - 1, -inf}}) {
+    const std::size_t where = at;  // CAPTURE cannot take a structured binding in clang 14
+    CAPTURE(where);
+    write_bytes(dir / "forged.kvc", forged(bytes, at, value));
+    kylin::Session b(engine());
+    CHECK_THROWS_WITH_AS(b.load(dir / "forged.kvc"), doctest::Contains("non-finite"), kylin::Error);
+    CHECK(b.cache().size() == 0);
+  }
+  write_bytes(dir / "finite.kvc", forged(bytes, 0, 1.5f));  // a finite forgery is indistinguishable: loaded
+  kylin::Session c(engine());
+  CHECK(c.load(dir / "finite.kvc") == a.cache().size());
+}
+
+TEST_CASE("the model key covers the weight format and layout: a q4 or q8 engine never loads a stored-weights entry, nor the reverse (issue 38)") {
+  const std::string dir_of_model = chat_model;
+  auto with = [&](kylin::WeightFormat w, kylin::WeightLayout l) {
+    return kylin::Engine::load(dir_of_model, {.threads = 2, .max_chunk = 512, .context_length = 1024, .weights = w, .weight_layout = l});
+  };
+  auto q4 = with(kylin::WeightFormat::q4, kylin::WeightLayout::packed);
+  auto q8 = with(kylin::WeightFormat::q8, kylin::WeightLayout::packed);
+  auto stored_layout = with(kylin::WeightFormat::stored, kylin::WeightLayout::stored);
+  const kylin::KVFileMeta base = kylin::kv_file_meta(engine());
+  CHECK(kylin::kv_file_meta(*q4).identity != base.identity);
+  CHECK(kylin::kv_file_meta(*q8).identity != base.identity);
+  CHECK(kylin::kv_file_meta(*q4).identity != kylin::kv_file_meta(*q8).identity);
+  CHECK(kylin::kv_file_meta(*stored_layout).identity != base.identity);
+  CHECK(kylin::kv_file_meta(*with(kylin::WeightFormat::q4, kylin::WeightLayout::packed)).identity == kylin::kv_file_meta(*q4).identity);
+
+  TempDir dir;
+  Warnings w;
+  const auto prompt = prompt_of(long_text);
+  {
+    kylin::PromptCache cache(engine(), w.options(dir.path()));
+    kylin::Session s(engine());
+    s.generate(prompt, greedy(1, &cache));
+    cache.flush();
+    kylin::Session saved(engine());
+    saved.generate(prompt, greedy(1));
+    saved.save(dir / "slot.bin");
+  }
+  REQUIRE(dir.files(".kvc").size() == 1);
+  {
+    kylin::PromptCache cache(*q4, w.options(dir.path()));
+    kylin::Session s(*q4);
+    auto o = greedy(1, &cache);
+    CHECK(s.generate(prompt, o).stats.cached_tokens == 0);  // the stored-weights entry is not its own
+    cache.flush();
+    CHECK_THROWS_WITH_AS(s.load(dir / "slot.bin"), doctest::Contains("another model"), kylin::Error);
+  }
+  CHECK(dir.files(".kvc").size() == 2);  // each kept its own entry
+  kylin::PromptCache cache(engine(), w.options(dir.path()));
+  kylin::Session s(engine());
+  auto o = greedy(1, &cache);
+  o.store_prompt = false;
+  CHECK(s.generate(prompt, o).stats.cached_tokens > 0);  // its own entry, not the q4 one
+  CHECK(w.lines.empty());
 }
 
 }  // namespace prompt_cache_test

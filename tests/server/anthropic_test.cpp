@@ -169,6 +169,23 @@ TEST_CASE("stop reasons: max_tokens, and stop_sequence naming the earliest match
   CHECK(empty.find("content")->size() == 1);
 }
 
+TEST_CASE("a tool_use answer cut by max_tokens stops with max_tokens; the unfinished call is neither text nor tool_use (issue 39)") {
+  const std::string cut = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\":";
+  const Value m = anthropic::message_response(msg_head, generation(cut, StopReason::max_tokens), true, "", {});
+  CHECK(m.find("stop_reason")->as_string() == "max_tokens");
+  const auto& c = m.find("content")->as_array();
+  REQUIRE(c.size() == 2);
+  CHECK(c[0].find("text")->as_string() == "Sure.");
+  CHECK(c[1].find("type")->as_string() == "tool_use");
+  anthropic::MessageStream s(msg_head, true, 7);
+  s.push({.text = cut, .channel = kylin::Channel::answer});
+  s.finish(generation(cut, StopReason::max_tokens), "", {});
+  const std::string events = s.take();
+  CHECK(events.find("{\\\"name\\\":") == std::string::npos);
+  CHECK(events.find("<tool_call>") == std::string::npos);
+  CHECK(events.find("\"stop_reason\":\"max_tokens\"") != std::string::npos);
+}
+
 TEST_CASE("streamed events: message_start, blocks in order with their deltas, tool_use as input_json_delta, message_delta, message_stop") {
   anthropic::MessageStream s(msg_head, true, 7);
   std::string sse = s.take();

@@ -148,6 +148,7 @@ TEST_CASE("parallel_tool_calls false returns only the first of several parsed ca
                           "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>";
   kylin::Generation g;
   g.content = two;
+  g.stop_reason = kylin::StopReason::eos;  // the answer ended; one cut by max_tokens is "length"
   const ResponseHead head{"chatcmpl-x", 0, "m"};
   const auto calls_of = [](const kylin::json::Value& r) {
     return r.find("choices")->as_array().at(0).find("message")->find("tool_calls")->size();

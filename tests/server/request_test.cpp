@@ -2,6 +2,7 @@
 // whose `param` names it.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "kylin/server/request.hpp"
@@ -123,4 +124,86 @@ TEST_CASE("completion prompts: a string, one string in an array, or token ids in
   CHECK_THROWS_AS(parse_completion_request(R"({"prompt": [1, 20]})", defaults, 10), ApiError);
   CHECK_THROWS_AS(parse_completion_request(R"({"prompt": 5})", defaults, 10), ApiError);
   CHECK_THROWS_AS(parse_completion_request(R"({})", defaults, 10), ApiError);
+}
+
+// The 400 a chat request with `extra` fields gets (or fails the test when it is accepted).
+static ApiError refusal(const std::string& extra) {
+  try {
+    (void)parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], )" + extra + "}", defaults);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  FAIL("accepted: ", extra);
+  return ApiError(200, "");
+}
+
+TEST_CASE("numbers a float cannot hold: a positive one never becomes 0, one beyond float's range is refused with its value (issue 39)") {
+  const auto tiny = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 5e-324})", defaults);
+  REQUIRE(tiny.sampling.top_p.has_value());
+  CHECK(*tiny.sampling.top_p > 0.0f);
+  const ApiError big = refusal(R"("temperature": 1e300)");
+  CHECK(big.param() == "temperature");
+  CHECK(big.message().find("1e+300") != std::string::npos);
+  CHECK(big.message().find("inf") == std::string::npos);
+  const ApiError negative = refusal(R"("top_p": -5e-324)");
+  CHECK(negative.param() == "top_p");
+  CHECK(negative.message().find("-5e-324") != std::string::npos);
+}
+
+TEST_CASE("a seed or count beyond 64 bits is valid JSON: a 400 saying the field is out of range (issue 39)") {
+  for (const std::string& seed : {std::string("18446744073709551621"), std::string("9223372036854775808"), std::string("-9223372036854775809")}) {
+    CAPTURE(seed);
+    const ApiError e = refusal(R"("seed": )" + seed);
+    CHECK(e.param() == "seed");
+    CHECK(e.message().find("out of range") != std::string::npos);
+  }
+  CHECK(refusal(R"("max_tokens": 100000000000000000000)").param() == "max_tokens");
+  CHECK(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "seed": 9223372036854775807})", defaults).sampling.seed ==
+        9223372036854775807ull);
+}
+
+TEST_CASE("several completion prompts in one request are refused as such; one token-id array in an array is one prompt (issue 39)") {
+  for (const char* body : {R"({"prompt": [[1], [2]]})", R"({"prompt": ["a", "b"]})"}) {
+    CAPTURE(body);
+    try {
+      (void)parse_completion_request(body, defaults, 10);
+      FAIL("accepted");
+    } catch (const ApiError& e) {
+      CHECK(e.param() == "prompt");
+      CHECK(e.message().find("one prompt per request") != std::string::npos);
+    }
+  }
+  CHECK(parse_completion_request(R"({"prompt": [[1, 2]]})", defaults, 10).prompt_tokens == std::vector<int>{1, 2});
+}
+
+TEST_CASE("a key given twice in a body: the last value wins, as in Python's and JavaScript's JSON parsers (issue 39)") {
+  const auto r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "model": "a", "max_tokens": 7})", defaults);
+  CHECK(r.max_tokens == 7);
+  CHECK(r.model == "a");
+}
+
+TEST_CASE("a library error reaches clients without the server's paths: an absolute context is cut to the file name (issue 39)") {
+  const kylin::Error template_error(kylin::ErrorCategory::chat_template, "/srv/models/qwen3/tokenizer_config.json chat_template line 40",
+                                    "list index out of range");
+  CHECK(client_text(template_error) == "[kylin.template] tokenizer_config.json chat_template line 40: list index out of range");
+  const kylin::Error file_error(kylin::ErrorCategory::io, "/var/cache/kylin/slot.bin", "no such file");
+  CHECK(client_text(file_error) == "[kylin.io] slot.bin: no such file");
+  const kylin::Error field_error(kylin::ErrorCategory::request, "top_p", "must be in (0, 1]");
+  CHECK(client_text(field_error) == field_error.what());
+  // An exception of the standard library (a filesystem_error names its paths) becomes a plain 500.
+  Failure f;
+  try {
+    throw std::filesystem::filesystem_error("cannot stat", std::filesystem::path("/var/secret/x"), std::make_error_code(std::errc::io_error));
+  } catch (...) {
+    f = current_failure();
+  }
+  CHECK(f.status == 500);
+  CHECK(f.message.find("/var/secret") == std::string::npos);
+  try {
+    throw file_error;
+  } catch (...) {
+    f = current_failure();
+  }
+  CHECK(f.status == 500);
+  CHECK(f.message == "[kylin.io] slot.bin: no such file");
 }

@@ -113,3 +113,27 @@ TEST_CASE("SSE framing: one data line per event, blank line after, and the [DONE
   CHECK(sse(v) == "data: {\"a\":1}\n\n");
   CHECK(sse_done == "data: [DONE]\n\n");
 }
+
+TEST_CASE("an answer cut by max_tokens is length even with parsed calls; the unfinished call is not content (issue 39)") {
+  const std::string cut = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\":";
+  for (const StopReason r : {StopReason::max_tokens, StopReason::context_full}) {
+    const Value v = chat_completion(head, answer(cut, r), true);
+    CHECK(finish_of(v) == "length");
+    CHECK(message_of(v).find("content")->is_null());
+    CHECK(message_of(v).find("tool_calls")->size() == 1);
+  }
+  const Value only_start = chat_completion(head, answer("Sure.\n<tool_call>\n{\"name\":", StopReason::max_tokens), true);
+  CHECK(finish_of(only_start) == "length");
+  CHECK(message_of(only_start).find("content")->as_string() == "Sure.");
+  CHECK(message_of(only_start).find("tool_calls") == nullptr);
+  // streamed: the held text is parsed the same way; the finish reason comes from finish_reason()
+  ToolCallHold hold;
+  CHECK(hold.push("Sure.\n") == "Sure.\n");
+  CHECK(hold.push("<tool_call>\n{\"name\":").empty());
+  bool calls = true;
+  const auto chunks = tool_call_chunks(head, hold, calls);
+  CHECK_FALSE(calls);
+  CHECK(chunks.empty());
+  CHECK(finish_reason(StopReason::max_tokens, true) == "length");
+  CHECK(finish_reason(StopReason::eos, true) == "tool_calls");
+}

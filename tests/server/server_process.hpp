@@ -9,6 +9,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,12 +85,20 @@ class TempModelDir {
   fs::path root_, dir_;
 };
 
+// Resource limits the server process starts under (setrlimit before exec).
+struct ProcessLimits {
+  // RLIMIT_FSIZE: a write past it fails with EFBIG (SIGXFSZ is ignored), as on a full disk; the
+  // server's log counts too.
+  std::optional<rlim_t> max_file_bytes;
+};
+
 class ServerProcess {
  public:
   // Starts kylin-server with `args` added to --model/--port/--threads; throws if it does not
   // answer /health within the timeout (it is killed then).
   // `asan_options` are appended to ASAN_OPTIONS in the server's environment (sanitizer builds).
-  explicit ServerProcess(std::vector<std::string> args = {}, std::string asan_options = {}, const ServedModel& served = {})
+  explicit ServerProcess(std::vector<std::string> args = {}, std::string asan_options = {}, const ServedModel& served = {},
+                         const ProcessLimits& limits = {})
       : model_(served), port_(free_port()) {
     if (!fs::exists(server_binary)) throw std::runtime_error("kylin-server is not built: " + server_binary.string());
     log_ = model_.root() / "server.log";
@@ -111,6 +120,10 @@ class ServerProcess {
         const std::string options = (current && *current ? std::string(current) + ":" : std::string()) + asan_options;
         ::setenv("ASAN_OPTIONS", options.c_str(), 1);
       }
+      if (limits.max_file_bytes) {
+        const rlimit fsize{*limits.max_file_bytes, *limits.max_file_bytes};
+        if (::signal(SIGXFSZ, SIG_IGN) == SIG_ERR || ::setrlimit(RLIMIT_FSIZE, &fsize) != 0) ::_exit(125);
+      }
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
@@ -123,6 +136,7 @@ class ServerProcess {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string model_id() const { return model_.path().filename().string(); }
+  const fs::path& model_dir() const { return model_.path(); }
   httplib::Client client(std::chrono::seconds read_timeout = 120s) const {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(read_timeout);

@@ -77,3 +77,18 @@ TEST_CASE("the streaming hold releases a '<' that turns out not to start a tag")
   CHECK(hold.push("<tool_x") == "<tool_x");
   CHECK_FALSE(hold.holding());
 }
+
+TEST_CASE("a call cut short (an unclosed block that does not parse) is never content; text before it stays (issue 39)") {
+  const auto one = parse_tool_calls("Checking.\n<tool_call>\n{\"name\":");
+  CHECK(one.calls.empty());
+  CHECK(one.content == "Checking.");
+  CHECK(one.unfinished);
+  const auto after = parse_tool_calls("<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\":");
+  REQUIRE(after.calls.size() == 1);
+  CHECK(after.content.empty());
+  CHECK(after.unfinished);
+  // a closed malformed block is the model's text and stays visible, as before
+  const auto closed = parse_tool_calls("<tool_call>\nnot json\n</tool_call>");
+  CHECK(closed.content == "<tool_call>\nnot json\n</tool_call>");
+  CHECK_FALSE(closed.unfinished);
+}

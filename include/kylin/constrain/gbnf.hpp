@@ -3,6 +3,7 @@
 // names, postfix * + ? {m} {m,} {m,n}; # comments. The start rule is `root`.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <string_view>
@@ -157,10 +158,17 @@ class GbnfParser {
     item = {Element::ref(b_.repeat("repeat@" + std::to_string(i_), item, {}, min, max))};
   }
 
+  // A repetition count, at most max_repeat (refused here, naming the line, however many digits).
   std::size_t number() {
-    std::size_t n = 0, digits = 0;
-    while (i_ < src_.size() && src_[i_] >= '0' && src_[i_] <= '9' && digits++ < 9) n = n * 10 + static_cast<std::size_t>(src_[i_++] - '0');
-    if (digits == 0 || (i_ < src_.size() && src_[i_] >= '0' && src_[i_] <= '9')) fail("expected a repetition count");
+    const std::size_t start = i_;
+    while (i_ < src_.size() && src_[i_] >= '0' && src_[i_] <= '9') ++i_;
+    const std::string_view digits = src_.substr(start, i_ - start);
+    if (digits.empty()) fail("expected a repetition count");
+    std::size_t n = 0;
+    for (char d : digits) n = std::min<std::size_t>(n * 10 + static_cast<std::size_t>(d - '0'), b_.limits().max_repeat + 1);
+    if (n > b_.limits().max_repeat)
+      fail("repetition count " + std::string(digits.substr(0, 24)) + (digits.size() > 24 ? "..." : "") + " is above the limit of " +
+           std::to_string(b_.limits().max_repeat));
     return n;
   }
 

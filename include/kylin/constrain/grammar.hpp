@@ -15,12 +15,21 @@
 namespace kylin::constrain {
 
 // Compile-time bounds: a hostile schema or grammar gets a named error instead of unbounded size.
+// The last two are checked on a JSON schema before any rule is built (json_schema.hpp's
+// SchemaCost), over all of a request's schemas together, so a request too large to compile costs
+// a walk over its JSON, not the compile. An element is 40 bytes: 1M of them hold 40 MB.
 struct GrammarLimits {
-  std::size_t max_elements = 2'000'000;  // terminals + rule references over all alternatives
+  std::size_t max_elements = 1'000'000;  // terminals + rule references over all alternatives
   std::size_t max_rules = 200'000;
   int max_depth = 64;                    // schema nesting / $ref chain / GBNF group nesting
   std::size_t max_repeat = 4096;         // counted repetitions ({m,n}, minLength, maxItems...)
+  std::size_t max_schema_nodes = 20'000;          // JSON values of the schemas (any keyword's)
+  std::size_t max_schema_path_bytes = 16u << 20;  // their JSON pointers together (rule names and error texts grow with them)
 };
+
+// Rule names are for error texts; a name longer than this keeps its two ends, so a schema's long
+// property names cannot make the rule table large.
+inline constexpr std::size_t max_rule_name_bytes = 200;
 
 struct ByteSet {
   std::array<std::uint64_t, 4> bits{};  // [256] one bit per byte
@@ -66,6 +75,8 @@ class GrammarBuilder {
   explicit GrammarBuilder(GrammarLimits limits = {}) : limits_(limits) {}
 
   int new_rule(std::string name) {
+    if (name.size() > max_rule_name_bytes)
+      name = name.substr(0, max_rule_name_bytes / 2 - 2) + "..." + name.substr(name.size() - (max_rule_name_bytes / 2 - 2));
     if (g_.names.size() >= limits_.max_rules)
       throw grammar_error(name, "grammar exceeds " + std::to_string(limits_.max_rules) + " rules");
     g_.names.push_back(std::move(name));
@@ -99,6 +110,7 @@ class GrammarBuilder {
     std::vector<int> more{-1};
     if (max < 0) {
       const int loop = new_rule(name + "-more");
+      loops_.push_back(loop);
       std::vector<Element> again = sep_item;
       again.push_back(Element::ref(loop));
       add_alt(loop, again);
@@ -160,6 +172,7 @@ class GrammarBuilder {
 
   GrammarLimits limits_;
   Grammar g_;
+  std::vector<int> loops_;  // the looping rule of each unbounded repetition (item*, item+)
 };
 
 // A rule can derive the empty string (fixed point over all rules).
@@ -187,7 +200,8 @@ inline std::vector<char> nullable_rules(const Grammar& g) {
 }
 
 // The parser expands rule references eagerly, so a rule that can reach itself before consuming
-// a byte would expand forever: refused here, naming the rule.
+// a byte would expand forever: refused here, naming the rule. A cycle through an unbounded
+// repetition's loop is a repeated item that can match the empty string (("a"*)*): named as such.
 inline void GrammarBuilder::check_left_recursion() const {
   const std::vector<char> nullable = nullable_rules(g_);
   const std::size_t n = g_.names.size();
@@ -213,9 +227,16 @@ inline void GrammarBuilder::check_left_recursion() const {
         continue;
       }
       const int t = first_refs[static_cast<std::size_t>(r)][edge++];
-      if (color[static_cast<std::size_t>(t)] == 1)
+      if (color[static_cast<std::size_t>(t)] == 1) {
+        auto on_cycle = std::find_if(stack.begin(), stack.end(), [&](const auto& frame) { return frame.first == t; });
+        for (; on_cycle != stack.end(); ++on_cycle)
+          if (std::find(loops_.begin(), loops_.end(), on_cycle->first) != loops_.end())
+            throw grammar_error(g_.names[static_cast<std::size_t>(on_cycle->first)],
+                                "the repeated item can match the empty string, so the repetition could loop without "
+                                "consuming input; make the item non-empty (for (\"a\"*)* write \"a\"*)");
         throw grammar_error(g_.names[static_cast<std::size_t>(t)],
                             "rule is left-recursive (it can reach itself without consuming input)");
+      }
       if (color[static_cast<std::size_t>(t)] == 0) {
         color[static_cast<std::size_t>(t)] = 1;
         stack.push_back({t, 0});

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kylin/constrain/grammar.hpp"
+#include "kylin/constrain/schema_cost.hpp"
 #include "kylin/core/json.hpp"
 
 namespace kylin::constrain {
@@ -354,8 +355,12 @@ class SchemaCompiler {
 }  // namespace detail
 
 // The grammar of the compact JSON texts `schema` accepts (subset in docs/CONSTRAINED.md);
-// kylin::Error (request) naming the keyword and its JSON pointer for anything outside it.
+// kylin::Error (request) naming the keyword and its JSON pointer for anything outside it, or the
+// limit a schema too large to compile exceeds (checked before compiling).
 inline Grammar json_schema_grammar(const json::Value& schema, GrammarLimits limits = {}) {
+  SchemaCost cost;
+  add_schema_cost(schema, cost);
+  check_schema_cost(cost, limits);
   return detail::SchemaCompiler(schema, limits).compile_root();
 }
 // Any compact JSON value / any JSON object (OpenAI's response_format json_object).

@@ -30,11 +30,14 @@ class Error : public std::runtime_error {
   Error(ErrorCategory category, std::string context, const std::string& message)
       : std::runtime_error(format(category, context, message)),
         category_(category),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        message_(message) {}
 
   ErrorCategory category() const noexcept { return category_; }
   // What the error is about: a file, a tensor name, a config field, a template line.
   const std::string& context() const noexcept { return context_; }
+  // What is wrong, without the category and context.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   static std::string format(ErrorCategory c, const std::string& context, const std::string& message) {
@@ -50,7 +53,7 @@ class Error : public std::runtime_error {
   }
 
   ErrorCategory category_;
-  std::string context_;
+  std::string context_, message_;
 };
 
 }  // namespace kylin

@@ -5,13 +5,17 @@
 
 #include <simdjson.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -253,10 +257,32 @@ inline Value from_simdjson(simdjson::dom::element e) {
       return Value(std::move(a));
     }
     case element_type::OBJECT: {
+      // A key given twice keeps its first position and its last value, as Python's json and
+      // JavaScript's JSON.parse do (RFC 8259 leaves it open). Past a few keys an index keeps
+      // that linear in the object's size.
       Object o;
       const simdjson::dom::object obj = e.get_object().value();
-      for (auto field : obj)
+      std::vector<std::string_view> keys;  // [fields of o] simdjson's copies, which stay put while it parses
+      std::unordered_map<std::string_view, std::size_t> index;  // key -> position in o, once o is large
+      constexpr std::size_t scan_up_to = 16;
+      for (auto field : obj) {
+        std::size_t at = keys.size();
+        if (!index.empty()) {
+          if (auto it = index.find(field.key); it != index.end()) at = it->second;
+        } else {
+          for (std::size_t i = 0; i < keys.size(); ++i)
+            if (keys[i] == field.key) at = i;
+        }
+        if (at < keys.size()) {
+          o[at].second = from_simdjson(field.value);
+          continue;
+        }
+        keys.push_back(field.key);
         o.emplace_back(std::string(field.key), from_simdjson(field.value));
+        if (!index.empty()) index.emplace(field.key, at);
+        else if (keys.size() == scan_up_to)
+          for (std::size_t i = 0; i < keys.size(); ++i) index.emplace(keys[i], i);
+      }
       return Value(std::move(o));
     }
   }
@@ -271,14 +297,73 @@ inline std::string dump(const Value& v, const DumpOptions& options = {}) {
   return out;
 }
 
+namespace detail {
+
+// simdjson refuses numbers outside int64/uint64/double, which JSON itself allows. On that error
+// `text` is scanned (outside strings) for its number tokens: an integer beyond 64 bits is rewritten
+// as a float ("18446744073709551621" -> "18446744073709551621.0", the nearest double, as Python's
+// float() and JSON.parse give), so a request can be told that its field is out of range instead
+// of that its JSON is invalid. A number beyond a double's range (1e400) is named in `why`.
+// Returns the rewritten text, or nothing when no number needed it.
+inline std::optional<std::string> widen_big_integers(std::string_view text, std::string& why) {
+  std::string out;
+  std::size_t copied = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    std::size_t end = i;
+    while (end < text.size() && std::string_view("0123456789+-.eE").find(text[end]) != std::string_view::npos) ++end;
+    const std::string token(text.substr(i, end - i));
+    const bool integer = token.find_first_of(".eE") == std::string::npos;
+    errno = 0;
+    const double value = std::strtod(token.c_str(), nullptr);
+    if (!integer && errno == ERANGE && std::isinf(value) && why.empty())
+      why = "the number " + token.substr(0, 40) + " is beyond the range of a 64-bit float";
+    std::int64_t i64 = 0;
+    std::uint64_t u64 = 0;
+    const char* first = token.data();
+    const char* last = token.data() + token.size();
+    const bool fits = std::from_chars(first, last, i64).ec == std::errc() || std::from_chars(first, last, u64).ec == std::errc();
+    if (integer && !fits && token.size() > 1 && token.find_first_not_of("-0123456789") == std::string::npos) {
+      out.append(text.substr(copied, end - copied)).append(".0");
+      copied = end;
+    }
+    i = end - 1;
+  }
+  if (copied == 0) return std::nullopt;
+  out.append(text.substr(copied));
+  return out;
+}
+
+}  // namespace detail
+
 // Parses a complete JSON text. Errors name `what` (a file or "request body") and simdjson's reason.
+// Integers beyond 64 bits parse as the nearest double; a key given twice keeps its last value.
 inline Value parse(std::string_view text, std::string_view what = "json",
                    ErrorCategory category = ErrorCategory::io) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root))
-    throw Error(category, std::string(what), std::string("invalid JSON: ") + simdjson::error_message(err));
+  auto err = parser.parse(padded).get(root);
+  if (err == simdjson::NUMBER_ERROR) {
+    std::string why;
+    if (const auto widened = detail::widen_big_integers(text, why); widened && why.empty()) {
+      padded = simdjson::padded_string(*widened);
+      err = parser.parse(padded).get(root);
+    }
+    if (!why.empty()) throw Error(category, std::string(what), "invalid JSON: " + why);
+  }
+  if (err) throw Error(category, std::string(what), std::string("invalid JSON: ") + simdjson::error_message(err));
   return detail::from_simdjson(root);
 }
 

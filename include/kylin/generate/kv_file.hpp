@@ -102,7 +102,8 @@ inline constexpr std::uint32_t kv_file_version = 1;
 inline constexpr std::array<char, 8> kv_file_magic{'K', 'Y', 'L', 'N', 'K', 'V', 'C', '\0'};
 
 // What a KV state belongs to. `identity` hashes config.json, the safetensors headers and file
-// sizes and the build's kernel instruction set (model_identity); the rest must match the cache.
+// sizes and the build's kernel instruction set (model_identity), and the engine's backend, weight
+// format and layout (engine_identity); the rest must match the cache.
 struct KVFileMeta {
   std::uint64_t identity = 0;
   DType dtype = DType::f32;
@@ -163,14 +164,40 @@ inline std::uint64_t model_identity(const std::filesystem::path& dir) {
   return h.digest();
 }
 
-inline KVFileMeta kv_file_meta(const Engine& engine) {
-  const ModelConfig& c = engine.model().config();
-  return {model_identity(engine.dir()), engine.model().kv_dtype(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim};
+// The identity of a loaded engine: model_identity of its files, then what it computes the KV values
+// with beyond them: the backend, the weight format (q8/q4 quantize at load) and the weight layout.
+// A q4 server sharing a directory with a stored-weights one never loads the other's states.
+inline std::uint64_t engine_identity(const Engine& engine) {
+  Xxh64 h;
+  h.add(model_identity(engine.dir()));
+  for (const std::string_view part : {engine.model().backend_name(), weight_format_name(engine.model().weight_format()),
+                                      weight_layout_name(engine.model().weight_layout())})
+    h.add(part.size()).update(std::as_bytes(std::span(part)));
+  return h.digest();
 }
 
+inline KVFileMeta kv_file_meta(const Engine& engine) {
+  const ModelConfig& c = engine.model().config();
+  return {engine_identity(engine), engine.model().kv_dtype(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim};
+}
+
+// A KV file the disk refused: error_number() is the errno of the call that failed (ENOSPC: the
+// disk is full; EDQUOT, EFBIG: a quota or file size limit).
+class KVWriteError : public Error {
+ public:
+  KVWriteError(const std::filesystem::path& path, int error_number)
+      : Error(ErrorCategory::io, path.string(), std::string("cannot write: ") + std::strerror(error_number)), errno_(error_number) {}
+  int error_number() const noexcept { return errno_; }
+  bool out_of_space() const noexcept { return errno_ == ENOSPC || errno_ == EDQUOT || errno_ == EFBIG; }
+
+ private:
+  int errno_;
+};
+
 // Writes tokens [0, n) of `cache` to `path` through a temporary file beside it (`path` + ".tmp."
-// + pid + random), renamed into place: readers see the old file, no file, or the whole new one.
-// Returns the bytes written; kylin::Error (io) when the disk refuses.
+// + pid + random), created exclusively (never through an existing name or symlink) and renamed
+// into place: readers see the old file, no file, or the whole new one; a symlink at `path` is
+// replaced, not written through. Returns the bytes written; KVWriteError when the disk refuses.
 inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, std::span<const int> tokens,
                                  const std::function<std::span<const std::byte>(std::int64_t layer, int kv, std::int64_t head)>& rows) {
   static std::atomic<std::uint64_t> counter{0};
@@ -185,14 +212,19 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
   h.n_tokens = tokens.size();
   h.tokens_hash = tokens_hash(tokens);
   h.payload_bytes = kv_payload_bytes(meta, tokens.size());
-  std::FILE* out = std::fopen(tmp.c_str(), "wb");
-  if (out == nullptr) throw Error(ErrorCategory::io, tmp, std::string("cannot create: ") + std::strerror(errno));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::FILE* out = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+  if (out == nullptr) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd), std::remove(tmp.c_str());
+    throw KVWriteError(path, err);
+  }
   Xxh64 sum;
-  bool ok = true;
+  int err = 0;  // the errno of the first failed call
   auto put = [&](std::span<const std::byte> b) {
-    if (b.empty()) return;  // no tokens: data() may be null
+    if (b.empty() || err != 0) return;  // no tokens: data() may be null
     sum.update(b);
-    ok = ok && std::fwrite(b.data(), 1, b.size(), out) == b.size();
+    if (std::fwrite(b.data(), 1, b.size(), out) != b.size()) err = errno;
   };
   put(std::as_bytes(std::span(&h, 1)));
   put(std::as_bytes(tokens));
@@ -200,12 +232,12 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
     for (int kv = 0; kv < 2; ++kv)
       for (std::int64_t head = 0; head < meta.n_kv_heads; ++head) put(rows(l, kv, head));
   const std::uint64_t checksum = sum.digest();
-  ok = ok && std::fwrite(&checksum, 8, 1, out) == 1;
-  ok = std::fclose(out) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
+  put(std::as_bytes(std::span(&checksum, 1)));
+  if (std::fclose(out) != 0 && err == 0) err = errno;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
     std::remove(tmp.c_str());
-    throw Error(ErrorCategory::io, path.string(), "cannot write: " + why);
+    throw KVWriteError(path, err);
   }
   return sizeof h + tokens.size_bytes() + h.payload_bytes + 8;
 }
@@ -215,6 +247,28 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
                        [&](std::int64_t l, int kv, std::int64_t head) { return cache.head_rows(l, kv, head, n); });
 }
 
+// Whether every element of `bytes` (KV rows in `dtype`) is finite: an exponent of all ones is NaN
+// or infinity in F32, F16 and BF16 alike. One pass over what was just read, while it is in cache.
+inline bool all_finite(std::span<const std::byte> bytes, DType dtype) {
+  auto check = [&](auto word, auto exponent) {
+    using W = decltype(word);
+    const std::size_t n = bytes.size() / sizeof(W);
+    W bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      W w;
+      std::memcpy(&w, bytes.data() + i * sizeof(W), sizeof(W));
+      bad |= static_cast<W>((w & exponent) == exponent);
+    }
+    return bad == 0;
+  };
+  switch (dtype) {
+    case DType::f32: return check(std::uint32_t{}, std::uint32_t{0x7F800000});
+    case DType::f16: return check(std::uint16_t{}, std::uint16_t{0x7C00});
+    case DType::bf16: return check(std::uint16_t{}, std::uint16_t{0x7F80});
+    default: return true;
+  }
+}
+
 // Reads a KV file in two steps: open() checks the header against `expected` and the file size and
 // reads the token ids, so a caller can pick among files by their tokens; load_into() then reads
 // the payload into a cache and checks the checksum. Every failure is a kylin::Error (io) naming the
@@ -222,8 +276,7 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
 class KVFileReader {
  public:
   KVFileReader(const std::filesystem::path& path, const KVFileMeta& expected) : path_(path) {
-    fd_.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_.fd < 0) fail(errno == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(errno));
+    open_regular();
     struct stat st {};
     if (::fstat(fd_.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail("not a regular file");
     dev_ = st.st_dev, ino_ = st.st_ino;
@@ -248,7 +301,9 @@ class KVFileReader {
   std::size_t file_bytes() const { return sizeof h_ + tokens_.size() * 4 + h_.payload_bytes + 8; }
 
   // Reads the keys and values into `cache` (all of them; the cache must have room) and verifies
-  // the checksum; then the cache holds tokens().
+  // the checksum; then the cache holds tokens(). A NaN or infinite key or value is refused: the
+  // checksum finds damage, not forgery (anyone can write a file with a valid one), and a model
+  // never computes one.
   void load_into(KVCache& cache) {
     if (static_cast<std::int64_t>(tokens_.size()) > cache.capacity())
       fail("holds " + std::to_string(tokens_.size()) + " tokens; the context is " + std::to_string(cache.capacity()));
@@ -256,8 +311,12 @@ class KVFileReader {
     const auto n = static_cast<std::int64_t>(tokens_.size());
     for (std::int64_t l = 0; l < meta_.n_layers; ++l)
       for (int kv = 0; kv < 2; ++kv)
-        for (std::int64_t head = 0; head < meta_.n_kv_heads; ++head)
-          if (!read(cache.head_rows(l, kv, head, n))) fail("truncated while reading");
+        for (std::int64_t head = 0; head < meta_.n_kv_heads; ++head) {
+          const std::span<std::byte> rows = cache.head_rows(l, kv, head, n);
+          if (!read(rows)) fail("truncated while reading");
+          if (!all_finite(rows, meta_.dtype))
+            fail("holds a non-finite " + std::string(kv == 0 ? "key" : "value") + " (NaN or infinity) in layer " + std::to_string(l));
+        }
     std::uint64_t checksum = 0;
     const std::uint64_t expected = sum_.digest();
     if (::pread(fd_.fd, &checksum, 8, static_cast<off_t>(file_bytes() - 8)) != 8 || checksum != expected) fail("checksum mismatch (damaged)");
@@ -284,6 +343,22 @@ class KVFileReader {
   };
 
   [[noreturn]] void fail(const std::string& why) const { throw Error(ErrorCategory::io, path_.string(), why); }
+
+  // Opens the file only if it is a regular file named directly: a symlink is never followed (it
+  // could lead out of the directory), and a FIFO or device is never opened for reading, where
+  // open() would wait for a writer. lstat refuses those before open; O_NOFOLLOW, O_NONBLOCK and
+  // the caller's fstat close the race with a file swapped in between.
+  void open_regular() {
+    struct stat st {};
+    if (::lstat(path_.c_str(), &st) != 0) fail(errno == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(errno));
+    if (S_ISLNK(st.st_mode)) fail("is a symbolic link, which is never followed");
+    if (!S_ISREG(st.st_mode)) fail("not a regular file");
+    fd_.fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd_.fd < 0 && errno == ELOOP) fail("is a symbolic link, which is never followed");
+    if (fd_.fd < 0) fail(errno == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(errno));
+    const int flags = ::fcntl(fd_.fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd_.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) fail(std::string("cannot open: ") + std::strerror(errno));
+  }
   // Reads exactly out.size() bytes and adds them to the checksum.
   bool read(std::span<std::byte> out) {
     std::size_t done = 0;

@@ -229,10 +229,11 @@ class PromptCache {
     return out;
   }
 
-  // A file gone since the listing was evicted by someone else; anything else unreadable is damage.
+  // A file gone since the listing was evicted by someone else; anything else unreadable is damage
+  // (a FIFO or symlink under an entry's name too: the reader never opens those).
   void drop_unreadable(const std::filesystem::path& path, const Error& e) {
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return;
     o_.warn(std::string(e.what()) + "; deleted");
     std::filesystem::remove(path, ec);
     ++damaged_;

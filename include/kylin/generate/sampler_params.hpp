@@ -3,6 +3,7 @@
 // per-request overrides applied on top of those defaults.
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -62,10 +63,12 @@ inline std::string field_name(std::string_view where, std::string_view field) {
   return s;
 }
 
-inline std::string number_text(double v) {
-  if (std::isnan(v)) return "nan";
-  std::string s = std::to_string(v);
-  while (s.size() > 1 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+// The shortest text that reads back as `v` ("2.0", "0.95", "1.1754944e-38", "inf"): fixed six
+// decimals would print a tiny value as 0.0.
+inline std::string number_text(float v) {
+  char buf[32];
+  std::string s(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  if (std::isfinite(v) && s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
 

@@ -136,7 +136,9 @@ class Session {
     return write_kv_file(path, kv_file_meta(*engine_), cache_, cache_.size());
   }
   // Replaces the KV state with the one saved in `path`; returns its tokens. A file of another model,
-  // KV dtype or format, damaged or too long for the context is a kylin::Error (io) saying which.
+  // weight format, KV dtype or format, damaged, holding a NaN or infinity, too long for the context,
+  // a symlink or not a regular file (a FIFO is never opened for reading) is a kylin::Error (io)
+  // saying which.
   std::int64_t load(const std::filesystem::path& path) {
     KVFileReader file(path, kv_file_meta(*engine_));
     file.load_into(cache_);

@@ -199,6 +199,8 @@ inline json::Value normalize_messages(const json::Value& body) {
     if (!m.is_object()) throw invalid(where, "each message must be an object");
     const std::string& role = required_string(m, "role", where);
     const json::Value& content = required(m, "content", where);
+    if (content.is_array() && content.size() == 0)
+      throw invalid(where + ".content", "content is an empty array; give at least one content block (or a string)");
     if (role == "user") add_user_turn(content, where + ".content", out);
     else if (role == "assistant") add_assistant_turn(content, where + ".content", out);
     else throw invalid(where + ".role", "role must be 'user' or 'assistant' (the system prompt goes in 'system')");

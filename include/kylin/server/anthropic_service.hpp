@@ -16,27 +16,18 @@ namespace kylin::server {
 
 namespace anthropic {
 
-// Runs `body`, answering an exception as Anthropic does (the OpenAI path's statuses, the other shape).
+// Runs `body`, answering an exception as Anthropic does (the OpenAI path's statuses and texts,
+// current_failure(), in the other shape; the offending parameter named in the message).
 template <class F>
 auto guarded(F&& body) -> decltype(body()) {
   using Out = decltype(body());
-  auto fail = [](int s, const std::string& message) {
-    Reply r{s, json::dump(error_json(s, message))};
-    if constexpr (std::is_same_v<Out, Reply>) return r;
-    else return Out{r, nullptr};
-  };
   try {
     return body();
-  } catch (const ApiError& e) {
-    Reply r{e.status(), anthropic::error_body(e)};
+  } catch (...) {
+    const Failure f = current_failure();
+    Reply r{f.status, json::dump(error_json(f.status, f.param.empty() ? f.message : f.param + ": " + f.message))};
     if constexpr (std::is_same_v<Out, Reply>) return r;
     else return Out{r, nullptr};
-  } catch (const Error& e) {
-    const bool request = e.category() == ErrorCategory::request || e.category() == ErrorCategory::tokenizer ||
-                         e.category() == ErrorCategory::chat_template;
-    return fail(request ? status::bad_request : status::internal_error, e.what());
-  } catch (const std::exception& e) {
-    return fail(status::internal_error, e.what());
   }
 }
 
@@ -69,13 +60,20 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     check_model(r.chat.model);
     check_prompt_bytes(json::dump(r.chat.messages).size(), "messages");
     if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template");
+    const OutputRules rules{.format = {},
+                            .tool_choice = r.chat.tool_choice,
+                            .tools = &r.chat.chat.tools,
+                            .max_calls = r.chat.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
+                            .thinking = r.chat.chat.enable_thinking,
+                            .tool_schema_param = "input_schema"};
+    ConstraintFactory::check_cost(rules);  // schemas too large to compile: refused before any rendering
     RenderedPrompt prompt;
     try {
       prompt = render(r.chat);
     } catch (const ApiError&) {
       throw;
     } catch (const Error& e) {
-      throw ApiError(status::bad_request, e.what(), "messages");
+      throw ApiError(status::bad_request, client_text(e), "messages");
     }
     auto [ids, channel] = tokenize(prompt);
     const auto input_tokens = static_cast<std::int64_t>(ids.size());
@@ -83,12 +81,7 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     p.head.id = anthropic::new_id("msg");
     const bool tools = r.tools_in_prompt;
     const std::size_t max_calls = r.chat.parallel_tool_calls ? any_number_of_calls : 1;
-    constrain(*p.job, {.format = {},
-                       .tool_choice = r.chat.tool_choice,
-                       .tools = &r.chat.chat.tools,
-                       .max_calls = r.chat.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
-                       .thinking = r.chat.chat.enable_thinking,
-                       .tool_schema_param = "input_schema"});
+    constrain(*p.job, rules);
     // The decoded output, only needed to tell which stop sequence matched.
     auto output = [this](const Generation& g) {
       return g.stop_reason == StopReason::stop_string ? engine_.tokenizer().decode(g.tokens) : std::string();

@@ -20,8 +20,8 @@ struct Ending {
 };
 
 inline Ending ending(StopReason reason, bool tool_use, std::string_view output, const std::vector<std::string>& stops) {
+  if (reason == StopReason::max_tokens || reason == StopReason::context_full) return {"max_tokens", std::nullopt};  // cut: even with calls
   if (tool_use) return {"tool_use", std::nullopt};
-  if (reason == StopReason::max_tokens || reason == StopReason::context_full) return {"max_tokens", std::nullopt};
   if (reason != StopReason::stop_string) return {"end_turn", std::nullopt};
   std::optional<std::string> first;
   std::size_t at = std::string_view::npos;
@@ -103,12 +103,13 @@ inline json::Value message_object(const ResponseHead& h, json::Value content, co
 // `max_calls`: disable_parallel_tool_use keeps the first call only.
 inline json::Value message_response(const ResponseHead& h, const Generation& g, bool tools, std::string_view output,
                                     const std::vector<std::string>& stops, std::size_t max_calls = any_number_of_calls) {
-  ParsedToolCalls parsed{g.content, {}};
+  ParsedToolCalls parsed;
+  parsed.content = parsed.whole = g.content;
   if (tools) parsed = parse_tool_calls(g.content);
   if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   bool objects = true;
   std::vector<ToolUse> uses = tool_uses(parsed.calls, objects);
-  if (!objects) uses.clear(), parsed.content = g.content;
+  if (!objects) uses.clear(), parsed.content = parsed.whole;
   json::Value content = json::Array{};
   if (!g.reasoning.empty()) content.push_back(thinking_block(g.reasoning));
   if (!parsed.content.empty() || (uses.empty() && content.size() == 0)) content.push_back(text_block(parsed.content));
@@ -146,7 +147,7 @@ class MessageStream {
       if (parsed.calls.size() > max_calls_) parsed.calls.resize(max_calls_);
       bool objects = true;
       uses = tool_uses(parsed.calls, objects);
-      if (!objects) uses.clear(), parsed.content = std::string(held);
+      if (!objects) uses.clear(), parsed.content = parsed.whole;
       if (!parsed.content.empty()) delta(Kind::text, parsed.content);
     }
     if (open_ == Kind::none && uses.empty() && blocks_ == 0) delta(Kind::text, "");

@@ -2,6 +2,7 @@
 // {"error": {"message", "type", "param", "code"}}; `param` names the offending request field.
 #pragma once
 
+#include <cstdio>
 #include <exception>
 #include <string>
 
@@ -20,22 +21,21 @@ inline constexpr int payload_too_large = 413;
 inline constexpr int too_many_requests = 429;
 inline constexpr int internal_error = 500;
 inline constexpr int unavailable = 503;
+inline constexpr int insufficient_storage = 507;  // RFC 4918: the server cannot store what the request asks it to
 }  // namespace status
 
 class ApiError : public Error {
  public:
-  ApiError(int http_status, std::string message, std::string param = {}, std::string code = {})
-      : Error(ErrorCategory::request, param, message),
-        status_(http_status), message_(std::move(message)), param_(std::move(param)), code_(std::move(code)) {}
+  ApiError(int http_status, const std::string& message, std::string param = {}, std::string code = {})
+      : Error(ErrorCategory::request, param, message), status_(http_status), param_(std::move(param)), code_(std::move(code)) {}
 
   int status() const noexcept { return status_; }
-  const std::string& message() const noexcept { return message_; }
   const std::string& param() const noexcept { return param_; }
   const std::string& code() const noexcept { return code_; }
 
  private:
   int status_;
-  std::string message_, param_, code_;
+  std::string param_, code_;
 };
 
 // A 400 about one request field.
@@ -79,7 +79,18 @@ struct Failure {
   std::string message, param, code;
 };
 
-// What the exception being handled means for the client; call it inside a catch block.
+// A library error as a client may read it: its text, with a context that is an absolute path (a
+// model file, the cache directory) cut to the file name. Errors to clients name request fields,
+// never where the server keeps its files; the log has the whole text.
+inline std::string client_text(const Error& e) {
+  const std::string& c = e.context();
+  if (c.empty() || c.front() != '/') return e.what();
+  const std::size_t slash = c.rfind('/', c.find(' '));
+  return std::string("[kylin.") + std::string(category_name(e.category())) + "] " + c.substr(slash + 1) + ": " + e.message();
+}
+
+// What the exception being handled means for the client; call it inside a catch block. Errors
+// that are not the request's (500) are logged whole on stderr and answered without paths.
 inline Failure current_failure() {
   try {
     throw;
@@ -88,9 +99,11 @@ inline Failure current_failure() {
   } catch (const Error& e) {
     const ErrorCategory c = e.category();
     const bool request = c == ErrorCategory::request || c == ErrorCategory::tokenizer || c == ErrorCategory::chat_template;
-    return {request ? status::bad_request : status::internal_error, e.what(), {}, {}};
+    if (!request) std::fprintf(stderr, "kylin-server: internal error: %s\n", e.what());
+    return {request ? status::bad_request : status::internal_error, client_text(e), {}, {}};
   } catch (const std::exception& e) {
-    return {status::internal_error, e.what(), {}, {}};
+    std::fprintf(stderr, "kylin-server: internal error: %s\n", e.what());  // e.g. a filesystem_error holds paths
+    return {status::internal_error, "internal server error (see the server's log)", {}, {}};
   } catch (...) {
     return {status::internal_error, "unknown error", {}, {}};
   }

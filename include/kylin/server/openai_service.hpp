@@ -41,13 +41,19 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
   for (const auto& m : r.messages.as_array()) bytes += m.find("content")->as_string().size();
   check_prompt_bytes(bytes, "messages");
   if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template; use /v1/completions");
+  const OutputRules rules{.format = r.response_format,
+                          .tool_choice = r.tool_choice,
+                          .tools = &r.chat.tools,
+                          .max_calls = r.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
+                          .thinking = r.chat.enable_thinking};
+  ConstraintFactory::check_cost(rules);  // schemas too large to compile: refused before any rendering
   RenderedPrompt prompt;
   try {
     prompt = render(r);
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {
-    throw ApiError(status::bad_request, e.what(), "messages");
+    throw ApiError(status::bad_request, client_text(e), "messages");
   }
   auto [ids, channel] = tokenize(prompt);
   Prepared p = prepare(r, std::move(ids), channel, "messages");
@@ -56,11 +62,7 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
   shape.tools = !r.chat.tools.is_null();
   shape.max_calls = r.parallel_tool_calls ? any_number_of_calls : 1;
   shape.logprobs = attach_logprobs(p.job->options, r.logprob, engine_.sampleable_ids());
-  constrain(*p.job, {.format = r.response_format,
-                     .tool_choice = r.tool_choice,
-                     .tools = &r.chat.tools,
-                     .max_calls = r.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
-                     .thinking = r.chat.enable_thinking});
+  constrain(*p.job, rules);
   return r.stream ? chat_stream(p, shape, r.include_usage, watch) : chat_reply(p, shape, watch);
 }
 
@@ -131,7 +133,7 @@ inline Started Service::complete(std::string_view text, const std::shared_ptr<Cl
     try {
       tokens = engine_.tokenizer().encode(r.prompt);
     } catch (const Error& e) {
-      throw invalid("prompt", e.what());
+      throw invalid("prompt", client_text(e));
     }
   }
   Prepared p = prepare(r, std::move(tokens), Channel::answer, "prompt");

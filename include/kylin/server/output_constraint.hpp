@@ -54,17 +54,47 @@ class ConstraintFactory {
   // the field whose schema cannot be compiled.
   std::shared_ptr<constrain::Constraint> make(const OutputRules& rules) const {
     const bool json = rules.format.type != ResponseFormat::Type::text;
-    const bool have_tools = rules.tools != nullptr && rules.tools->is_array() && rules.tools->size() > 0 &&
-                            rules.tool_choice.mode != ToolChoiceMode::none;
     if (!json && !rules.tool_choice.forces_call()) return nullptr;
+    check_cost(rules);
+    const bool calls = makes_calls(rules);
     constrain::ConstraintOptions options;
     options.thinking = rules.thinking ? constrain::ThinkingPolicy::allow : constrain::ThinkingPolicy::none;
     // With a JSON format, calls stay possible (tool_choice auto) as the grammar's other branch.
-    const bool calls = rules.tool_choice.forces_call() || (json && have_tools);
     if (!calls) return std::make_shared<constrain::Constraint>(answer_grammar(rules), text_trie(), options);
     constrain::Grammar g = call_grammar(rules);
     if (json && !rules.tool_choice.forces_call()) g = constrain::either(g, answer_grammar(rules));
     return std::make_shared<constrain::Constraint>(std::move(g), tool_trie(), options);
+  }
+
+  // Every schema make() would compile, measured on its JSON (SchemaCost) before any is, and before
+  // the prompt is rendered: one past the limits is a 400 naming its field; several within them but
+  // not together, naming "tools". A request that compiles nothing passes.
+  static void check_cost(const OutputRules& rules) {
+    const bool json = rules.format.type != ResponseFormat::Type::text;
+    if (!json && !rules.tool_choice.forces_call()) return;
+    std::vector<std::pair<const json::Value*, std::string>> schemas;  // (schema, its field)
+    if (rules.format.type == ResponseFormat::Type::json_schema && !rules.format.schema.is_null())
+      schemas.push_back({&rules.format.schema, rules.schema_param});
+    if (makes_calls(rules))
+      for (const auto& t : offered_tools(rules))
+        if (t.schema != nullptr) schemas.push_back({t.schema, t.param});
+    constrain::SchemaCost total;
+    const constrain::GrammarLimits limits;
+    std::string param;
+    try {
+      for (const auto& [schema, field] : schemas) {
+        param = field;
+        constrain::SchemaCost one;
+        constrain::add_schema_cost(*schema, one);
+        constrain::check_schema_cost(one, limits);
+        constrain::add_schema_cost(*schema, total);
+      }
+      param = "tools";
+      constrain::check_schema_cost(total, limits);
+    } catch (const Error& e) {
+      const std::string together = param == "tools" ? " (all schemas of the request together)" : "";
+      throw invalid(param, "'" + param + "' cannot be enforced: " + client_text(e) + together);
+    }
   }
 
  private:
@@ -74,18 +104,37 @@ class ConstraintFactory {
     return compile(rules.format.schema, rules.schema_param);
   }
 
-  static constrain::Grammar call_grammar(const OutputRules& rules) {
-    std::vector<constrain::ToolGrammar> tools;
+  // A call is forced, or possible beside a JSON format (tool_choice auto with tools).
+  static bool makes_calls(const OutputRules& rules) {
+    const bool have_tools = rules.tools != nullptr && rules.tools->is_array() && rules.tools->size() > 0 &&
+                            rules.tool_choice.mode != ToolChoiceMode::none;
+    return rules.tool_choice.forces_call() || (rules.format.type != ResponseFormat::Type::text && have_tools);
+  }
+
+  // The tools a call may name, with their parameters schema (null: any object) and its field name.
+  struct OfferedTool {
+    std::string name;
+    const json::Value* schema;
+    std::string param;
+  };
+  static std::vector<OfferedTool> offered_tools(const OutputRules& rules) {
+    std::vector<OfferedTool> out;
     for (std::size_t i = 0; i < rules.tools->size(); ++i) {
       const json::Value& fn = *rules.tools->as_array()[i].find("function");
       const std::string& name = fn.find("name")->as_string();
       if (rules.tool_choice.mode == ToolChoiceMode::named && name != rules.tool_choice.name) continue;
       const json::Value* params = fn.find("parameters");
-      const std::string param = "tools[" + std::to_string(i) + "]." + rules.tool_schema_param;
       // No schema, or an empty one, takes any JSON object, as the template shows it to the model.
       const bool open = params == nullptr || params->is_null() || (params->is_object() && params->size() == 0);
-      tools.push_back({name, open ? constrain::json_object_grammar() : compile(*params, param)});
+      out.push_back({name, open ? nullptr : params, "tools[" + std::to_string(i) + "]." + rules.tool_schema_param});
     }
+    return out;
+  }
+
+  static constrain::Grammar call_grammar(const OutputRules& rules) {
+    std::vector<constrain::ToolGrammar> tools;
+    for (const auto& t : offered_tools(rules))
+      tools.push_back({t.name, t.schema == nullptr ? constrain::json_object_grammar() : compile(*t.schema, t.param)});
     return constrain::tool_calls_grammar(tools, {.min = 1, .max = rules.max_calls});
   }
 
@@ -93,7 +142,7 @@ class ConstraintFactory {
     try {
       return constrain::json_schema_grammar(schema);
     } catch (const Error& e) {
-      throw invalid(param, "'" + param + "' cannot be enforced: " + e.what());
+      throw invalid(param, "'" + param + "' cannot be enforced: " + client_text(e));
     }
   }
 

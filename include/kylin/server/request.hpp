@@ -79,7 +79,10 @@ inline void parse_sampling(const json::Value& body, GenerationRequest& r, const 
   try {
     (void)apply_overrides(defaults, s);  // range checks, naming the field
   } catch (const Error& e) {
-    throw invalid(e.context(), e.what());
+    // The float the check saw may differ from the request's number (float_field): say both.
+    const json::Value* given = field(body, e.context());
+    const bool rounded = given && given->is_number() && given->as_double() != static_cast<double>(static_cast<float>(given->as_double()));
+    throw invalid(e.context(), e.what() + (rounded ? " (the request's " + shortest_text(given->as_double()) + " as a 32-bit float)" : ""));
   }
 }
 
@@ -114,12 +117,14 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
   refuse_common(body);
 }
 
-// OpenAI content: a string, null, or [{type: "text", text}] parts (joined without separator).
+// OpenAI content: a string, null, or [{type: "text", text}] parts (joined without separator). An
+// empty array of parts is refused, as OpenAI and the Anthropic path do.
 inline std::string message_content(const json::Value& m, const std::string& where) {
   const json::Value* c = field(m, "content");
   if (c == nullptr) return {};
   if (c->is_string()) return c->as_string();
   if (!c->is_array()) throw invalid(where + ".content", "content must be a string or an array of text parts");
+  if (c->size() == 0) throw invalid(where + ".content", "content is an empty array; give at least one text part (or a string)");
   std::string text;
   for (const auto& part : c->as_array()) {
     const json::Value* type = part.find("type");
@@ -238,13 +243,18 @@ inline ChatRequest parse_chat_request(std::string_view text, const SamplingParam
   return r;
 }
 
-// prompt: a string, an array holding one string, or an array of token ids.
+// prompt: a string or an array of token ids, alone or as the one item of an array. OpenAI's
+// batches (several strings or id arrays) are refused: one prompt per request.
 inline CompletionRequest parse_completion_request(std::string_view text, const SamplingParams& defaults, int vocab_size) {
   const json::Value body = detail::parse_body(text);
   CompletionRequest r;
   const json::Value* p = detail::field(body, "prompt");
   if (p == nullptr) throw invalid("prompt", "'prompt' is required");
-  if (p->is_array() && p->size() == 1 && p->as_array()[0].is_string()) p = &p->as_array()[0];
+  const bool batch = p->is_array() && p->size() > 0 && (p->as_array()[0].is_string() || p->as_array()[0].is_array());
+  if (batch && p->size() > 1)
+    throw invalid("prompt", "'prompt' holds " + std::to_string(p->size()) +
+                                " prompts; kylin answers one prompt per request (send each in its own request)");
+  if (batch) p = &p->as_array()[0];
   if (p->is_string()) {
     r.prompt = p->as_string();
   } else if (p->is_array() && p->size() > 0) {

@@ -41,11 +41,12 @@ struct ResponseHead {
   std::string model;
 };
 
-// "stop" for EOS or a stop string (and a cancelled run, which nobody reads), "length" for the
-// token limit or a full context, "tool_calls" when the answer was parsed into calls.
+// "length" for the token limit or a full context, whatever was parsed (the answer was cut);
+// otherwise "tool_calls" when the answer was parsed into calls, else "stop" (EOS, a stop string,
+// and a cancelled run, which nobody reads).
 inline std::string finish_reason(StopReason r, bool tool_calls) {
-  if (tool_calls) return "tool_calls";
-  return r == StopReason::max_tokens || r == StopReason::context_full ? "length" : "stop";
+  if (r == StopReason::max_tokens || r == StopReason::context_full) return "length";
+  return tool_calls ? "tool_calls" : "stop";
 }
 
 inline json::Value usage(const GenerationStats& s) {
@@ -110,7 +111,8 @@ inline json::Value chat_completion(const ResponseHead& h, const Generation& g, b
                                    std::size_t max_calls = any_number_of_calls) {
   json::Value message = json::Object{};
   message.set("role", "assistant");
-  ParsedToolCalls parsed{g.content, {}};
+  ParsedToolCalls parsed;
+  parsed.content = parsed.whole = g.content;
   if (tools) parsed = parse_tool_calls(g.content);
   if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   const bool calls = !parsed.calls.empty();

@@ -257,7 +257,7 @@ inline Reply Service::embeddings(std::string_view text, const std::shared_ptr<Cl
     try {
       *ids = embedding_ids(engine_.tokenizer(), engine_.embedding_info(), *texts, {.prompt_name = r.prompt_name, .dimensions = std::nullopt});
     } catch (const Error& e) {
-      throw invalid(e.context() == "prompt_name" ? "prompt_name" : "input", e.what());
+      throw invalid(e.context() == "prompt_name" ? "prompt_name" : "input", client_text(e));
     }
   } else {
     *ids = std::move(std::get<TokenInputs>(r.input));
@@ -274,13 +274,21 @@ inline Reply Service::rerank(std::string_view text, const std::shared_ptr<Client
   require_task(options_.task, ServerTask::rerank, "/v1/rerank");
   RerankRequest r = detail::parse_rerank_request(text);
   check_model(r.model);
+  r.options.content_tokens = options_.content_tokens;  // as chat content: plain text unless --special-tokens-in-content
+  // A query or instruction too long for any document is blamed on itself, not on document 0.
+  check_prompt_bytes(r.query.size() + r.options.instruction.size(), r.options.instruction.size() > r.query.size() ? "instruction" : "query");
   for (const auto& d : r.documents) check_prompt_bytes(r.query.size() + r.options.instruction.size() + d.size(), "documents");
   auto ids = std::make_shared<TokenInputs>();  // [documents][tokens]
+  try {
+    check_rerank_query(engine_.tokenizer(), r.query, r.options, engine_.context_length());
+  } catch (const Error& e) {
+    throw ApiError(status::bad_request, e.message(), e.context(), "context_length_exceeded");
+  }
   try {
     // No context bound here: check_context answers with the parameter and code.
     *ids = rerank_ids(engine_.tokenizer(), r.query, r.documents, r.options, std::numeric_limits<std::int64_t>::max());
   } catch (const Error& e) {
-    throw invalid("documents", e.what());
+    throw invalid(e.context() == "query" || e.context() == "instruction" ? e.context() : "documents", client_text(e));
   }
   detail::check_context(*ids, engine_.context_length(), "documents", "document");
   const RerankAnswerIds answer = rerank_answer_ids(engine_.tokenizer());

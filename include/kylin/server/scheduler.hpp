@@ -170,7 +170,10 @@ class Scheduler {
       std::shared_ptr<Job> job;
       {
         std::unique_lock lock(mutex_);
-        if (active_ == 0) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (active_ == 0) {
+          busy_ = false;  // the tasks start() ran are over: nothing runs (run() resets it after steps)
+          wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        }
         if (queue_.empty()) return active_ > 0;
         const Job& head = *queue_.front();
         const bool alone = head.slot_task || (head.engine_task && !head.cancelled.load());
@@ -290,6 +293,10 @@ class Scheduler {
     std::shared_ptr<Job> job = std::move(s.job);
     s.run.reset();
     s.error.reset();
+    // Its constraint (grammar, DFA, masks: up to tens of MB) goes before the client is answered,
+    // so memory the server returns to the system after a request (kylin-server) includes it.
+    job->options.constraint = nullptr;
+    job->constraint.reset();
     generated_tokens_ += static_cast<std::uint64_t>(g.tokens.size());
     --active_;
     const bool failed = error.has_value();

@@ -42,8 +42,10 @@ struct ChatShape {
 };
 
 struct ServiceOptions {
-  // plain (the server's default): text in messages that spells <|im_start|>, <tool_call> etc. stays
-  // text, so a client cannot forge turns; special: transformers' behaviour (docs/CHAT.md).
+  // plain (the server's default): text in messages, and in rerank queries, documents and
+  // instructions, that spells <|im_start|>, <tool_call> etc. stays text, so a client cannot forge
+  // turns or a reranker's answer; special: transformers' behaviour (docs/CHAT.md). Embedding
+  // inputs are tokenized as sentence-transformers does either way (docs/EMBEDDINGS.md).
   ContentTokens content_tokens = ContentTokens::plain;
   PromptCache* prompt_cache = nullptr;  // --cache-dir: also where slot files go
   ServerTask task = ServerTask::generate;  // the endpoints that answer; the others say how to get them
@@ -106,7 +108,7 @@ class Service {
     try {
       for (int id : engine_.tokenizer().encode(content->as_string(), options)) tokens.push_back(id);
     } catch (const Error& e) {
-      throw invalid(param, e.what());
+      throw invalid(param, client_text(e));
     }
     json::Value out = json::Object{};
     out.set("tokens", std::move(tokens));

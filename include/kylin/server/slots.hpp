@@ -1,9 +1,12 @@
 // Slot save, restore and erase (POST /slots/{id}?action=...), shaped like llama.cpp's server: a
 // slot's KV state to or from a file in the --cache-dir directory, run on the inference thread
-// between generations. File names are plain names; anything that could leave the directory is refused.
+// between generations. File names are plain names; anything that could leave the directory is refused,
+// and a restore reads only a regular file (never through a symlink, never a FIFO).
 #pragma once
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
@@ -42,10 +45,37 @@ inline int parse_slot_id(std::string_view text, int slots) {
   return id;
 }
 
+namespace detail {
+
+// Saves slot `s` to `path`. A disk that cannot hold the file is 507 Insufficient Storage; other
+// write failures are 500. The client reads the name it gave, never the cache directory's path.
+inline std::size_t save_slot(const Session& s, const std::filesystem::path& path, const std::string& filename) {
+  try {
+    return s.save(path);
+  } catch (const KVWriteError& e) {
+    std::fprintf(stderr, "kylin-server: slot save: %s\n", e.what());
+    const std::string why = "cannot save the slot to '" + filename + "': " + std::strerror(e.error_number());
+    if (e.out_of_space()) throw ApiError(status::insufficient_storage, why, "filename", "insufficient_storage");
+    throw ApiError(status::internal_error, why, "filename");
+  }
+}
+
+// Restores slot `s` from `path`; a file that cannot be restored (missing, a symlink or FIFO,
+// damaged, forged with NaN values, another model's) is a 400 naming it as the client did.
+inline std::int64_t restore_slot(Session& s, const std::filesystem::path& path, const std::string& filename) {
+  try {
+    return s.load(path);
+  } catch (const Error& e) {
+    throw invalid("filename", "cannot restore the slot from '" + filename + "': " + e.message());
+  }
+}
+
+}  // namespace detail
+
 // Runs `action` ("save", "restore", "erase") on slot `id_text` and returns llama.cpp's answer:
 // save {id_slot, filename, n_saved, n_written, timings: {save_ms}}, restore {id_slot, filename,
 // n_restored, n_read, timings: {restore_ms}}, erase {id_slot, n_erased}. Without a cache
-// directory: 501. A file that cannot be restored (missing, damaged, another model's): 400.
+// directory: 501. A file that cannot be restored: 400; one the disk cannot hold: 507.
 inline json::Value slot_action(Scheduler& scheduler, const PromptCache* cache, std::string_view id_text, std::string_view action,
                                std::string_view body_text) {
   if (cache == nullptr)
@@ -78,16 +108,12 @@ inline json::Value slot_action(Scheduler& scheduler, const PromptCache* cache, s
     }
     out->set("filename", filename);
     if (action == "save") {
-      const std::size_t bytes = s.save(path);
+      const std::size_t bytes = detail::save_slot(s, path, filename);
       out->set("n_saved", s.cache().size());
       out->set("n_written", static_cast<std::int64_t>(bytes));
       timings.set("save_ms", ms());
     } else {
-      try {
-        out->set("n_restored", s.load(path));
-      } catch (const Error& e) {
-        throw invalid("filename", e.what());
-      }
+      out->set("n_restored", detail::restore_slot(s, path, filename));
       std::error_code ec;  // the file may be evicted or replaced meanwhile
       out->set("n_read", static_cast<std::int64_t>(std::filesystem::file_size(path, ec)));
       timings.set("restore_ms", ms());

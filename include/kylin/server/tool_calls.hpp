@@ -23,6 +23,10 @@ struct ToolCall {
 struct ParsedToolCalls {
   std::string content;          // the answer without the parsed blocks, whitespace at its edges trimmed
   std::vector<ToolCall> calls;  // in order of appearance
+  // A last block without its closing tag whose JSON does not parse: a call cut short (max_tokens).
+  // It is in neither `content` nor `whole`: unfinished call text is never shown as text.
+  bool unfinished = false;
+  std::string whole;            // the answer without that unfinished block: the text when no call is used
 };
 
 namespace detail {
@@ -56,7 +60,8 @@ inline bool parse_tool_call_body(std::string_view body, ToolCall& out) {
 }  // namespace detail
 
 // Parses every <tool_call> block of `text`. A block lacking its closing tag runs to the end of
-// the text (generation may stop right after the JSON); it is still parsed.
+// the text (generation may stop right after the JSON); it is still parsed, and dropped when it
+// does not parse (`unfinished`). A closed block that does not parse stays in the content.
 inline ParsedToolCalls parse_tool_calls(std::string_view text) {
   ParsedToolCalls out;
   std::string content;
@@ -70,15 +75,20 @@ inline ParsedToolCalls parse_tool_calls(std::string_view text) {
     const std::size_t block_end = close == std::string_view::npos ? text.size() : close + tool_call_close.size();
     ToolCall call;
     content += text.substr(pos, open - pos);
-    if (detail::parse_tool_call_body(text.substr(body_begin, body_end - body_begin), call))
+    if (detail::parse_tool_call_body(text.substr(body_begin, body_end - body_begin), call)) {
       out.calls.push_back(std::move(call));
-    else
+    } else if (close == std::string_view::npos) {
+      out.unfinished = true;
+      out.whole = std::string(detail::trim_space(text.substr(0, open)));
+    } else {
       content += text.substr(open, block_end - open);  // malformed: the model's text stays visible
+    }
     pos = block_end;
   }
   if (pos < text.size()) content += text.substr(pos);
   out.content = std::string(detail::trim_space(content));
-  if (out.calls.empty()) out.content = std::string(text);  // nothing parsed: the text untouched
+  if (!out.unfinished) out.whole = std::string(text);
+  if (out.calls.empty()) out.content = out.whole;  // nothing parsed: the text untouched (but a cut call)
   return out;
 }
 
