@@ -144,6 +144,30 @@ TEST_CASE("kylin bench --weights q8 reads the quantized bytes: the roofline coun
   CHECK(bad.out.find("--weights") != std::string::npos);
 }
 
+TEST_CASE("kylin bench --weights q8/q4 on MoE checkpoints: each expert counts its quantized bytes at the k / num_experts share a token reads") {
+  auto bytes_per_token = [](const std::string& model, const std::string& weights) {
+    const Run r = run(kylin_bin + " bench --model " + data + "/models/" + model + " -p 0 -n 2 -r 1 -t 1 --weights " + weights + " --format json");
+    REQUIRE(r.exit_code == 0);
+    const auto out = kylin::json::parse(r.out);
+    CHECK(out.find("tg_roofline_fraction")->as_double() > 0);
+    return out.find("bytes_per_token")->as_double();
+  };
+  // tiny-qwen3-moe (BF16, tied): 3 layers of attention (hidden 128, q 128, kv 64), layer 1 a dense
+  // MLP (intermediate 192), layers 0 and 2 8 experts (intermediate 64) of which a token reads 2,
+  // and the tied LM head [2048, 128]; all of them go from 2 bytes per weight to 34 (18) per 32.
+  const double tiny = 3 * (2 * 128 * 128 + 2 * 64 * 128) + 3 * 192 * 128 + 2 * (2.0 / 8) * 8 * 3 * 64 * 128 + 2048 * 128;
+  const double tiny_stored = bytes_per_token("tiny-qwen3-moe", "stored");
+  CHECK(tiny_stored - bytes_per_token("tiny-qwen3-moe", "q8") == doctest::Approx(tiny * (2 - 34.0 / 32)));
+  CHECK(tiny_stored - bytes_per_token("tiny-qwen3-moe", "q4") == doctest::Approx(tiny * (2 - 18.0 / 32)));
+  // odd-qwen3-moe-f32-sharded (F32, untied, 4 layers, hidden 96): what has a multiple of 32 columns
+  // is quantized: q [240, 96], k and v [80, 96] of every layer (o [96, 240] is not), gate and up
+  // [136, 96] of the dense layers 0 and 2, gate and up [56, 96] of the 12 experts of layers 1 and 3
+  // (3 read per token; down [96, 56] is not), and the LM head [1531, 96].
+  const double odd = 4 * (240 * 96 + 2 * 80 * 96) + 2 * 2 * 136 * 96 + 2 * (3.0 / 12) * 12 * 2 * 56 * 96 + 1531 * 96;
+  CHECK(bytes_per_token("odd-qwen3-moe-f32-sharded", "stored") - bytes_per_token("odd-qwen3-moe-f32-sharded", "q4") ==
+        doctest::Approx(odd * (4 - 18.0 / 32)));
+}
+
 TEST_CASE("kylin bench --depth also decodes from depth 0 in the same repetitions and reports the ratio") {
   const Run r = run(kylin_bin + " bench --model " + data + "/models/tiny-qwen3-untied -p 0 -n 4 -r 3 -t 1 --depth 24 --format json");
   REQUIRE(r.exit_code == 0);

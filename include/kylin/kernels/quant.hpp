@@ -57,6 +57,9 @@ std::size_t quant_bytes(std::int64_t rows, std::int64_t cols) {
 }
 inline std::size_t q8_bytes(std::int64_t rows, std::int64_t cols) { return quant_bytes<Q8View>(rows, cols); }
 inline std::size_t q4_bytes(std::int64_t rows, std::int64_t cols) { return quant_bytes<Q4View>(rows, cols); }
+inline std::size_t quant_bytes(DType d, std::int64_t rows, std::int64_t cols) {
+  return d == DType::q4_0 ? q4_bytes(rows, cols) : q8_bytes(rows, cols);
+}
 
 template <QuantView W>
 W quant_view(const void* data, std::int64_t rows, std::int64_t cols) {
