@@ -9,9 +9,11 @@
 #include <string>
 
 #include "common/process.hpp"
+#include "common/reference.hpp"
 #include "common/temp_dir.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
+#include "kylin/model/model.hpp"
 
 namespace cli_test {
 
@@ -63,6 +65,35 @@ TEST_CASE("kylin logits --positions all prints every position's logits within th
     const Run last = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens 1,2,3 --positions last");
     CHECK(kylin::json::parse(last.out).find("logits")->size() == 1);
   }
+}
+
+TEST_CASE("kylin logits --weights q8|q4 prints the logits of the weights quantized at load: Model::load's with that format, bit for bit, each moved from the reference") {
+  const std::string model = "tiny-qwen3-moe";  // attention, a dense MLP, experts and the tied LM head quantized
+  const auto cases = kylin::test::load_cases(model);
+  const kylin::test::Case& c = cases[1];  // 9 tokens, every position
+  const std::string tokens = join(reference_case(model, 1).find("tokens")->as_array());
+  for (kylin::WeightFormat format : {kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
+    const std::string name(kylin::weight_format_name(format));
+    CAPTURE(name);
+    const Run r = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens " + tokens + " --positions all --weights " + name);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = kylin::json::parse(r.out).find("logits")->as_array();
+    kylin::Model m = kylin::Model::load(data + "/models/" + model, {.threads = 2, .weights = format});
+    const auto V = static_cast<std::size_t>(m.vocab_size());
+    auto cache = m.new_cache(64);
+    std::vector<float> expected(c.tokens.size() * V);
+    m.forward(c.tokens, cache, expected, kylin::Positions::all);
+    REQUIRE(rows.size() == c.tokens.size());
+    std::vector<float> got;
+    for (const auto& row : rows)
+      for (const auto& x : row.as_array()) got.push_back(static_cast<float>(x.as_double()));  // shortest round-trip text: exact
+    CHECK(got == expected);
+    // quantized for real: further from the float64 reference than the exact path's 1e-5 (forward_test's bars)
+    CHECK(kylin::test::relative_l2(got.data(), c.logits.back()) > 1e-4);
+  }
+  const Run bad = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens 1 --weights q3");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("--weights") != std::string::npos);
 }
 
 TEST_CASE("kylin generate --tokens --greedy --format json prints the reference greedy continuation") {
