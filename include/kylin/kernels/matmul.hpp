@@ -355,6 +355,11 @@ inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, M
 }
 
 #if defined(KYLIN_VNNI_256)
+// Below this many rows the decode kernel outruns the int8 GEMM, whose panel packing then costs
+// more than its arithmetic saves (one core, a 768 x 2048 expert matrix: Q8_0 even at 8-12 rows,
+// Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time).
+inline constexpr std::int64_t qgemm_min_tokens = 12;
+
 // Prefill rows of Q8_0/Q4_0 weights with VNNI: x[T, K] quantized as for the decode rows, then the
 // int8 GEMM's weight panels of all products split between threads; every output the decode
 // kernel's bit for bit.
@@ -405,7 +410,8 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
   if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
-#if defined(KYLIN_VNNI_256)
+#if defined(KYLIN_VNNI_256)  // the int8 GEMM and the decode kernel give the same bits: the faster one runs
+    if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch);
     return detail::qgemm_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch);
 #endif
     const Q8Rows xq = detail::quantize_rows(x + plan.dot_rows * K, gemm_rows, K, pool, scratch);

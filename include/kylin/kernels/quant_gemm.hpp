@@ -113,14 +113,34 @@ inline __m256i unsigned_block(const Q4View& w, std::int64_t r, std::int64_t b) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
 }
 
+// scale[b * QV::rows + i] = the f16 scale of block b of row r0 + i (0 past `valid` rows), 8 rows
+// by 8 blocks at a time widened (vcvtph2ps) and transposed in registers: one scalar conversion
+// per value took most of a panel's packing.
+template <QuantView W>
+void qgemm_pack_scales(const W& w, std::int64_t r0, std::int64_t valid, float* scale) {
+  const std::int64_t nb = w.blocks(), nb8 = nb / 8 * 8;
+  for (std::int64_t i0 = 0; i0 < QV::rows; i0 += 8) {
+    for (std::int64_t b0 = 0; b0 < nb8; b0 += 8) {
+      __m256 tile[8];
+      for (std::int64_t i = 0; i < 8; ++i)
+        tile[i] = i0 + i < valid ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i0 + i) * nb + b0)))
+                                 : _mm256_setzero_ps();
+      transpose8(tile);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(scale + (b0 + j) * QV::rows + i0, tile[j]);
+    }
+    for (std::int64_t b = nb8; b < nb; ++b)
+      for (std::int64_t i = i0; i < i0 + 8; ++i) scale[b * QV::rows + i] = i < valid ? _cvtsh_ss(w.scale[(r0 + i) * nb + b]) : 0.f;
+  }
+}
+
 // Packs the panel of rows [r0, r0 + QV::rows) of w into buf (qpanel_floats(w.cols) floats):
 // 8 rows' blocks at a time as 8 x 8 tiles of 4-byte lanes, transposed in registers.
 template <QuantView W>
 QPanel qgemm_pack(const W& w, std::int64_t r0, float* buf) {
   const std::int64_t nb = w.blocks(), valid = std::min(QV::rows, w.rows - r0);
   auto* values = reinterpret_cast<std::uint8_t*>(buf + nb * QV::rows);
-  for (std::int64_t b = 0; b < nb; ++b) {
-    for (std::int64_t i = 0; i < QV::rows; ++i) buf[b * QV::rows + i] = i < valid ? block_scale(w, r0 + i, b) : 0.f;
+  qgemm_pack_scales(w, r0, valid, buf);
+  for (std::int64_t b = 0; b < nb; ++b)
     for (std::int64_t i0 = 0; i0 < QV::rows; i0 += 8) {
       __m256 tile[8];
       for (std::int64_t i = 0; i < 8; ++i) {
@@ -131,7 +151,6 @@ QPanel qgemm_pack(const W& w, std::int64_t r0, float* buf) {
       for (int l = 0; l < 8; ++l)
         _mm256_storeu_ps(reinterpret_cast<float*>(values + ((b * 8 + l) * QV::rows + i0) * 4), tile[l]);
     }
-  }
   return {buf, values};
 }
 
