@@ -242,7 +242,7 @@ struct MatmulScratch {
   detail::AlignedBuffer<float> q8_scale;      // [max_tokens, max_cols / q8_block]
   detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_tokens, max_cols] |q8_x|
   detail::AlignedBuffer<float> q8_sum8;       // [max_tokens, max_cols / q8_block] 8 * scale * sum(q8_x)
-  detail::AlignedBuffer<std::int32_t> q8_bias4;  // [max_tokens, max_cols / 4] -128 * sums of 4 (the int8 GEMM's, with VNNI)
+  detail::AlignedBuffer<std::int32_t> q8_start4;  // [max_tokens, max_cols / 4] the int8 GEMM's accumulator starts (with VNNI)
   std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
   std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
   MatmulScratch() = default;
@@ -253,7 +253,7 @@ struct MatmulScratch {
         q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
         q8_abs(static_cast<std::size_t>(max_tokens * max_cols)),
         q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
-        q8_bias4(int8_vnni ? static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / 4)) : 0),
+        q8_start4(int8_vnni ? static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / 4)) : 0),
         operands(max_products), dot_packed(max_products) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
@@ -369,10 +369,10 @@ inline void qgemm_fused(const float* x, std::span<const MatmulOut> outs, std::in
   const Q8Rows xq = quantize_rows(x, T_, K, pool, scratch);
   bool q8 = false, q4 = false;
   for (const auto& o : outs) (o.w.dtype == DType::q4_0 ? q4 : q8) = true;
-  const Q8GemmRows rows{xq, q8 ? scratch.q8_bias4.get() : nullptr, q4 ? scratch.q8_sum8.get() : nullptr};
+  const Q8GemmRows rows{xq, q8 ? scratch.q8_start4.get() : nullptr, q4 ? scratch.q8_sum8.get() : nullptr};
   parallel_chunks(pool, T_, 16, [&](int, std::int64_t t0, std::int64_t t1) {
     const Q8Rows part{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K};
-    prepare_gemm_rows(part, t1 - t0, q8 ? scratch.q8_bias4.get() + t0 * (K / 4) : nullptr, q4 ? scratch.q8_sum8.get() + t0 * (K / q8_block) : nullptr);
+    prepare_gemm_rows(part, t1 - t0, q8 ? scratch.q8_start4.get() + t0 * (K / 4) : nullptr, q4 ? scratch.q8_sum8.get() + t0 * (K / q8_block) : nullptr);
   });
   auto panels = [](const MatmulOut& o) { return (o.w.rows + QV::rows - 1) / QV::rows; };
   std::int64_t total = 0;
@@ -380,7 +380,7 @@ inline void qgemm_fused(const float* x, std::span<const MatmulOut> outs, std::in
   parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
     for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       visit_quant(o.w.dtype, o.w.data, o.w.rows, K, [&](const auto& w) {
-        qgemm_panels(w, rows, T_, o.bias, o.y, b, e, scratch.packed_w_ptrs[static_cast<std::size_t>(t)]);
+        qgemm_panels(w, rows, T_, o.bias, o.y, b, e, scratch.packed_w_ptrs[static_cast<std::size_t>(t)], scratch.max_cols * gemm_nr);
       });
     });
   });

@@ -50,24 +50,24 @@ inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p);
 // LM head matvec 6.1 -> 4.1 ms on 2 threads with every line requested; 1-4 KB ahead alike).
 inline constexpr std::int64_t quant_prefetch_bytes = 2048;
 
-// p[t] = the 8 int32 lane sums of block b of weight row r times activation row t0 + t (lane j:
-// values 4j..4j+3), by dot4 (int8.hpp) of unsigned and signed bytes. Q8_0: |x| times w carrying
+// p[t] = the 8 lane sums of block b of weight row r times activation row t0 + t (lane j: values
+// 4j..4j+3), exact integers as floats, by lane_sums (int8.hpp) of unsigned and signed bytes. Q8_0: |x| times w carrying
 // x's sign is x * w. Q4_0: the stored values v + 8 in [0, 15] times x directly; the 8 * sum(x)
 // this adds is taken off per output.
 template <int NB>
-inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
+inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[NB]) {
   const __m256i wv = _mm256_loadu_si256(at(w.q + r * w.cols + b * q8_block));
   for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
-    p[t] = dot4(_mm256_loadu_si256(at(x.abs + k)), _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k))));
+    p[t] = lane_sums(_mm256_loadu_si256(at(x.abs + k)), _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k))));
   }
 }
 template <int NB>
-inline void q4_products(__m256i nibbles, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&p)[NB]) {
-  for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
+inline void q4_products(__m256i nibbles, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&p)[NB]) {
+  for (int t = 0; t < NB; ++t) p[t] = lane_sums(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
 }
 template <int NB>
-inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
+inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[NB]) {
   const Q4Block k = q4_block(w, r, b);
   const __m256i low = _mm256_set1_epi8(0x0F);
   if (k.shift >= 0)
@@ -105,19 +105,19 @@ using PairAcc = __m512;
 // Q8_0: as block_products, with w negated where x < 0 by a mask (AVX-512 has no vpsignb; where
 // x = 0 the product is 0 either way). Q4_0: the pair's 32 bytes, low nibbles then high.
 template <int NB>
-inline void pair_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512i (&p)[NB]) {
+inline void pair_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512 (&p)[NB]) {
   const __m512i wv = _mm512_loadu_si512(w.q + r * w.cols + b * q8_block);
   for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
     const __m512i xq = _mm512_loadu_si512(x.rows.q + k);
-    p[t] = dot4(_mm512_loadu_si512(x.abs + k), _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xq), _mm512_setzero_si512(), wv));
+    p[t] = lane_sums(_mm512_loadu_si512(x.abs + k), _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xq), _mm512_setzero_si512(), wv));
   }
 }
 template <int NB>
-inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512i (&p)[NB]) {
+inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512 (&p)[NB]) {
   const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block));
   const __m512i nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), _mm512_set1_epi8(0x0F));
-  for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
+  for (int t = 0; t < NB; ++t) p[t] = lane_sums(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
 }
 
 // acc[i][t] += the products of blocks b..b+7, pair by pair; d from group_scales.
@@ -128,10 +128,10 @@ inline void group_products(const W& w, std::int64_t r0, const Q8Operand& x, std:
   for (int j = 0; j < 8; j += 2) {
     const __m512i scale_at = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(j));
     for (int i = 0; i < R; ++i) {
-      __m512i p[NB];
+      __m512 p[NB];
       pair_products<NB>(w, r0 + i, b + j, x, t0, p);
       for (int t = 0; t < NB; ++t)
-        acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[t]), _mm512_permutexvar_ps(scale_at, _mm512_castps256_ps512(d[i][t])), acc[i][t]);
+        acc[i][t] = _mm512_fmadd_ps(p[t], _mm512_permutexvar_ps(scale_at, _mm512_castps256_ps512(d[i][t])), acc[i][t]);
     }
   }
 }
@@ -147,7 +147,7 @@ struct PairAcc {
 
 // Blocks b and b + 1 (b even, both in the row): for Q4_0 one load of their shared 32 bytes.
 template <int NB, QuantView W>
-inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[2][NB]) {
+inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[2][NB]) {
   if constexpr (std::same_as<W, Q4View>) {
     const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block)), low = _mm256_set1_epi8(0x0F);
     q4_products(_mm256_and_si256(v, low), x, t0, b, p[0]);
@@ -163,11 +163,11 @@ inline void group_products(const W& w, std::int64_t r0, const Q8Operand& x, std:
                            PairAcc (&acc)[R][NB]) {
   for (int j = 0; j < 8; j += 2)
     for (int i = 0; i < R; ++i) {
-      __m256i pp[2][NB];
+      __m256 pp[2][NB];
       pair_products<NB>(w, r0 + i, b + j, x, t0, pp);
       for (int h = 0; h < 2; ++h)
         for (int t = 0; t < NB; ++t)
-          acc[i][t].half[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pp[h][t]), _mm256_permutevar8x32_ps(d[i][t], _mm256_set1_epi32(j + h)), acc[i][t].half[h]);
+          acc[i][t].half[h] = _mm256_fmadd_ps(pp[h][t], _mm256_permutevar8x32_ps(d[i][t], _mm256_set1_epi32(j + h)), acc[i][t].half[h]);
     }
 }
 
@@ -200,14 +200,14 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
   }
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < NB; ++t) acc[0][i][t] = even_half(pairs[i][t]), acc[1][i][t] = odd_half(pairs[i][t]);
-  __m256i p[NB];
+  __m256 p[NB];
   for (; b < nb; ++b)  // the last nb % 8 blocks one at a time
     for (int i = 0; i < R; ++i) {
       const float dw = _cvtsh_ss(w.scale[(r0 + i) * nb + b]);
       block_products<NB>(w, r0 + i, b, x, t0, p);
       for (int t = 0; t < NB; ++t) {
         const __m256 dwx = _mm256_set1_ps(dw * x.rows.scale[(t0 + t) * nb + b]);
-        acc[b & 1][i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), dwx, acc[b & 1][i][t]);
+        acc[b & 1][i][t] = _mm256_fmadd_ps(p[t], dwx, acc[b & 1][i][t]);
         if constexpr (q4) offset_tail[i][t] = std::fma(dw, x.sum8[(t0 + t) * nb + b], offset_tail[i][t]);
       }
     }

@@ -20,7 +20,7 @@ namespace kylin::kernels::detail {
 // otherwise recompute from them.
 struct Q8GemmRows {
   Q8Rows rows;
-  const std::int32_t* bias4 = nullptr;  // [n, cols / 4] -128 * the sum of each 4 values (Q8_0: weights enter as w + 128)
+  const std::int32_t* start4 = nullptr;  // [n, cols / 4] Q8_0: each 4 values' vpdpbusd accumulator start (prepare_gemm_rows)
   const float* sum8 = nullptr;          // [n, cols / 32] block_sum8 (Q4_0: the +8 of the stored values)
 };
 
@@ -34,11 +34,10 @@ struct QGemmVec {
   using F = __m512;
   static I load(const void* p) { return _mm512_loadu_si512(p); }
   static I splat(std::int32_t v) { return _mm512_set1_epi32(v); }
-  static I zero_i() { return _mm512_setzero_si512(); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
   static F splat(float v) { return _mm512_set1_ps(v); }
   static F zero() { return _mm512_setzero_ps(); }
-  static F to_float(I v) { return _mm512_cvtepi32_ps(v); }
+  static F as_float(I v) { return _mm512_castsi512_ps(v); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store(std::uint8_t* p, I v) { _mm512_storeu_si512(p, v); }
@@ -51,11 +50,10 @@ struct QGemmVec {
   using F = __m256;
   static I load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   static I splat(std::int32_t v) { return _mm256_set1_epi32(v); }
-  static I zero_i() { return _mm256_setzero_si256(); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
   static F splat(float v) { return _mm256_set1_ps(v); }
   static F zero() { return _mm256_setzero_ps(); }
-  static F to_float(I v) { return _mm256_cvtepi32_ps(v); }
+  static F as_float(I v) { return _mm256_castsi256_ps(v); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void store(std::uint8_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
@@ -69,16 +67,18 @@ inline std::int32_t load4(const void* p) {
   return v;
 }
 
-// Fills bias4 (Q8_0 weights; may be null) and sum8 (Q4_0; may be null) for rows [0, n) of x.
-inline void prepare_gemm_rows(const Q8Rows& x, std::int64_t n, std::int32_t* bias4, float* sum8) {
+// Q8_0's weights enter vpdpbusd as w + 128, so each 4 values' accumulator starts at
+// exact_float_start (int8.hpp) less 128 * the 4 activations' sum.
+// Fills start4 (Q8_0 weights; may be null) and sum8 (Q4_0; may be null) for rows [0, n) of x.
+inline void prepare_gemm_rows(const Q8Rows& x, std::int64_t n, std::int32_t* start4, float* sum8) {
   const std::int64_t nb = x.cols / q8_block;
   const __m256i c128 = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(1);
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t b = 0; b < nb; ++b) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + t * x.cols + b * q8_block));
-      if (bias4)  // 128 * sum by vpdpbusd (0x80 unsigned is 128), then negated
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(bias4 + (t * x.cols + b * q8_block) / 4),
-                            _mm256_sub_epi32(_mm256_setzero_si256(), dot4(c128, q)));
+      if (start4)  // 128 * sum by vpdpbusd (0x80 unsigned is 128)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(start4 + (t * x.cols + b * q8_block) / 4),
+                            _mm256_sub_epi32(_mm256_set1_epi32(exact_float_start), dot4(c128, q)));
       if (sum8) {  // the block's sum, exact in int32, then block_sum8's expression
         const __m256i s4 = dot4(ones, q);
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
@@ -162,15 +162,16 @@ template <bool Q4, int TOK>
 void qgemm_parity(const QPanel& p, std::int64_t nb, const Q8GemmRows& x, std::int64_t t0, std::int64_t parity, QV::F (&out)[TOK][8]) {
   const std::int64_t K = x.rows.cols;
   const std::int8_t* xq[TOK];
-  const std::int32_t* bias4[TOK];
+  const std::int32_t* start4[TOK];
   const float* scale[TOK];
   QV::F acc[TOK][8];
   for (int t = 0; t < TOK; ++t) {
     xq[t] = x.rows.q + (t0 + t) * K;
-    bias4[t] = Q4 ? nullptr : x.bias4 + (t0 + t) * (K / 4);
+    start4[t] = Q4 ? nullptr : x.start4 + (t0 + t) * (K / 4);
     scale[t] = x.rows.scale + (t0 + t) * nb;
     for (int l = 0; l < 8; ++l) acc[t][l] = QV::zero();
   }
+  const QV::F start_value = QV::splat(exact_float_start_value);
   for (std::int64_t b = parity; b < nb; b += 2) {
     QV::F d[TOK];
     const QV::F dw = QV::load(p.scale + b * QV::rows);
@@ -179,8 +180,9 @@ void qgemm_parity(const QPanel& p, std::int64_t nb, const Q8GemmRows& x, std::in
     for (int l = 0; l < 8; ++l) {
       const QV::I uv = QV::load(u + l * QV::rows * 4);
       for (int t = 0; t < TOK; ++t) {
-        const QV::I init = Q4 ? QV::zero_i() : QV::splat(bias4[t][b * 8 + l]);
-        acc[t][l] = QV::fma(QV::to_float(dot4_add(init, uv, QV::splat(load4(xq[t] + b * q8_block + 4 * l)))), d[t], acc[t][l]);
+        const QV::I start = QV::splat(Q4 ? exact_float_start : start4[t][b * 8 + l]);
+        const QV::F sum = QV::as_float(dot4_add(start, uv, QV::splat(load4(xq[t] + b * q8_block + 4 * l)))) - start_value;
+        acc[t][l] = QV::fma(sum, d[t], acc[t][l]);
       }
     }
   }
@@ -220,18 +222,33 @@ void qgemm_tile(const QPanel& p, std::int64_t nb, const Q8GemmRows& x, std::int6
   }
 }
 
+// Token rows a group of packed panels runs over at a time: their activations (int8 values and
+// Q8_0's start4, 2 bytes per value) stay in L2 beside the panels, where a whole 512-row chunk's
+// were read from further out for every panel.
+inline constexpr std::int64_t qgemm_token_block = 32;
+
 // Weight panels [p0, p1) of w (QV::rows rows each) over the T token rows of x into y[T, w.rows]:
-// each panel packed once into buf, then run over every token.
+// as many panels as buf (buf_floats) holds packed at once, then run over the tokens
+// qgemm_token_block rows at a time.
 template <QuantView W>
-void qgemm_panels(const W& w, const Q8GemmRows& x, std::int64_t T, const float* bias, float* y, std::int64_t p0, std::int64_t p1, float* buf) {
+void qgemm_panels(const W& w, const Q8GemmRows& x, std::int64_t T, const float* bias, float* y, std::int64_t p0, std::int64_t p1, float* buf,
+                  std::int64_t buf_floats) {
   constexpr bool q4 = std::same_as<W, Q4View>;
-  for (std::int64_t pi = p0; pi < p1; ++pi) {
-    const std::int64_t r0 = pi * QV::rows, valid = std::min(QV::rows, w.rows - r0);
-    const QPanel p = qgemm_pack(w, r0, buf);
-    const float* b = bias ? bias + r0 : nullptr;
-    std::int64_t t = 0;
-    for (; t + QV::tokens <= T; t += QV::tokens) qgemm_tile<q4, QV::tokens>(p, w.blocks(), x, t, b, y + r0, w.rows, valid);
-    for (; t < T; ++t) qgemm_tile<q4, 1>(p, w.blocks(), x, t, b, y + r0, w.rows, valid);
+  const std::int64_t panel_floats = qpanel_floats(w.cols), group = std::max<std::int64_t>(1, buf_floats / panel_floats);
+  QPanel packed[64];
+  for (std::int64_t g0 = p0; g0 < p1; g0 += std::min<std::int64_t>(group, 64)) {
+    const std::int64_t g1 = std::min({p1, g0 + group, g0 + 64});
+    for (std::int64_t pi = g0; pi < g1; ++pi) packed[pi - g0] = qgemm_pack(w, pi * QV::rows, buf + (pi - g0) * panel_floats);
+    for (std::int64_t t0 = 0; t0 < T; t0 += qgemm_token_block) {
+      const std::int64_t t1 = std::min(T, t0 + qgemm_token_block);
+      for (std::int64_t pi = g0; pi < g1; ++pi) {
+        const std::int64_t r0 = pi * QV::rows, valid = std::min(QV::rows, w.rows - r0);
+        const float* b = bias ? bias + r0 : nullptr;
+        std::int64_t t = t0;
+        for (; t + QV::tokens <= t1; t += QV::tokens) qgemm_tile<q4, QV::tokens>(packed[pi - g0], w.blocks(), x, t, b, y + r0, w.rows, valid);
+        for (; t < t1; ++t) qgemm_tile<q4, 1>(packed[pi - g0], w.blocks(), x, t, b, y + r0, w.rows, valid);
+      }
+    }
   }
 }
 
