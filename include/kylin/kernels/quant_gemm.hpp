@@ -40,7 +40,6 @@ struct QGemmVec {
   static F as_float(I v) { return _mm512_castsi512_ps(v); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
-  static void store(std::uint8_t* p, I v) { _mm512_storeu_si512(p, v); }
 };
 #else
 struct QGemmVec {
@@ -56,7 +55,6 @@ struct QGemmVec {
   static F as_float(I v) { return _mm256_castsi256_ps(v); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
-  static void store(std::uint8_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 };
 #endif
 using QV = QGemmVec;
@@ -67,9 +65,9 @@ inline std::int32_t load4(const void* p) {
   return v;
 }
 
+// Fills start4 (Q8_0 weights; may be null) and sum8 (Q4_0; may be null) for rows [0, n) of x.
 // Q8_0's weights enter vpdpbusd as w + 128, so each 4 values' accumulator starts at
 // exact_float_start (int8.hpp) less 128 * the 4 activations' sum.
-// Fills start4 (Q8_0 weights; may be null) and sum8 (Q4_0; may be null) for rows [0, n) of x.
 inline void prepare_gemm_rows(const Q8Rows& x, std::int64_t n, std::int32_t* start4, float* sum8) {
   const std::int64_t nb = x.cols / q8_block;
   const __m256i c128 = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(1);
@@ -234,10 +232,11 @@ template <QuantView W>
 void qgemm_panels(const W& w, const Q8GemmRows& x, std::int64_t T, const float* bias, float* y, std::int64_t p0, std::int64_t p1, float* buf,
                   std::int64_t buf_floats) {
   constexpr bool q4 = std::same_as<W, Q4View>;
-  const std::int64_t panel_floats = qpanel_floats(w.cols), group = std::max<std::int64_t>(1, buf_floats / panel_floats);
-  QPanel packed[64];
-  for (std::int64_t g0 = p0; g0 < p1; g0 += std::min<std::int64_t>(group, 64)) {
-    const std::int64_t g1 = std::min({p1, g0 + group, g0 + 64});
+  constexpr std::int64_t max_group = 64;
+  const std::int64_t panel_floats = qpanel_floats(w.cols), group = std::clamp<std::int64_t>(buf_floats / panel_floats, 1, max_group);
+  QPanel packed[max_group];
+  for (std::int64_t g0 = p0; g0 < p1; g0 += group) {
+    const std::int64_t g1 = std::min(p1, g0 + group);
     for (std::int64_t pi = g0; pi < g1; ++pi) packed[pi - g0] = qgemm_pack(w, pi * QV::rows, buf + (pi - g0) * panel_floats);
     for (std::int64_t t0 = 0; t0 < T; t0 += qgemm_token_block) {
       const std::int64_t t1 = std::min(T, t0 + qgemm_token_block);
