@@ -128,12 +128,22 @@ void BM_matvec_q4_1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::
 void BM_matvec_q4_3072_to_1024(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 1024, 3072, 1); }
 void BM_matvec_q4_1024_to_151936(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 151936, 1024, 1); }
 void BM_gemm_q4_512x1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 3072, 1024, 512); }
+void BM_gemm_q8_512x1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q8View>(s, 3072, 1024, 512); }
+void BM_gemm_q8_64x1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q8View>(s, 3072, 1024, 64); }  // a 64-token chunk
+void BM_gemm_q8_64x3072_to_1024(benchmark::State& s) { run_quant_matmul<kernels::Q8View>(s, 1024, 3072, 64); }
+void BM_gemm_q4_64x1024_to_3072(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 3072, 1024, 64); }
+void BM_gemm_q4_64x3072_to_1024(benchmark::State& s) { run_quant_matmul<kernels::Q4View>(s, 1024, 3072, 64); }
 BENCHMARK(BM_matvec_q8_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q8_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q4_1024_to_3072)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q4_3072_to_1024)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_matvec_q4_1024_to_151936)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_gemm_q4_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm_q8_512x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm_q8_64x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm_q8_64x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm_q4_64x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gemm_q4_64x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Decode attention of one token against `ctx` cached positions: 16 query heads, 8 KV heads, 128 dims.
 // Args: {ctx, threads}. Successive iterations walk through enough layers' caches (>= 512 MB in

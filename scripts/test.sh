@@ -16,6 +16,11 @@ expected_tests() {
     if compgen -G "$dir*.cpp" >/dev/null; then echo "$area"; fi
   done
   printf '%s\n' kernels_avx2 kernels_scalar server_openai_client server_anthropic_client deploy_nginx package
+  # kernel variants that run only where the CPU has their instructions (tests/kernels/extra.cmake)
+  local flags
+  flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+  if [[ " $flags " =~ \ avx512f\  && " $flags " =~ \ avx512bw\  && " $flags " =~ \ avx512vl\  && " $flags " =~ \ avx512dq\  && " $flags " =~ \ avx512cd\  ]]; then echo kernels_avx512; fi
+  if [[ " $flags " =~ \ avx_vnni\  ]]; then echo kernels_avxvnni; fi
   # the Release build has the CUDA backend wherever nvcc is (scripts/setup.sh)
   if [ "$1" = build ] && { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then echo cuda_device; fi
 }

@@ -147,9 +147,12 @@ double peak_rss_mb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// Weight bytes one decode step reads: every tensor (quantized ones as quantized) except the embedding table, which is read
-// one row at a time, unless it doubles as the (tied) LM head. Of an MoE layer's experts a token
-// reads k of num_experts (its router's choice), so expert tensors count k / num_experts.
+// Weight bytes one decode step reads: every tensor (quantized ones as quantized) except the
+// embedding table, which is read one row at a time, unless it doubles as the (tied) LM head. Of an
+// MoE layer's experts a token reads k of num_experts (its router's choice), so expert tensors count
+// k / num_experts, in the form they are read in: each tensor's share is taken of its own bytes
+// (subtracting every expert's stored bytes from a sum that held k / num_experts of them made
+// the count negative under --weights q8/q4).
 double weight_bytes_per_token(const kylin::Model& m) {
   double total = 0;
   const bool tied = m.checkpoint().find("lm_head.weight") == nullptr;
@@ -157,10 +160,11 @@ double weight_bytes_per_token(const kylin::Model& m) {
   const double expert_share = moe ? static_cast<double>(moe->num_experts_per_tok) / static_cast<double>(moe->num_experts) : 1.0;
   for (const auto* t : m.checkpoint().tensors()) {
     if (t->name == "model.embed_tokens.weight" && !tied) continue;
-    total += static_cast<double>(t->nbytes) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
+    const kylin::MatRef* q = m.quantized().copy_of(t->data);  // quantized at load: read in that form
+    const std::size_t bytes = q ? kylin::kernels::quant_bytes(q->dtype, q->rows, q->cols) : t->nbytes;
+    total += static_cast<double>(bytes) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
   }
-  // weights quantized at load are read in their Q8_0 form instead
-  return total - static_cast<double>(m.quantized().replaced_bytes()) + static_cast<double>(m.quantized().bytes());
+  return total;
 }
 
 // FLOPs of one n-token prefill from an empty cache: 2 per weight of every linear layer per token

@@ -15,11 +15,13 @@ struct Options {
   std::string format = "json";
   int threads = 0;
   std::string backend = "cpu";
+  std::string weights = "stored";
 };
 
 int run(const Options& o) {
   const std::vector<int> ids = kylin::cli::parse_id_list(o.tokens);
-  kylin::Model model = kylin::Model::load(o.model, {.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads});
+  kylin::Model model = kylin::Model::load(
+      o.model, {.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
   auto cache = model.new_cache();  // the default context length: longer inputs are an error
   cache.check_room(static_cast<std::int64_t>(ids.size()));
   const bool all = o.positions == "all";
@@ -52,6 +54,8 @@ const kylin::cli::Registrar registrar{"logits", [](CLI::App& app) {
       ->check(CLI::IsMember({"last", "all"}));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"json"}));
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
+  cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
+      ->check(CLI::IsMember({"stored", "q8", "q4"}));
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};

@@ -9,9 +9,11 @@
 #include <string>
 
 #include "common/process.hpp"
+#include "common/reference.hpp"
 #include "common/temp_dir.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
+#include "kylin/model/model.hpp"
 
 namespace cli_test {
 
@@ -63,6 +65,35 @@ TEST_CASE("kylin logits --positions all prints every position's logits within th
     const Run last = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens 1,2,3 --positions last");
     CHECK(kylin::json::parse(last.out).find("logits")->size() == 1);
   }
+}
+
+TEST_CASE("kylin logits --weights q8|q4 prints the logits of the weights quantized at load: Model::load's with that format, bit for bit, each moved from the reference") {
+  const std::string model = "tiny-qwen3-moe";  // attention, a dense MLP, experts and the tied LM head quantized
+  const auto cases = kylin::test::load_cases(model);
+  const kylin::test::Case& c = cases[1];  // 9 tokens, every position
+  const std::string tokens = join(reference_case(model, 1).find("tokens")->as_array());
+  for (kylin::WeightFormat format : {kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
+    const std::string name(kylin::weight_format_name(format));
+    CAPTURE(name);
+    const Run r = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens " + tokens + " --positions all --weights " + name);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = kylin::json::parse(r.out).find("logits")->as_array();
+    kylin::Model m = kylin::Model::load(data + "/models/" + model, {.threads = 2, .weights = format});
+    const auto V = static_cast<std::size_t>(m.vocab_size());
+    auto cache = m.new_cache(64);
+    std::vector<float> expected(c.tokens.size() * V);
+    m.forward(c.tokens, cache, expected, kylin::Positions::all);
+    REQUIRE(rows.size() == c.tokens.size());
+    std::vector<float> got;
+    for (const auto& row : rows)
+      for (const auto& x : row.as_array()) got.push_back(static_cast<float>(x.as_double()));  // shortest round-trip text: exact
+    CHECK(got == expected);
+    // quantized for real: further from the float64 reference than the exact path's 1e-5 (forward_test's bars)
+    CHECK(kylin::test::relative_l2(got.data(), c.logits.back()) > 1e-4);
+  }
+  const Run bad = run(kylin_bin + " logits --model " + data + "/models/" + model + " --tokens 1 --weights q3");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("--weights") != std::string::npos);
 }
 
 TEST_CASE("kylin generate --tokens --greedy --format json prints the reference greedy continuation") {
@@ -142,6 +173,30 @@ TEST_CASE("kylin bench --weights q8 reads the quantized bytes: the roofline coun
   const Run bad = run(kylin_bin + " bench --model " + model + " --weights q3");
   CHECK(bad.exit_code != 0);
   CHECK(bad.out.find("--weights") != std::string::npos);
+}
+
+TEST_CASE("kylin bench --weights q8/q4 on MoE checkpoints: each expert counts its quantized bytes at the k / num_experts share a token reads") {
+  auto bytes_per_token = [](const std::string& model, const std::string& weights) {
+    const Run r = run(kylin_bin + " bench --model " + data + "/models/" + model + " -p 0 -n 2 -r 1 -t 1 --weights " + weights + " --format json");
+    REQUIRE(r.exit_code == 0);
+    const auto out = kylin::json::parse(r.out);
+    CHECK(out.find("tg_roofline_fraction")->as_double() > 0);
+    return out.find("bytes_per_token")->as_double();
+  };
+  // tiny-qwen3-moe (BF16, tied): 3 layers of attention (hidden 128, q 128, kv 64), layer 1 a dense
+  // MLP (intermediate 192), layers 0 and 2 8 experts (intermediate 64) of which a token reads 2,
+  // and the tied LM head [2048, 128]; all of them go from 2 bytes per weight to 34 (18) per 32.
+  const double tiny = 3 * (2 * 128 * 128 + 2 * 64 * 128) + 3 * 192 * 128 + 2 * (2.0 / 8) * 8 * 3 * 64 * 128 + 2048 * 128;
+  const double tiny_stored = bytes_per_token("tiny-qwen3-moe", "stored");
+  CHECK(tiny_stored - bytes_per_token("tiny-qwen3-moe", "q8") == doctest::Approx(tiny * (2 - 34.0 / 32)));
+  CHECK(tiny_stored - bytes_per_token("tiny-qwen3-moe", "q4") == doctest::Approx(tiny * (2 - 18.0 / 32)));
+  // odd-qwen3-moe-f32-sharded (F32, untied, 4 layers, hidden 96): what has a multiple of 32 columns
+  // is quantized: q [240, 96], k and v [80, 96] of every layer (o [96, 240] is not), gate and up
+  // [136, 96] of the dense layers 0 and 2, gate and up [56, 96] of the 12 experts of layers 1 and 3
+  // (3 read per token; down [96, 56] is not), and the LM head [1531, 96].
+  const double odd = 4 * (240 * 96 + 2 * 80 * 96) + 2 * 2 * 136 * 96 + 2 * (3.0 / 12) * 12 * 2 * 56 * 96 + 1531 * 96;
+  CHECK(bytes_per_token("odd-qwen3-moe-f32-sharded", "stored") - bytes_per_token("odd-qwen3-moe-f32-sharded", "q4") ==
+        doctest::Approx(odd * (4 - 18.0 / 32)));
 }
 
 TEST_CASE("kylin bench --depth also decodes from depth 0 in the same repetitions and reports the ratio") {

@@ -20,9 +20,11 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/dot.hpp"
 #include "kylin/kernels/gemm.hpp"
+#include "kylin/kernels/matmul_scratch.hpp"
 #include "kylin/kernels/panel.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/quant_dot.hpp"
+#include "kylin/kernels/quant_gemm.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin::kernels {
@@ -212,55 +214,6 @@ void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, Th
   });
 }
 
-template <class T>
-struct AlignedBuffer {
-  struct Delete {
-    void operator()(T* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  std::unique_ptr<T[], Delete> ptr;
-  AlignedBuffer() = default;
-  explicit AlignedBuffer(std::size_t n) : ptr(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}))) {}
-  T* get() const { return ptr.get(); }
-};
-
-}  // namespace detail
-
-// The largest number of products one fused call takes (q/k/v).
-inline constexpr std::size_t max_fused_products = 4;
-
-// Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
-// threads, one widened weight panel [max_cols, gemm_nr] per thread for the GEMM, and the
-// activations quantized for Q8_0/Q4_0 weights, with one operand per product of a matmul_each
-// call (up to max_products, e.g. 2 per MoE expert).
-struct MatmulScratch {
-  std::int64_t max_tokens = 0, max_cols = 0;
-  detail::AlignedBuffer<float> packed_x;
-  std::vector<detail::AlignedBuffer<float>> packed_w;
-  std::vector<float*> packed_w_ptrs;
-  detail::AlignedBuffer<std::int8_t> q8_x;    // [max_tokens, max_cols]
-  detail::AlignedBuffer<float> q8_scale;      // [max_tokens, max_cols / q8_block]
-  detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_tokens, max_cols] |q8_x|
-  detail::AlignedBuffer<float> q8_sum8;       // [max_tokens, max_cols / q8_block] 8 * scale * sum(q8_x)
-  std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
-  std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
-  MatmulScratch() = default;
-  MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens, std::size_t max_products = max_fused_products)
-      : max_tokens(max_tokens), max_cols(max_cols),
-        packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)),
-        q8_x(static_cast<std::size_t>(max_tokens * max_cols)),
-        q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
-        q8_abs(static_cast<std::size_t>(max_tokens * max_cols)),
-        q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
-        operands(max_products), dot_packed(max_products) {
-    for (int t = 0; t < threads; ++t) {
-      packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
-      packed_w_ptrs.push_back(packed_w.back().get());
-    }
-  }
-};
-
-namespace detail {
-
 // Whether product i reads the same rows as product i - 1 (an MoE expert's gate and up), so the
 // rows prepared for one serve both.
 inline bool shares_input(std::span<const DotProduct> products, std::size_t i) {
@@ -351,6 +304,39 @@ inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, M
            [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) { quant_run(scratch.operands[i], p, b, e); });
 }
 
+#if defined(KYLIN_VNNI_256)
+// Below this many rows the decode kernel outruns the int8 GEMM, whose panel packing then costs
+// more than its arithmetic saves (one core, a 768 x 2048 expert matrix: Q8_0 even at 8-12 rows,
+// Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time).
+inline constexpr std::int64_t qgemm_min_tokens = 12;
+
+// Prefill rows of Q8_0/Q4_0 weights with VNNI: x[T, K] quantized as for the decode rows, then the
+// int8 GEMM's weight panels of all products split between threads; every output the decode
+// kernel's bit for bit.
+inline void qgemm_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T_, ThreadPool& pool, MatmulScratch& scratch) {
+  const std::int64_t K = outs[0].w.cols;
+  assert(qpanel_floats(K) <= scratch.max_cols * gemm_nr && "an int8 GEMM panel fits a thread's widened-panel buffer");
+  const Q8Rows xq = quantize_rows(x, T_, K, pool, scratch);
+  bool q8 = false, q4 = false;
+  for (const auto& o : outs) (o.w.dtype == DType::q4_0 ? q4 : q8) = true;
+  const Q8GemmRows rows{xq, q8 ? scratch.q8_start4.get() : nullptr, q4 ? scratch.q8_sum8.get() : nullptr};
+  parallel_chunks(pool, T_, 16, [&](int, std::int64_t t0, std::int64_t t1) {
+    const Q8Rows part{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K};
+    prepare_gemm_rows(part, t1 - t0, q8 ? scratch.q8_start4.get() + t0 * (K / 4) : nullptr, q4 ? scratch.q8_sum8.get() + t0 * (K / q8_block) : nullptr);
+  });
+  auto panels = [](const MatmulOut& o) { return (o.w.rows + QV::rows - 1) / QV::rows; };
+  std::int64_t total = 0;
+  for (const auto& o : outs) total += panels(o);
+  parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
+    for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
+      visit_quant(o.w.dtype, o.w.data, o.w.rows, K, [&](const auto& w) {
+        qgemm_panels(w, rows, T_, o.bias, o.y, b, e, scratch.packed_w_ptrs[static_cast<std::size_t>(t)], scratch.max_cols * gemm_nr);
+      });
+    });
+  });
+}
+#endif
+
 }  // namespace detail
 
 // Several products of the same input x[rows, cols] (e.g. q/k/v, gate/up) in one parallel pass per
@@ -374,6 +360,10 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
   if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
+#if defined(KYLIN_VNNI_256)  // the int8 GEMM and the decode kernel give the same bits: the faster one runs
+    if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch);
+    return detail::qgemm_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch);
+#endif
     const Q8Rows xq = detail::quantize_rows(x + plan.dot_rows * K, gemm_rows, K, pool, scratch);
     return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kylin/kernels/int8.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/simd.hpp"
 
@@ -26,16 +27,13 @@ inline void prepare_operand(const Q8Rows& x, std::int64_t n, std::uint8_t* abs, 
   const std::int64_t nb = x.cols / q8_block;
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t b = 0; b < nb; ++b) {
-      std::int32_t s = 0;
-      for (std::int64_t i = t * x.cols + b * q8_block; i < t * x.cols + (b + 1) * q8_block; ++i) {
-        s += x.q[i];
+      for (std::int64_t i = t * x.cols + b * q8_block; i < t * x.cols + (b + 1) * q8_block; ++i)
         abs[i] = static_cast<std::uint8_t>(std::abs(x.q[i]));
-      }
-      sum8[t * nb + b] = 8.f * x.scale[t * nb + b] * static_cast<float>(s);
+      sum8[t * nb + b] = block_sum8(x, t, b);
     }
 }
 
-#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+#if defined(KYLIN_INT8_SIMD)
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -52,27 +50,24 @@ inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p);
 // LM head matvec 6.1 -> 4.1 ms on 2 threads with every line requested; 1-4 KB ahead alike).
 inline constexpr std::int64_t quant_prefetch_bytes = 2048;
 
-// p[t] = the 8 int32 lane sums of block b of weight row r times activation row t0 + t.
-// vpmaddubsw multiplies unsigned by signed bytes. Q8_0: |x| times w carrying x's sign is x * w,
-// and two products of values in [-127, 127] cannot saturate its int16 sums. Q4_0: the stored
-// values v + 8 in [0, 15] times x directly; the 8 * sum(x) this adds is taken off per output.
+// p[t] = the 8 lane sums of block b of weight row r times activation row t0 + t (lane j: values
+// 4j..4j+3), exact integers as floats, by lane_sums (int8.hpp) of unsigned and signed bytes. Q8_0: |x| times w carrying
+// x's sign is x * w. Q4_0: the stored values v + 8 in [0, 15] times x directly; the 8 * sum(x)
+// this adds is taken off per output.
 template <int NB>
-inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
-  const __m256i ones = _mm256_set1_epi16(1), wv = _mm256_loadu_si256(at(w.q + r * w.cols + b * q8_block));
+inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[NB]) {
+  const __m256i wv = _mm256_loadu_si256(at(w.q + r * w.cols + b * q8_block));
   for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
-    const __m256i signed_w = _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k)));
-    p[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(at(x.abs + k)), signed_w), ones);
+    p[t] = lane_sums(_mm256_loadu_si256(at(x.abs + k)), _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k))));
   }
 }
 template <int NB>
-inline void q4_products(__m256i nibbles, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&p)[NB]) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int t = 0; t < NB; ++t)
-    p[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block))), ones);
+inline void q4_products(__m256i nibbles, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&p)[NB]) {
+  for (int t = 0; t < NB; ++t) p[t] = lane_sums(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
 }
 template <int NB>
-inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
+inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[NB]) {
   const Q4Block k = q4_block(w, r, b);
   const __m256i low = _mm256_set1_epi8(0x0F);
   if (k.shift >= 0)
@@ -81,9 +76,78 @@ inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, cons
   q4_products(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low), x, t0, b, p);
 }
 
+// The scale products of blocks b..b+7 for each output of an R x NB tile (lane l: block b + l),
+// Q4_0's offset lanes added to, and the tile's weight rows asked for quant_prefetch_bytes ahead.
+template <int R, int NB, QuantView W>
+inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&d)[R][NB],
+                         __m256 (&offset)[R][NB]) {
+  const std::int64_t nb = w.blocks();
+  for (int i = 0; i < R; ++i) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i) * nb + b)));
+    for (int t = 0; t < NB; ++t) {
+      d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
+      if constexpr (std::same_as<W, Q4View>) offset[i][t] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.sum8 + (t0 + t) * nb + b), offset[i][t]);
+    }
+  }
+  constexpr std::int64_t group_bytes = 8 * row_value_bytes<W>(q8_block);
+  for (int i = 0; i < R; ++i) {
+    const char* next = reinterpret_cast<const char*>(w.q) + (r0 + i) * row_value_bytes<W>(w.cols) + b / 8 * group_bytes;
+    for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + quant_prefetch_bytes + line, _MM_HINT_T0);
+  }
+}
+
+#if defined(KYLIN_INT8_512)
+// Block pairs in 512-bit vectors: lanes 0-7 hold block b's 8 lanes, 8-15 block b + 1's, so one
+// dot4, one conversion and one FMA do what two of each do in 256 bits, lane for lane the same.
+using PairAcc = __m512;
+
+// p[t] = the lane sums of blocks b and b + 1 (b even) of weight row r times activation row t0 + t.
+// Q8_0: as block_products, with w negated where x < 0 by a mask (AVX-512 has no vpsignb; where
+// x = 0 the product is 0 either way). Q4_0: the pair's 32 bytes, low nibbles then high.
+template <int NB>
+inline void pair_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512 (&p)[NB]) {
+  const __m512i wv = _mm512_loadu_si512(w.q + r * w.cols + b * q8_block);
+  for (int t = 0; t < NB; ++t) {
+    const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
+    const __m512i xq = _mm512_loadu_si512(x.rows.q + k);
+    p[t] = lane_sums(_mm512_loadu_si512(x.abs + k), _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xq), _mm512_setzero_si512(), wv));
+  }
+}
+template <int NB>
+inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512 (&p)[NB]) {
+  const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block));
+  const __m512i nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), _mm512_set1_epi8(0x0F));
+  for (int t = 0; t < NB; ++t) p[t] = lane_sums(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
+}
+
+// acc[i][t] += the products of blocks b..b+7, pair by pair; d from group_scales.
+template <int R, int NB, QuantView W>
+inline void group_products(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, const __m256 (&d)[R][NB],
+                           PairAcc (&acc)[R][NB]) {
+  const __m512i pair_lanes = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);  // [0 x 8, 1 x 8]
+  for (int j = 0; j < 8; j += 2) {
+    const __m512i scale_at = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(j));
+    for (int i = 0; i < R; ++i) {
+      __m512 p[NB];
+      pair_products<NB>(w, r0 + i, b + j, x, t0, p);
+      for (int t = 0; t < NB; ++t)
+        acc[i][t] = _mm512_fmadd_ps(p[t], _mm512_permutexvar_ps(scale_at, _mm512_castps256_ps512(d[i][t])), acc[i][t]);
+    }
+  }
+}
+
+// The even and the odd blocks' accumulators of a pair (halves split by a vector shuffle: the
+// extract intrinsics trip GCC 12's -Wuninitialized, GCC bug 105593).
+inline __m256 even_half(PairAcc v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline __m256 odd_half(PairAcc v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
+#else
+struct PairAcc {
+  __m256 half[2];  // the even and the odd blocks' lanes
+};
+
 // Blocks b and b + 1 (b even, both in the row): for Q4_0 one load of their shared 32 bytes.
 template <int NB, QuantView W>
-inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[2][NB]) {
+inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[2][NB]) {
   if constexpr (std::same_as<W, Q4View>) {
     const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block)), low = _mm256_set1_epi8(0x0F);
     q4_products(_mm256_and_si256(v, low), x, t0, b, p[0]);
@@ -94,52 +158,56 @@ inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Op
   }
 }
 
+template <int R, int NB, QuantView W>
+inline void group_products(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, const __m256 (&d)[R][NB],
+                           PairAcc (&acc)[R][NB]) {
+  for (int j = 0; j < 8; j += 2)
+    for (int i = 0; i < R; ++i) {
+      __m256 pp[2][NB];
+      pair_products<NB>(w, r0 + i, b + j, x, t0, pp);
+      for (int h = 0; h < 2; ++h)
+        for (int t = 0; t < NB; ++t)
+          acc[i][t].half[h] = _mm256_fmadd_ps(pp[h][t], _mm256_permutevar8x32_ps(d[i][t], _mm256_set1_epi32(j + h)), acc[i][t].half[h]);
+    }
+}
+
+inline __m256 even_half(const PairAcc& v) { return v.half[0]; }
+inline __m256 odd_half(const PairAcc& v) { return v.half[1]; }
+#endif
+
 // y[t, r0 + i] for NB token rows and R weight rows. Per output, two sets of 8 float lanes take
 // the even and the odd blocks' (scale_w * scale_x) * (integer lane sums), in block order, so one
 // row alone is not held up by the latency of a single accumulator chain; the scale products are
-// made 8 blocks at a time. Then their sum, one horizontal sum, Q4_0's offset and the bias. Each
-// output is computed the same way whatever R and NB are, so a row's result never depends on the
-// batch.
+// made 8 blocks at a time. Then their sum, one horizontal sum, Q4_0's offset and the bias: the
+// sums quant_lanes_ref (quant.hpp) spells out. Each output is computed the same way whatever R
+// and NB are, so a row's result never depends on the batch.
 template <int R, int NB, QuantView W>
 void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, const float* bias, float* y, std::int64_t ldy) {
   constexpr bool q4 = std::same_as<W, Q4View>;
   const std::int64_t nb = w.blocks();
-  __m256 acc[2][R][NB], offset[R][NB];
+  PairAcc pairs[R][NB];
+  __m256 acc[2][R][NB], offset[R][NB], d[R][NB];
   float offset_tail[R][NB];
-  __m256 d[R][NB];
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) acc[0][i][t] = acc[1][i][t] = offset[i][t] = _mm256_setzero_ps(), offset_tail[i][t] = 0.f;
-  __m256i p[NB];
+    for (int t = 0; t < NB; ++t) {
+      pairs[i][t] = PairAcc{};
+      offset[i][t] = _mm256_setzero_ps(), offset_tail[i][t] = 0.f;
+    }
   std::int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    for (int i = 0; i < R; ++i) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i) * nb + b)));
-      for (int t = 0; t < NB; ++t) {
-        d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
-        if constexpr (q4) offset[i][t] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.sum8 + (t0 + t) * nb + b), offset[i][t]);
-      }
-    }
-    constexpr std::int64_t group_bytes = 8 * row_value_bytes<W>(q8_block);
-    for (int i = 0; i < R; ++i) {
-      const char* next = reinterpret_cast<const char*>(w.q) + (r0 + i) * row_value_bytes<W>(w.cols) + b / 8 * group_bytes;
-      for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + quant_prefetch_bytes + line, _MM_HINT_T0);
-    }
-    for (int j = 0; j < 8; j += 2)
-      for (int i = 0; i < R; ++i) {
-        __m256i pp[2][NB];
-        pair_products<NB>(w, r0 + i, b + j, x, t0, pp);
-        for (int h = 0; h < 2; ++h)
-          for (int t = 0; t < NB; ++t)
-            acc[h][i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pp[h][t]), _mm256_permutevar8x32_ps(d[i][t], _mm256_set1_epi32(j + h)), acc[h][i][t]);
-      }
+    group_scales<R, NB>(w, r0, x, t0, b, d, offset);
+    group_products<R, NB>(w, r0, x, t0, b, d, pairs);
   }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NB; ++t) acc[0][i][t] = even_half(pairs[i][t]), acc[1][i][t] = odd_half(pairs[i][t]);
+  __m256 p[NB];
   for (; b < nb; ++b)  // the last nb % 8 blocks one at a time
     for (int i = 0; i < R; ++i) {
       const float dw = _cvtsh_ss(w.scale[(r0 + i) * nb + b]);
       block_products<NB>(w, r0 + i, b, x, t0, p);
       for (int t = 0; t < NB; ++t) {
         const __m256 dwx = _mm256_set1_ps(dw * x.rows.scale[(t0 + t) * nb + b]);
-        acc[b & 1][i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), dwx, acc[b & 1][i][t]);
+        acc[b & 1][i][t] = _mm256_fmadd_ps(p[t], dwx, acc[b & 1][i][t]);
         if constexpr (q4) offset_tail[i][t] = std::fma(dw, x.sum8[(t0 + t) * nb + b], offset_tail[i][t]);
       }
     }
@@ -155,7 +223,7 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
 // quantize_rows_q8's result bit for bit (the same max, scale and round-half-to-even), a block in
 // registers: its scalar loop took ~1.5 % of a q8 prefill.
 inline void quantize_rows_q8_simd(const float* x, std::int64_t n, std::int64_t cols, const Q8Rows& out) {
-#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+#if defined(KYLIN_INT8_SIMD)
   const std::int64_t nb = cols / q8_block;
   const __m256 sign = _mm256_set1_ps(-0.f), hi = _mm256_set1_ps(127.f), lo = _mm256_set1_ps(-127.f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
@@ -187,20 +255,12 @@ inline void quantize_rows_q8_simd(const float* x, std::int64_t n, std::int64_t c
 inline constexpr int quant_tile_rows = 2;
 inline constexpr int quant_tile_tokens = 2;
 
-// Without AVX2: each output as the scalar sum of quant_dot_ref's products, in float, block order.
-template <QuantView W>
-void quant_one(const W& w, std::int64_t r, const Q8Rows& x, std::int64_t t, const float* bias, float* y, std::int64_t ldy) {
-  float acc = 0.f;
-  for (std::int64_t b = 0; b < w.blocks(); ++b)
-    acc = std::fma(block_scale(w, r, b) * x.scale[t * w.blocks() + b], static_cast<float>(block_dot(w, r, x, t, b)), acc);
-  y[t * ldy + r] = acc + (bias ? bias[r] : 0.f);
-}
 
 // y[t, r] = x[t] · w[r] + bias[r] for token rows [0, n) and weight rows [r0, r1).
 template <QuantView W>
 void quant_rows(const W& w, std::int64_t r0, std::int64_t r1, const Q8Operand& x, std::int64_t n, const float* bias, float* y,
                 std::int64_t ldy) {
-#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+#if defined(KYLIN_INT8_SIMD)
   auto tokens = [&]<int R>(std::int64_t r) {
     std::int64_t t = 0;
     for (; t + quant_tile_tokens <= n; t += quant_tile_tokens) quant_tile<R, quant_tile_tokens>(w, r, x, t, bias, y, ldy);
@@ -213,9 +273,9 @@ void quant_rows(const W& w, std::int64_t r0, std::int64_t r1, const Q8Operand& x
   if (n > 1 || std::same_as<W, Q4View>)
     for (; r + quant_tile_rows <= r1; r += quant_tile_rows) tokens.template operator()<quant_tile_rows>(r);
   for (; r < r1; ++r) tokens.template operator()<1>(r);
-#else
+#else  // without AVX2 and F16C: the same sums in scalar code
   for (std::int64_t r = r0; r < r1; ++r)
-    for (std::int64_t t = 0; t < n; ++t) quant_one(w, r, x.rows, t, bias, y, ldy);
+    for (std::int64_t t = 0; t < n; ++t) y[t * ldy + r] = quant_lanes_ref(w, r, x.rows, t, bias);
 #endif
 }
 

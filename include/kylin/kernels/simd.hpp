@@ -1,18 +1,39 @@
 // The SIMD vocabulary of the kernels: xsimd float batches of the compile-time best arch, and
-// loads that widen BF16/F16 weights to float in registers. Intrinsics live here, in quant_dot.hpp
-// (int8) and gemm.hpp (the panel packer); KYLIN_NO_SIMD routes every kernel to its scalar reference.
+// loads that widen BF16/F16 weights to float in registers. Intrinsics live here, in int8.hpp,
+// quant_dot.hpp and quant_gemm.hpp (int8) and gemm.hpp (the panel packer); KYLIN_NO_SIMD routes
+// every kernel to its scalar reference.
 #pragma once
 
 #include <xsimd/xsimd.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
 #include "kylin/core/dtype.hpp"
+
+// Which int8 kernels the build has, chosen at compile time from the -m flags (-march=native):
+// KYLIN_INT8_SIMD   AVX2 + F16C: the 256-bit decode kernel
+// KYLIN_INT8_512    AVX-512 BW/VL as well: the decode kernel takes block pairs in 512-bit vectors
+// KYLIN_VNNI_256    vpdpbusd on 256-bit vectors: AVX512_VNNI + VL (EVEX), or AVX-VNNI (VEX, the
+//                   AVX2-only Intel cores since Alder Lake)
+// KYLIN_VNNI_512    vpdpbusd on 512-bit vectors (AVX512_VNNI)
+#if defined(__AVX2__) && defined(__F16C__) && !defined(KYLIN_NO_SIMD)
+#define KYLIN_INT8_SIMD 1
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define KYLIN_INT8_512 1
+#endif
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define KYLIN_VNNI_256 1
+#endif
+#if defined(KYLIN_INT8_512) && defined(__AVX512VNNI__)
+#define KYLIN_VNNI_512 1
+#endif
+#endif
 
 namespace kylin::kernels {
 
@@ -25,10 +46,20 @@ inline constexpr bool simd_enabled = false;
 inline constexpr bool simd_enabled = true;
 #endif
 
-// Name of the instruction set the SIMD kernels were compiled for (reported by bench/inspect).
+// Whether the build's int8 kernels have vpdpbusd (int8.hpp); then prefill rows over Q8_0/Q4_0
+// weights take the int8 GEMM (quant_gemm.hpp), whose sums round differently from the f32 GEMM's.
+#if defined(KYLIN_VNNI_256)
+inline constexpr bool int8_vnni = true;
+#else
+inline constexpr bool int8_vnni = false;
+#endif
+
+// Name of the instruction set the SIMD kernels were compiled for (reported by bench/inspect, and
+// part of a saved KV file's identity): xsimd's, with "+vnni" where the int8 kernels have VNNI.
 inline const char* simd_arch_name() {
   if constexpr (!simd_enabled) return "scalar";
-  return xsimd::default_arch::name();
+  static const std::string name = std::string(xsimd::default_arch::name()) + (int8_vnni ? "+vnni" : "");
+  return name.c_str();
 }
 
 // Asks for the cache line `bytes_ahead` bytes past p ahead of its use. A prefetch never faults, so

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -65,9 +66,8 @@ class QuantizedWeights {
 
   // The quantized copy of the stored tensor whose data is at `stored`, if it was quantized.
   const MatRef* copy_of(const void* stored) const {
-    for (const auto& [from, to] : copies_)
-      if (from == stored) return &to;
-    return nullptr;
+    const auto it = copies_.find(stored);
+    return it == copies_.end() ? nullptr : &it->second;
   }
 
   // Bytes of the quantized copies, and of the checkpoint tensors they replace.
@@ -112,12 +112,11 @@ class QuantizedWeights {
       ckpt.advise(io::AccessHint::release, static_cast<const std::byte*>(m.data) + static_cast<std::size_t>(s0) * row_bytes,
                   static_cast<std::size_t>(s1 - s0) * row_bytes);
     }
-    copies_.emplace_back(m.data, MatRef{W::dtype, out, m.rows, m.cols});
-    return copies_.back().second;
+    return copies_.emplace(m.data, MatRef{W::dtype, out, m.rows, m.cols}).first->second;
   }
 
   std::vector<kernels::detail::AlignedBuffer<std::int8_t>> buffers_;  // one quantized matrix each
-  std::vector<std::pair<const void*, MatRef>> copies_;  // stored data -> its quantized copy
+  std::unordered_map<const void*, MatRef> copies_;  // stored data -> its quantized copy (an MoE checkpoint has ~10^4)
   std::size_t bytes_ = 0, replaced_bytes_ = 0;
 };
 
