@@ -131,6 +131,28 @@ TEST_CASE("greedy output with speculation is the greedy output without it, token
   }
 }
 
+TEST_CASE("a seeded sampled speculative generation is reproducible: in a fresh session, and in one whose caches hold the prompt already") {
+  kylin::Engine& target = engine("small-qwen3", TestTokenizer::bytes_im_end);
+  kylin::Engine& other = engine("small-qwen2-f32", TestTokenizer::bytes_im_end);
+  std::mt19937 rng(11);
+  const std::vector<int> prompt = repeating_prompt(rng);
+  for (const kylin::SpeculativeOptions& spec : {draft(target, 4), draft(other, 3), lookup(2, 4)}) {
+    kylin::GenerateOptions o;
+    o.sampling.temperature = 0.7f;
+    o.sampling.top_k = 8;
+    o.sampling.seed = 99;
+    o.max_new_tokens = 30;
+    o.speculative = spec;
+    kylin::Session a(target), b(target);
+    const kylin::Generation first = a.generate(prompt, o);
+    CHECK(b.generate(prompt, o).tokens == first.tokens);
+    const kylin::Generation again = a.generate(prompt, o);  // prompt reused from both caches
+    CHECK(again.stats.cached_tokens > 0);
+    CHECK(again.tokens == first.tokens);
+    CHECK(again.stats.draft_tokens == first.stats.draft_tokens);
+  }
+}
+
 TEST_CASE("a draft's p_min stops its proposals: above every probability nothing is drafted and the output stays the same") {
   kylin::Engine& target = engine("small-qwen3", TestTokenizer::bytes_im_end);
   std::mt19937 rng(7);

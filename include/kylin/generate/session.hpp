@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -215,6 +216,8 @@ class GenerationRun {
     }
     start_prefill();
     chunk_ = prefill_chunk > 0 ? prefill_chunk : o_.on_prefill ? 256 : static_cast<std::int64_t>(rest_.size());
+    // the draft catches up in the same chunks, not in the rest's: its cache may reuse less
+    draft_chunk_ = prefill_chunk > 0 || o_.on_prefill ? chunk_ : std::numeric_limits<std::int64_t>::max();
     if (o_.constraint) o_.constraint->begin(channel == Channel::reasoning);
     plan_step();
   }
@@ -347,7 +350,7 @@ class GenerationRun {
     if (!prefilling())
       most = std::min<std::int64_t>({o_.speculative.max_draft, o_.max_new_tokens - static_cast<std::int64_t>(g_.tokens.size()) - 1,
                                      s_.cache_.remaining() - 1});
-    spec_->begin(context(), {.max_drafts = most, .prefilling = prefilling(), .chunk = chunk_}, o_.constraint);
+    spec_->begin(context(), {.max_drafts = most, .prefilling = prefilling(), .chunk = draft_chunk_}, o_.constraint);
   }
 
   // The rows of a verification pass, in order, until one rejects its draft or the generation
@@ -416,7 +419,7 @@ class GenerationRun {
   ChannelRouter emit_;
   std::span<const int> rest_;  // the prompt after the reused prefix: what the prefill runs
   std::int64_t fed_ = 0;       // of rest_
-  std::int64_t chunk_ = 0;
+  std::int64_t chunk_ = 0, draft_chunk_ = 0;
   bool done_ = false;
   bool eos_token_ = false;          // ended by an EOS token (which the context does not hold)
   std::optional<Speculator> spec_;  // with GenerateOptions::speculative enabled
