@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -201,7 +203,7 @@ class Speculator {
     const SamplingCandidates c = sampler_.candidates(row, prompt_, generated_);  // greedy: the argmax
     const int id = c.ids.front();
     if (!(row[static_cast<std::size_t>(id)] > -std::numeric_limits<float>::infinity()) ||
-        detail::top_probability(row.first(std::min(row.size(), sampler_.sampleable().end())), id) < o_.p_min)
+        (o_.p_min > 0.0f && detail::top_probability(row.first(std::min(row.size(), sampler_.sampleable().end())), id) < o_.p_min))
       return stop();
     drafts_.push_back(id);
     generated_.push_back(id);
