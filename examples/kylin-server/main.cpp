@@ -39,6 +39,10 @@ struct Options {
   std::string cache_dir;            // prompt cache and slot files; empty: none
   std::string cache_size = "8GiB";
   std::string task;                 // generate | embed | rerank; empty: embed if the model can, else generate
+  std::string model_draft;          // speculative decoding's draft model; empty: none
+  int draft_max = kylin::SpeculativeOptions{}.max_draft;
+  float draft_p_min = kylin::SpeculativeOptions{}.p_min;
+  int lookup = 0;
   kylin::server::http::Limits limits;
 };
 
@@ -101,13 +105,18 @@ int serve(const Options& o) {
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   const kylin::server::ServerTask task = server_task(o.task, *engine);
+  // the draft runs as the target does (backend, threads, KV and weight formats); its cache per slot
+  // is as long as the target's
+  std::unique_ptr<kylin::Engine> draft;
+  if (!o.model_draft.empty()) draft = kylin::Engine::load(o.model_draft, eo);
+  const kylin::SpeculativeOptions speculative{.draft = draft.get(), .max_draft = o.draft_max, .p_min = o.draft_p_min, .lookup = o.lookup};
   // Declared before the scheduler, so it outlives it and finishes the last queued write on exit.
   std::unique_ptr<kylin::PromptCache> prompt_cache;
   if (!o.cache_dir.empty())
     prompt_cache = std::make_unique<kylin::PromptCache>(
         *engine, kylin::PromptCacheOptions{.dir = o.cache_dir, .max_bytes = kylin::parse_byte_size(o.cache_size), .min_tokens = 16, .warn = {}});
   kylin::server::Scheduler scheduler(*engine, {.slots = o.parallel, .max_queued = o.queue, .context_length = std::nullopt,
-                                               .prompt_cache = prompt_cache.get()});
+                                               .prompt_cache = prompt_cache.get(), .speculative = speculative});
   std::string id = std::filesystem::weakly_canonical(o.model).filename().string();
   kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id,
                                  {.content_tokens = o.special_in_content ? kylin::ContentTokens::special : kylin::ContentTokens::plain,
@@ -123,9 +132,9 @@ int serve(const Options& o) {
                                                                                  .access_log = !o.no_access_log, .memory = &memory}),
                                    kylin_server::transport_error);
   http.bind(o.host, o.port);
-  std::fprintf(stderr, "kylin-server: %s (task %s, context %lld, %d slot(s)) on http://%s:%d\n", service.model_id().c_str(),
+  std::fprintf(stderr, "kylin-server: %s (task %s, context %lld, %d slot(s)%s) on http://%s:%d\n", service.model_id().c_str(),
                std::string(kylin::server::to_string(task)).c_str(), static_cast<long long>(scheduler.context_length()),
-               scheduler.slots(), o.host.c_str(), o.port);
+               scheduler.slots(), speculative.enabled() ? ", speculative decoding" : "", o.host.c_str(), o.port);
 
   std::thread waiter([&] {
     int sig = 0;
@@ -185,6 +194,14 @@ int main(int argc, char** argv) {
                  "generate: chat and completions; embed: /v1/embeddings (a sentence-transformers model such as Qwen3-Embedding); "
                  "rerank: /v1/rerank (a Qwen3-Reranker). Default: embed when the model directory is an embedding model, else generate")
       ->check(CLI::IsMember({"generate", "embed", "rerank"}));
+  app.add_option("--model-draft", o.model_draft,
+                 "Draft model directory for speculative decoding: a smaller model with the same tokenizer; requests opt out "
+                 "with \"speculative\": false (docs/SPECULATIVE.md)");
+  app.add_option("--draft-max", o.draft_max, "Most tokens drafted per verification pass")->check(CLI::Range(0, kylin::SpeculativeOptions::max_draft_limit));
+  app.add_option("--draft-p-min", o.draft_p_min, "The draft stops proposing once its top token's probability is below this")
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--lookup", o.lookup, "Prompt lookup drafts: longest n-gram matched in the prompt and output (0: off)")
+      ->check(CLI::Range(0, kylin::SpeculativeOptions::max_lookup));
   app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
   app.add_flag("--no-access-log", o.no_access_log, "Write no line per request on stderr");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")

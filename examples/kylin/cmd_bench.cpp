@@ -1,7 +1,7 @@
 // `kylin bench`: llama-bench-style throughput of one checkpoint: prefill (pp) and decode (tg)
 // tokens/s, each the median of repetitions, against the machine's measured limits: decode reads
 // every weight once per token (roofline: read bandwidth / bytes per token), prefill is judged
-// against the f32 FMA peak.
+// against the f32 FMA peak. With --draft or --lookup, speculative decoding too (bench_speculative.hpp).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -16,7 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "kylin/bench_speculative.hpp"
 #include "kylin/cli.hpp"
+#include "kylin/speculative_flags.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/model/model.hpp"
@@ -286,6 +288,8 @@ struct Options {
   std::string backend = "cpu";
   std::string format = "text";
   bool no_mmap = false;
+  // random weights: a draft's confidence is low, so the bench drafts regardless (p_min 0)
+  kylin::cli::SpeculativeFlags speculative{.draft = {}, .draft_max = 4, .p_min = 0.0f, .lookup = 0};
 };
 
 int run(const Options& o) {
@@ -301,7 +305,19 @@ int run(const Options& o) {
   options.weights = *kylin::parse_weight_format(o.weights);
   options.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   options.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
-  kylin::Model model = kylin::Model::load(o.model, options);
+  // speculative decoding runs through an Engine (tokenizer files needed); the plain tests use its model
+  std::unique_ptr<kylin::Engine> engine, draft;
+  std::optional<kylin::Model> own;
+  if (o.speculative.any()) {
+    const kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_chunk = options.max_chunk, .context_length = std::nullopt,
+                                  .kv_dtype = options.kv_dtype, .weights = options.weights, .weight_layout = options.weight_layout,
+                                  .checkpoint_memory = options.checkpoint_memory};
+    engine = kylin::Engine::load(o.model, eo);
+    draft = o.speculative.load_draft(*engine, eo);
+  } else {
+    own.emplace(kylin::Model::load(o.model, options));
+  }
+  kylin::Model& model = engine ? engine->model() : *own;
   const std::int64_t ctx = o.ctx > 0 ? o.ctx : std::max<std::int64_t>(o.prompt, o.depth + o.gen) + 16;
   auto cache = model.new_cache(ctx);
   std::vector<float> logits(static_cast<std::size_t>(model.vocab_size()));
@@ -384,7 +400,10 @@ int run(const Options& o) {
     out.emplace_back("tg_batch_tok_s", kylin::json::Value(median(dec.tg_batch)));
     out.emplace_back("tg_batch_speedup", kylin::json::Value(median(dec.batch_speedup)));
   }
+  const kylin::cli::SpeculativeBenchOptions spec{.speculative = engine ? o.speculative.options(*engine, draft.get()) : kylin::SpeculativeOptions{},
+                                                  .prompt = 64, .gen = o.gen, .reps = o.reps, .max_k = 8};
   if (o.format == "json") {
+    if (engine) out.emplace_back("speculative", kylin::json::Value(kylin::cli::speculative_bench(*engine, spec, false)));
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
   }
@@ -405,6 +424,7 @@ int run(const Options& o) {
   std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
               model.load_seconds() * 1e3, first_token_ms, peak_rss,
               static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);
+  if (engine) kylin::cli::speculative_bench(*engine, spec, true);
   return 0;
 }
 
@@ -425,6 +445,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  o->speculative.add_to(cmd);  // --draft (may be --model itself), --draft-max, --draft-p-min, --lookup
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 

@@ -1,11 +1,13 @@
 // `kylin generate`: continue token ids (--tokens, repeatable: the sequences run as one batch) or
-// raw text (--prompt, no chat template).
+// raw text (--prompt, no chat template). With --draft or --lookup (speculative decoding) one
+// sequence runs through a Session, which needs the tokenizer files.
 #include <cstdio>
 #include <string>
 
 #include "kylin/cli.hpp"
 #include "kylin/generate/session.hpp"
 #include "kylin/sampling_options.hpp"
+#include "kylin/speculative_flags.hpp"
 
 namespace cmd_generate {
 
@@ -19,6 +21,7 @@ struct Options {
   std::string backend = "cpu";
   bool ignore_eos = false;
   kylin::cli::SamplingFlags sampling;
+  kylin::cli::SpeculativeFlags speculative;
 };
 
 std::string ids_json(const std::vector<int>& ids) {
@@ -90,32 +93,50 @@ int generate_tokens(const Options& o) {
   return 0;
 }
 
-// Raw text in, streamed text out.
+void print_json(const kylin::Generation& result) {
+  kylin::json::Value v = kylin::json::Object{};
+  kylin::json::Array ids;
+  for (int id : result.tokens) ids.emplace_back(id);
+  v.set("tokens", ids);
+  v.set("text", result.content);
+  v.set("stop_reason", std::string(kylin::to_string(result.stop_reason)));
+  const auto& s = result.stats;
+  if (s.draft_tokens > 0 || s.decode_passes > 0) {
+    v.set("draft_tokens", s.draft_tokens);
+    v.set("draft_accepted", s.draft_accepted);
+    v.set("decode_passes", s.decode_passes);
+  }
+  std::printf("%s\n", kylin::json::dump(v).c_str());
+}
+
+// Raw text (or, with speculative decoding, one --tokens list) in, streamed text out.
 int generate_text(const Options& o) {
-  auto engine = kylin::Engine::load(o.model, {.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads});
+  const kylin::EngineOptions eo{.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads};
+  auto engine = kylin::Engine::load(o.model, eo);
+  const auto draft = o.speculative.load_draft(*engine, eo);
   kylin::Session session(*engine);
   kylin::GenerateOptions g;
   g.sampling = o.sampling.overrides();
   g.max_new_tokens = o.n;
   g.ignore_eos = o.ignore_eos;
+  g.speculative = o.speculative.options(*engine, draft.get());
   if (o.format == "text")
     g.on_piece = [](const kylin::Piece& p) {
       std::fwrite(p.text.data(), 1, p.text.size(), stdout);
       std::fflush(stdout);
       return true;
     };
-  const kylin::Generation result = session.complete(o.prompt, g);
-  if (o.format == "json") {
-    kylin::json::Value v = kylin::json::Object{};
-    kylin::json::Array ids;
-    for (int id : result.tokens) ids.emplace_back(id);
-    v.set("tokens", ids);
-    v.set("text", result.content);
-    v.set("stop_reason", std::string(kylin::to_string(result.stop_reason)));
-    std::printf("%s\n", kylin::json::dump(v).c_str());
-  } else {
-    std::printf("\n");
+  if (!o.tokens.empty()) {
+    if (o.n == 0) g.max_new_tokens = 0;
+    const std::vector<int> ids = kylin::cli::parse_id_list(o.tokens.front());
+    const kylin::Generation result = session.generate(ids, g);
+    if (o.format == "json") print_json(result);
+    else std::printf("%s\n", ids_json(result.tokens).c_str());
+    return 0;
   }
+  const kylin::Generation result = session.complete(o.prompt, g);
+  if (o.format == "json") print_json(result);
+  else std::printf("\n");
   return 0;
 }
 
@@ -133,10 +154,13 @@ const kylin::cli::Registrar registrar{"generate", [](CLI::App& app) {
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   o->sampling.add_to(cmd);
+  o->speculative.add_to(cmd);
   cmd->callback([o, tokens, prompt] {
     if (tokens->count() == 0 && prompt->count() == 0)
       throw kylin::Error(kylin::ErrorCategory::request, "generate", "give --tokens or --prompt");
-    kylin::cli::exit_code() = tokens->count() ? generate_tokens(*o) : generate_text(*o);
+    if (o->speculative.any() && o->tokens.size() > 1)
+      throw kylin::Error(kylin::ErrorCategory::request, "--tokens", "speculative decoding (--draft, --lookup) runs one sequence: give one --tokens list");
+    kylin::cli::exit_code() = tokens->count() && !o->speculative.any() ? generate_tokens(*o) : generate_text(*o);
   });
 }};
 

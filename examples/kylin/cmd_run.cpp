@@ -15,6 +15,7 @@
 #include "kylin/constrain/json_schema.hpp"
 #include "kylin/generate/session.hpp"
 #include "kylin/sampling_options.hpp"
+#include "kylin/speculative_flags.hpp"
 
 namespace cmd_run {
 
@@ -36,6 +37,7 @@ struct Options {
   std::string cache_dir;  // prompt prefixes on disk (docs/PROMPT_CACHE.md); empty: none
   std::string cache_size = "8GiB";
   kylin::cli::SamplingFlags sampling;
+  kylin::cli::SpeculativeFlags speculative;
   std::string json_schema;  // run: the answer must be JSON valid under this schema file (docs/CONSTRAINED.md)
   std::string grammar;      // run: the answer must be a sentence of this GBNF file
 };
@@ -45,8 +47,7 @@ extern "C" void on_sigint(int) { interrupted.store(true); }
 
 bool stderr_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
-std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
-  if (stderr_tty()) std::fprintf(stderr, "loading %s ...\r", o.model.c_str());
+kylin::EngineOptions engine_options(const Options& o) {
   kylin::EngineOptions eo;
   eo.backend = kylin::cli::backend_kind(o.backend);
   eo.threads = o.threads;
@@ -55,14 +56,27 @@ std::unique_ptr<kylin::Engine> load_engine(const Options& o) {
   eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
   if (o.ctx > 0) eo.context_length = o.ctx;
-  auto engine = kylin::Engine::load(o.model, eo);
-  if (stderr_tty()) std::fprintf(stderr, "\33[2K\r");
-  return engine;
+  return eo;
 }
 
-kylin::GenerateOptions generate_options(const Options& o) {
+// The model and, with --draft, its draft model (loaded as the model is, checked against it).
+struct Engines {
+  std::unique_ptr<kylin::Engine> model, draft;
+};
+
+Engines load_engines(const Options& o) {
+  if (stderr_tty()) std::fprintf(stderr, "loading %s ...\r", o.model.c_str());
+  Engines e;
+  e.model = kylin::Engine::load(o.model, engine_options(o));
+  e.draft = o.speculative.load_draft(*e.model, engine_options(o));
+  if (stderr_tty()) std::fprintf(stderr, "\33[2K\r");
+  return e;
+}
+
+kylin::GenerateOptions generate_options(const Options& o, const Engines& engines) {
   kylin::GenerateOptions g;
   g.sampling = o.sampling.overrides();
+  g.speculative = o.speculative.options(*engines.model, engines.draft.get());
   g.max_new_tokens = o.n;
   g.stop = o.stop;
   const bool tty = stderr_tty();
@@ -88,13 +102,18 @@ void print_stats(const kylin::Generation& r) {
   const auto& s = r.stats;
   char disk[48] = "";  // time spent loading a stored prefix (--cache-dir)
   if (s.cache_load_ms > 0) std::snprintf(disk, sizeof disk, ", %.1f ms from disk", s.cache_load_ms);
+  char drafts[96] = "";  // speculative decoding: drafts accepted, tokens per target pass
+  if (s.draft_tokens > 0)
+    std::snprintf(drafts, sizeof drafts, " (drafts %lld/%lld accepted, %.2f tok/pass)", static_cast<long long>(s.draft_accepted),
+                  static_cast<long long>(s.draft_tokens),
+                  s.decode_passes > 0 ? static_cast<double>(s.generated_tokens - 1) / static_cast<double>(s.decode_passes) : 0.0);
   std::fprintf(stderr,
                "\n[kylin] load %.0f ms | prompt %lld tok (cached %lld%s, prefilled %lld) at %.1f tok/s | ttft %.0f ms | "
-               "%lld tok at %.1f tok/s | stop: %s\n",
+               "%lld tok at %.1f tok/s%s | stop: %s\n",
                s.load_ms, static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.cached_tokens),
                disk,
                static_cast<long long>(s.prefill_tokens), s.prefill_tok_s, s.ttft_ms,
-               static_cast<long long>(s.generated_tokens), s.decode_tok_s, std::string(kylin::to_string(r.stop_reason)).c_str());
+               static_cast<long long>(s.generated_tokens), s.decode_tok_s, drafts, std::string(kylin::to_string(r.stop_reason)).c_str());
 }
 
 // The prompt cache of --cache-dir, or null.
@@ -132,7 +151,8 @@ std::unique_ptr<kylin::constrain::Constraint> make_constraint(const kylin::Engin
 }
 
 int run(const Options& o) {
-  auto engine = load_engine(o);
+  const Engines engines = load_engines(o);
+  kylin::Engine* engine = engines.model.get();
   const auto constraint = make_constraint(*engine, o);
   const auto prompt_cache = open_prompt_cache(*engine, o);  // its destructor finishes the write
   kylin::Session session(*engine);
@@ -140,7 +160,7 @@ int run(const Options& o) {
   if (!o.system.empty()) messages.push_back(message("system", o.system));
   messages.push_back(message("user", o.prompt));
   std::signal(SIGINT, on_sigint);
-  auto g = generate_options(o);
+  auto g = generate_options(o, engines);
   g.prompt_cache = prompt_cache.get();
   g.constraint = constraint.get();
   const auto result = session.chat(messages, {.enable_thinking = !o.no_think, .tools = {}, .extra_kwargs = {}}, g);
@@ -160,7 +180,8 @@ void install_interrupt_handler() {
 }
 
 int chat(const Options& o) {
-  auto engine = load_engine(o);
+  const Engines engines = load_engines(o);
+  kylin::Engine* engine = engines.model.get();
   const auto prompt_cache = open_prompt_cache(*engine, o);
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
@@ -196,7 +217,7 @@ int chat(const Options& o) {
     }
     if (line.empty()) continue;
     messages.push_back(message("user", line));
-    auto g = generate_options(o);
+    auto g = generate_options(o, engines);
     g.prompt_cache = prompt_cache.get();
     const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = {}}, g);
     messages.push_back(message("assistant", result.content));
@@ -228,6 +249,7 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("--cache-dir", o.cache_dir, "Keep prompt prefixes' KV state in this directory and reuse it (docs/PROMPT_CACHE.md)");
   cmd->add_option("--cache-size", o.cache_size, "Most bytes kept in --cache-dir (8GiB, 512MiB, ...)");
   o.sampling.add_to(cmd);
+  o.speculative.add_to(cmd);
 }
 
 const kylin::cli::Registrar run_registrar{"run", [](CLI::App& app) {

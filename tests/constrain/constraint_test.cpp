@@ -227,4 +227,33 @@ TEST_CASE("added tokens are never text unless the trie is built with them as tex
   CHECK(closing[static_cast<std::size_t>(tool)] == 0);
 }
 
+TEST_CASE("mark and rewind: after tokens walked past the mark (and DFA renumberings) the mask and allows() are those at the mark") {
+  const auto grammar = kylin::constrain::json_schema_grammar(kylin::json::parse(person_schema));
+  kylin::constrain::ConstraintOptions tiny_dfa;
+  tiny_dfa.max_dfa_states = 3;  // every few bytes the DFA is renumbered: the mark's state id means nothing after
+  for (const auto& options : {kylin::constrain::ConstraintOptions{}, tiny_dfa}) {
+    CAPTURE(options.max_dfa_states);
+    kylin::constrain::Constraint c(grammar, trie(), options), fresh(grammar, trie(), options);
+    const auto before = tokenizer().encode("{\"name\":\"ab");
+    const auto after = tokenizer().encode("cd\",\"age\":4}");
+    const auto want = allowed_after(fresh, before);
+    c.begin(false);
+    for (int id : before) c.accept(id);
+    c.mark();
+    for (int id : after) {
+      REQUIRE(c.allows(id));
+      c.accept(id);
+    }
+    CHECK(c.complete());
+    c.rewind();
+    CHECK_FALSE(c.complete());  // inside the name string again
+    CHECK(c.allows(id_of("\"")));
+    std::vector<float> logits(kVocab, 0.0f);
+    c.mask(logits);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < kVocab; ++i) differ += (std::isfinite(logits[i]) ? 1 : 0) != want[i];
+    CHECK(differ == 0);
+  }
+}
+
 }  // namespace constraint_test

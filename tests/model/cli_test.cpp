@@ -11,6 +11,7 @@
 #include "common/process.hpp"
 #include "common/reference.hpp"
 #include "common/temp_dir.hpp"
+#include "common/temp_model.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
 #include "kylin/model/model.hpp"
@@ -285,6 +286,40 @@ TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the dept
   const Run generated = run(kylin_bin + " generate --model " + out + " --tokens 1,2,3 --tokens 4 -n 4 --greedy --format json");
   REQUIRE(generated.exit_code == 0);
   CHECK(kylin::json::parse(generated.out).find("sequences")->size() == 2);
+}
+
+TEST_CASE("kylin bench --draft: the cost model for k = 1..8 and the measured run; the model drafting for itself has every draft accepted") {
+  const std::string model = data + "/models/e2e-qwen3-chat";  // with its tokenizer
+  const kylin::test::TempModel other("e2e-qwen3-fullvocab", kylin::test::TestTokenizer::qwen3);
+  for (const std::string& draft : {model, other.dir().string()}) {
+    CAPTURE(draft);
+    const Run r = run(kylin_bin + " bench --model " + model + " --draft " + draft + " --draft-max 3 -p 0 -n 9 -r 1 -t 2 --format json");
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    const auto out = kylin::json::parse(r.out);
+    const kylin::json::Value* spec = out.find("speculative");
+    REQUIRE(spec != nullptr);
+    const auto& cost = spec->find("cost_model")->as_array();
+    REQUIRE(cost.size() == 8);
+    for (std::size_t k = 1; k <= cost.size(); ++k) {
+      const auto& row = cost[k - 1];
+      CHECK(row.find("k")->as_int() == static_cast<std::int64_t>(k));
+      const double rk = row.find("verify_ratio")->as_double();
+      CHECK(rk > 0);
+      // at acceptance 0.9 a pass emits (1 - 0.9^(k+1)) / 0.1 tokens on average
+      CHECK(row.find("speedup_a9")->as_double() == doctest::Approx((1 - std::pow(0.9, k + 1.0)) / 0.1 / rk));
+    }
+    CHECK(spec->find("tg_tok_s")->as_double() > 0);
+    CHECK(spec->find("tg_spec_tok_s")->as_double() > 0);
+    if (draft == model) {
+      CHECK(spec->find("acceptance")->as_double() == 1.0);
+      CHECK(spec->find("tokens_per_pass")->as_double() == 4.0);  // 8 tokens after the first, two passes of 3 drafts + 1
+      CHECK(spec->find("draft_step_ratio")->as_double() == 1.0);
+    } else {
+      CHECK(spec->find("draft")->as_string() == draft);
+      CHECK(spec->find("draft_step_ratio")->as_double() > 0);  // measured, not the target's 1
+    }
+  }
 }
 
 }  // namespace cli_test

@@ -120,6 +120,32 @@ class Constraint {
     }
   }
 
+  // Speculative decoding walks draft tokens through the constraint, then comes back: mark() saves
+  // where it is, rewind() returns there (by the saved stacks when the DFA was renumbered meanwhile).
+  void mark() {
+    mark_ = {phase_, failed_, state_, dfa_.epoch()};
+    if (state_ >= 0) dfa_.save(state_, mark_stacks_);
+  }
+  void rewind() {
+    phase_ = mark_.phase;
+    failed_ = mark_.failed;
+    if (mark_.state < 0 || mark_.epoch == dfa_.epoch()) {
+      state_ = mark_.state;
+      return;
+    }
+    state_ = dfa_.reset_to(mark_stacks_);
+    masks_.clear();
+    mask_of_.clear();
+  }
+
+  // Whether `id` may come next: mask() would leave its logit as it is.
+  bool allows(int id) {
+    if (phase_ == Phase::reasoning) return true;
+    if (phase_ == Phase::may_think && id == trie_->think_open) return true;
+    if (id < 0 || static_cast<std::size_t>(id) >= trie_->vocab) return false;
+    return (current_mask()[static_cast<std::size_t>(id) / 64] >> (id % 64)) & 1u;
+  }
+
   // The output so far is a sentence of the grammar (EOS is allowed).
   bool complete() const { return phase_ == Phase::answer && state_ >= 0 && dfa_.accepts(state_); }
   // Complete and nothing may follow: generation should end here.
@@ -132,6 +158,12 @@ class Constraint {
 
  private:
   enum class Phase { may_think, reasoning, answer };
+  struct Mark {
+    Phase phase = Phase::answer;
+    bool failed = false;
+    int state = 0;
+    std::size_t epoch = 0;
+  };
 
   bool is_eos(int id) const { return std::find(trie_->eos.begin(), trie_->eos.end(), id) != trie_->eos.end(); }
 
@@ -229,6 +261,8 @@ class Constraint {
   bool failed_ = false;
   int state_ = 0;                               // DFA state, LazyDfa::kNone after a forbidden token
   std::vector<int> saved_;                      // [stack positions] state_ across a DFA reset
+  Mark mark_;                                   // where rewind() returns to
+  std::vector<int> mark_stacks_;                // [stack positions] mark_.state's stacks
   std::vector<int> levels_;                     // [max token bytes + 1] DFA state by walk depth
   std::vector<std::vector<int>> slow_levels_;   // [max token bytes + 1] stack sets by depth (slow walk)
   std::vector<int> mask_of_;                    // [n_dfa_states] index into masks_, -1 none

@@ -18,6 +18,14 @@ struct GenerationStats {
   std::int64_t generated_tokens = 0;
   double decode_ms = 0;
   double decode_tok_s = 0;
+  // Speculative decoding (generate/speculative.hpp): tokens proposed by the draft model or prompt
+  // lookup, those the target accepted, the target's passes after the first token (each a one-row
+  // step or a verification of drafts), and the time spent in the draft model's forward passes
+  // after the first token (within decode_ms; its prompt catch-up is in prefill_ms).
+  std::int64_t draft_tokens = 0;
+  std::int64_t draft_accepted = 0;
+  std::int64_t decode_passes = 0;
+  double draft_ms = 0;
 };
 
 }  // namespace kylin

@@ -54,6 +54,9 @@ class Sampler {
     reseed(params.seed ? *params.seed : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
   }
   void reseed(std::uint64_t seed) { rng_ = Xoshiro256StarStar(seed); }
+  // The next number in [0, 1) of the stream draw() uses: speculative decoding's acceptance test
+  // (generate/speculative.hpp) takes its randomness from the same seeded stream.
+  double uniform() { return rng_.uniform(); }
   const SamplingParams& params() const noexcept { return params_; }
   std::size_t vocab_size() const noexcept { return vocab_size_; }
   const SampleableIds& sampleable() const noexcept { return sampleable_; }

@@ -16,6 +16,7 @@
 #include "kylin/generate/generation_stats.hpp"
 #include "kylin/generate/channel_router.hpp"
 #include "kylin/generate/prompt_cache.hpp"
+#include "kylin/generate/speculative.hpp"
 #include "kylin/tokenizer/stream_decoder.hpp"
 
 namespace kylin {
@@ -55,6 +56,9 @@ struct GenerateOptions {
   // store_prompt, the prompt's keys and values are handed to its background writer at the end.
   PromptCache* prompt_cache = nullptr;
   bool store_prompt = true;
+  // Speculative decoding (generate/speculative.hpp, docs/SPECULATIVE.md): drafts from a draft
+  // model and/or prompt lookup, verified in one target pass; the output is what it is without.
+  SpeculativeOptions speculative;
 };
 
 struct ChatOptions {
@@ -128,7 +132,13 @@ class Session {
   Generation generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel = Channel::answer);
 
   const KVCache& cache() const { return cache_; }
-  void reset() { cache_.reset(); }
+  void reset() {
+    cache_.reset();
+    if (draft_cache_) draft_cache_->reset();
+  }
+  // The draft model's cache of this session (speculative decoding), made the first time `draft`
+  // drafts here, once check_draft accepted it; null before.
+  const KVCache* draft_cache() const { return draft_cache_ ? &*draft_cache_ : nullptr; }
 
   // The whole KV state (cache().tokens() and their keys/values) to `path`, atomically, in the
   // format of docs/PROMPT_CACHE.md; returns the bytes written. kylin::Error (io) on failure.
@@ -165,168 +175,26 @@ class Session {
  private:
   friend class GenerationRun;
 
+  KVCache& draft_cache_for(Engine& draft) {
+    if (draft_engine_ != &draft) {
+      check_draft(*engine_, draft);
+      draft_cache_.reset();
+      draft_cache_.emplace(draft.model().new_cache(cache_.capacity()));
+      draft_engine_ = &draft;
+    }
+    return *draft_cache_;
+  }
+
   Engine* engine_;
   KVCache cache_;
   std::vector<float> logits_;  // [vocab]
+  std::vector<float> verify_logits_;  // [max_draft + 1, vocab] a verification pass's rows
+  const Engine* draft_engine_ = nullptr;
+  std::optional<KVCache> draft_cache_;
   int think_open_ = -1, think_close_ = -1;
 };
 
-// One generation on a Session, advanced one model step at a time: the caller runs the model on
-// input() (alone, or beside other runs in one batched forward) and then calls advance(). Session::
-// generate drives one run by itself; kylin-server's scheduler steps all its slots' runs together.
-// The run keeps references to the session and the prompt ids; it may not be moved.
-class GenerationRun {
- public:
-  // Checks the options, reuses the cached prefix (or a stored one from o.prompt_cache) and plans
-  // the prefill in chunks of at most `prefill_chunk` tokens (0: the whole rest in one input).
-  GenerationRun(Session& s, std::span<const int> prompt, GenerateOptions o, Channel channel, std::int64_t prefill_chunk = 0)
-      : s_(s), prompt_(prompt), o_(std::move(o)), t0_(clock::now()),
-        sampler_(s.logits_.size(), checked_params(*s.engine_, o_), s.engine_->sampleable_ids()),  // never an id without a token
-        decoder_(s.engine_->tokenizer()),
-        emit_(o_.on_piece, o_.stop, g_.content, g_.reasoning, channel) {
-    g_.stats.load_ms = s.engine_->load_ms();
-    start_prefill();
-    chunk_ = prefill_chunk > 0 ? prefill_chunk : o_.on_prefill ? 256 : static_cast<std::int64_t>(rest_.size());
-    if (o_.constraint) o_.constraint->begin(channel == Channel::reasoning);
-  }
-  GenerationRun(const GenerationRun&) = delete;
-  GenerationRun& operator=(const GenerationRun&) = delete;
-
-  bool done() const { return done_; }
-  bool prefilling() const { return fed_ < static_cast<std::int64_t>(rest_.size()); }
-
-  // The next forward: a chunk of the prompt, or the last sampled token, on the session's cache,
-  // its last row's logits into the session's buffer. Only while !done().
-  SequenceInput input() {
-    const std::span<const int> tokens =
-        prefilling() ? rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(std::min<std::int64_t>(
-                                                                          chunk_, static_cast<std::int64_t>(rest_.size()) - fed_)))
-                     : std::span<const int>(&g_.tokens.back(), 1);
-    return {tokens, s_.cache_, {.logits = s_.logits_}};
-  }
-
-  // After the forward of input(): reports prefill progress, or samples and emits the next token
-  // and decides whether the generation goes on.
-  void advance() {
-    if (prefilling()) {
-      fed_ += std::min<std::int64_t>(chunk_, static_cast<std::int64_t>(rest_.size()) - fed_);
-      if (o_.on_prefill) o_.on_prefill(fed_, static_cast<std::int64_t>(rest_.size()));
-      if (prefilling()) return;
-      end_prefill();
-      if (o_.max_new_tokens <= 0) return stop(StopReason::max_tokens);
-    }
-    sample();
-  }
-
-  // Ends the generation before its natural end (e.g. its client left), as cancelled.
-  void cancel() {
-    if (!done_) stop(StopReason::cancelled);
-  }
-
-  // The result, once done(). Stores the prompt in o.prompt_cache when asked to.
-  Generation finish() {
-    if (g_.stop_reason != StopReason::stop_string && g_.stop_reason != StopReason::cancelled) {
-      emit_.text(decoder_.flush());
-      emit_.finish();
-    }
-    GenerationStats& st = g_.stats;
-    st.generated_tokens = static_cast<std::int64_t>(g_.tokens.size());
-    // Decode speed counts the tokens after the first, which came out of the prefill.
-    st.decode_ms = g_.tokens.empty() ? 0 : ms_since(t_first_);
-    const auto decoded = st.generated_tokens > 1 ? st.generated_tokens - 1 : 0;
-    st.decode_tok_s = st.decode_ms > 0 && decoded ? 1000.0 * static_cast<double>(decoded) / st.decode_ms : 0;
-    if (o_.prompt_cache && o_.store_prompt) s_.store_prompt(*o_.prompt_cache, prompt_);
-    return std::move(g_);
-  }
-
- private:
-  using clock = std::chrono::steady_clock;
-  static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
-  static SamplingParams checked_params(const Engine& e, const GenerateOptions& o) {
-    const SamplingParams params = apply_overrides(e.default_sampling(), o.sampling);
-    params.validate();
-    return params;
-  }
-
-  void start_prefill() {
-    KVCache& cache = s_.cache_;
-    if (prompt_.empty()) throw Error(ErrorCategory::request, "prompt", "empty prompt");
-    if (static_cast<std::int64_t>(prompt_.size()) >= cache.capacity())
-      throw Error(ErrorCategory::request, "prompt",
-                  "prompt of " + std::to_string(prompt_.size()) + " tokens leaves no room in the context of " +
-                      std::to_string(cache.capacity()) + " tokens");
-    // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
-    const auto last = static_cast<std::int64_t>(prompt_.size()) - 1;
-    std::int64_t reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
-    if (o_.prompt_cache) {
-      const auto t_load = clock::now();
-      if (o_.prompt_cache->load(prompt_, cache, reuse) > 0) g_.stats.cache_load_ms = ms_since(t_load);
-      reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
-    }
-    cache.truncate(reuse);
-    rest_ = prompt_.subspan(static_cast<std::size_t>(reuse));
-    g_.stats.prompt_tokens = static_cast<std::int64_t>(prompt_.size());
-    g_.stats.cached_tokens = reuse;
-    g_.stats.prefill_tokens = static_cast<std::int64_t>(rest_.size());
-    t_prefill_ = clock::now();
-  }
-
-  void end_prefill() {
-    g_.stats.prefill_ms = ms_since(t_prefill_);
-    g_.stats.prefill_tok_s = g_.stats.prefill_ms > 0 ? 1000.0 * static_cast<double>(rest_.size()) / g_.stats.prefill_ms : 0;
-  }
-
-  void stop(StopReason r) {
-    g_.stop_reason = r;
-    done_ = true;
-  }
-
-  void sample() {
-    std::span<float> logits = s_.logits_;
-    if (o_.on_logits) o_.on_logits(logits);
-    if (o_.constraint) o_.constraint->mask(logits);
-    const int id = sampler_.sample(logits, prompt_, g_.tokens);
-    if (g_.tokens.empty()) {
-      g_.stats.ttft_ms = ms_since(t0_);
-      t_first_ = clock::now();
-    }
-    if (!o_.ignore_eos && s_.engine_->is_eos(id)) return stop(StopReason::eos);
-    g_.tokens.push_back(id);
-    if (o_.on_token) o_.on_token(id);
-    if (o_.constraint) o_.constraint->accept(id);
-    bool keep = true;
-    if (id == s_.think_open_ && emit_.channel() == Channel::answer) keep = emit_.switch_to(Channel::reasoning);
-    else if (id == s_.think_close_ && emit_.channel() == Channel::reasoning) keep = emit_.switch_to(Channel::answer);
-    else keep = emit_.text(decoder_.push(id));
-    if (emit_.stopped_by_string()) stop(StopReason::stop_string);
-    else if (!keep) stop(StopReason::cancelled);
-    else if (o_.constraint && o_.constraint->finished()) stop(StopReason::eos);
-    else if (static_cast<std::int64_t>(g_.tokens.size()) >= o_.max_new_tokens) stop(StopReason::max_tokens);
-    else if (s_.cache_.remaining() == 0) stop(StopReason::context_full);
-  }
-
-  Session& s_;
-  std::span<const int> prompt_;
-  GenerateOptions o_;
-  clock::time_point t0_, t_prefill_, t_first_;
-  Generation g_;
-  Sampler sampler_;
-  StreamDecoder decoder_;
-  ChannelRouter emit_;
-  std::span<const int> rest_;  // the prompt after the reused prefix: what the prefill runs
-  std::int64_t fed_ = 0;       // of rest_
-  std::int64_t chunk_ = 0;
-  bool done_ = false;
-};
-
-inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {
-  GenerationRun run(*this, prompt, o, channel);
-  while (!run.done()) {
-    const SequenceInput in = run.input();
-    engine_->model().forward(std::span<const SequenceInput>(&in, 1));
-    run.advance();
-  }
-  return run.finish();
-}
-
 }  // namespace kylin
+
+// GenerationRun and Session::generate, which need Session complete.
+#include "kylin/generate/generation_run.hpp"

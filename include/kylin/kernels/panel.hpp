@@ -82,13 +82,14 @@ struct PanelTokenBlocks {
   std::int64_t size(std::int64_t b) const { return n / count + (b < n % count ? 1 : 0); }
 };
 
-// How a tile prefetches. Several tokens: the panels after the tile, spread evenly over the tile's
-// column steps (one line per pair), so they arrive while it computes and the weights stream at the
-// kernel's average pace. One token (bound by bandwidth): each panel's own stream this far ahead,
-// the distance that measured best (docs/PERFORMANCE.md, "Packed weights").
+// How a tile prefetches. Several token blocks: the panels after the tile, spread evenly over the
+// tile's column steps (one line per pair), so they arrive while it computes and the weights stream
+// at the kernel's average pace. One token, or one block of a few (a speculative verification:
+// bound by bandwidth, each weight read once): each panel's own stream this far ahead, the distance
+// that measured best for one token (docs/PERFORMANCE.md, "Packed weights"; docs/SPECULATIVE.md).
 inline constexpr std::int64_t panel_stream_prefetch_bytes = 1024;
 struct PanelPrefetch {
-  const char* next = nullptr;
+  const char* next = nullptr;  // null: each panel's own stream
   std::int64_t stride = cache_line_bytes;
 };
 
@@ -126,7 +127,7 @@ void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, std::int
   };
   std::int64_t k = k0;
   for (; k + 1 < k1; k += 2, wp += 2 * panel_width, xk += 2 * NB) {
-    if constexpr (NB == 1) {
+    if (NB == 1 || next == nullptr) {
       for (int i = 0; i < P; ++i) prefetch(wp + i * pstride, panel_stream_prefetch_bytes);
     } else {
       prefetch(next);
@@ -178,7 +179,7 @@ void panel_group(const PanelRef<T>& w, const PanelIO& io, std::int64_t p0) {
   const PanelTokenBlocks blocks(io.n);
   const std::int64_t bytes = P * w.cols * panel_width * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t pairs = std::max<std::int64_t>(1, blocks.count * (w.cols / 2));
-  PanelPrefetch pf{reinterpret_cast<const char*>(w.panel(p0 + P)), (bytes + pairs - 1) / pairs};
+  PanelPrefetch pf{blocks.count == 1 ? nullptr : reinterpret_cast<const char*>(w.panel(p0 + P)), (bytes + pairs - 1) / pairs};
   PanelAcc<P> acc[panel_chunk_blocks];
   for (std::int64_t b0 = 0, t0 = 0; b0 < blocks.count; b0 += panel_chunk_blocks) {
     const std::int64_t b1 = std::min(blocks.count, b0 + panel_chunk_blocks);

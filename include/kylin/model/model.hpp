@@ -67,6 +67,10 @@ struct SequenceInput {
   std::span<const int> tokens;
   KVCache& cache;
   ForwardOutputs out;
+  // Every token takes the kernels of a one-token decode step instead of the prefill GEMM, so each
+  // row's outputs equal those of feeding the tokens one step at a time, bit for bit, while the
+  // weights are still read once for all of them (speculative decoding's verification pass).
+  bool decode_rows = false;
 };
 
 // A model loaded for one backend type B: weights, B's workspace, caches from B's memory.
@@ -195,26 +199,33 @@ class BasicModel {
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  // Tokens of a sequence that run as a one-row decode piece (the dot-product kernel's rows): its
-  // last token when it is alone (a decode step) or when max_chunk-sized chunks leave exactly one
-  // over, as they do when the sequence runs by itself. All other tokens are GEMM rows, however the
-  // passes cut them, so every row gets the kernel, and so the numbers, it gets alone.
-  std::int64_t decode_tail(std::int64_t n) const { return n == 1 || n % impl_->workspace.max_tokens == 1 ? 1 : 0; }
+  // Tokens of a sequence that run as one-row decode pieces (the dot-product kernel's rows): all of
+  // them for decode_rows; else its last token when it is alone (a decode step) or when
+  // max_chunk-sized chunks leave exactly one over, as they do when the sequence runs by itself.
+  // All other tokens are GEMM rows, however the passes cut them, so every row gets the kernel, and
+  // so the numbers, it gets alone.
+  std::int64_t decode_tail(const SequenceInput& in) const {
+    const auto n = static_cast<std::int64_t>(in.tokens.size());
+    return in.decode_rows ? n : n == 1 || n % impl_->workspace.max_tokens == 1 ? 1 : 0;
+  }
 
-  // The next pass: first a row for each sequence whose decode tail is next, then GEMM rows of the
-  // others up to max_chunk rows, in batch order.
+  // The next pass: first the rows of each sequence whose decode tail is next, then GEMM rows of
+  // the others up to max_chunk rows, in batch order.
   bool plan_pass(std::span<const SequenceInput> batch) {
     Impl& m = *impl_;
     const std::int64_t cap = m.workspace.max_tokens;
     m.pass_seqs.clear();
     m.pass_rows = 0;
     for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
-      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size());
-      if (decode_tail(n) == 1 && m.fed[i] == n - 1) add_piece(batch[i], m.fed[i]++, 1);
+      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), tail = decode_tail(batch[i]);
+      if (tail == 0 || m.fed[i] < n - tail || m.fed[i] == n) continue;
+      const std::int64_t take = std::min(n - m.fed[i], cap - m.pass_rows);
+      add_piece(batch[i], m.fed[i], take);
+      m.fed[i] += take;
     }
     m.pass_dot_rows = m.pass_rows;
     for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
-      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - decode_tail(n) - m.fed[i];
+      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - decode_tail(batch[i]) - m.fed[i];
       if (left <= 0) continue;
       const std::int64_t take = std::min(left, cap - m.pass_rows);
       add_piece(batch[i], m.fed[i], take);

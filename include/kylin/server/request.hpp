@@ -27,6 +27,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;              // stream_options.include_usage
   LogprobRequest logprob;                  // logprobs, top_logprobs, logit_bias
+  bool speculative = true;                 // false: no speculative decoding for this request (kylin's extension)
 };
 
 struct ChatRequest : GenerationRequest {
@@ -110,6 +111,7 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
     }
   }
   r.stream = bool_field(body, "stream").value_or(false);
+  r.speculative = bool_field(body, "speculative").value_or(true);
   if (const json::Value* so = field(body, "stream_options")) {
     if (!so->is_object()) throw invalid("stream_options", "'stream_options' must be an object");
     r.include_usage = bool_field(*so, "include_usage", "stream_options.include_usage").value_or(false);

@@ -61,7 +61,8 @@ inline json::Value usage(const GenerationStats& s) {
 }
 
 // llama.cpp's `timings` object: prompt tokens run (cached ones excluded) and their time, tokens
-// generated and their time, per token and per second, and the prompt tokens reused from a cache.
+// generated and their time, per token and per second, the prompt tokens reused from a cache, and
+// the tokens speculative decoding drafted and got accepted.
 inline json::Value timings(const GenerationStats& s) {
   auto per_token = [](double ms, std::int64_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
   auto per_second = [](double ms, std::int64_t n) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
@@ -78,6 +79,9 @@ inline json::Value timings(const GenerationStats& s) {
   t.set("predicted_per_token_ms", per_token(s.decode_ms, decoded));
   t.set("predicted_per_second", per_second(s.decode_ms, decoded));
   t.set("ttft_ms", s.ttft_ms);
+  // speculative decoding: tokens drafted and those accepted (llama.cpp's names)
+  t.set("draft_n", s.draft_tokens);
+  t.set("draft_n_accepted", s.draft_accepted);
   return t;
 }
 

@@ -4,6 +4,8 @@
 // prefix with its prompt, least recently used on ties) and advances every running generation
 // together: each step is one batched forward over one token of each decoding slot and a prompt
 // chunk of each prefilling one, within a token budget, so a long prompt does not stall the others.
+// With speculative decoding, the draft model's forwards of all slots run batched before each step
+// and each slot's drafts are rows of that step's one verification pass.
 #pragma once
 
 #include <algorithm>
@@ -50,6 +52,9 @@ struct SchedulerOptions {
   // Told each step's rows on the inference thread before its forward (tests script the scheduler
   // with it; tracing could): one StepRow per slot in the step, decode rows first.
   std::function<void(std::span<const StepRow>)> on_step = nullptr;
+  // Speculative decoding (--model-draft, --lookup) for every job that does not opt out; the draft
+  // engine, if any, must outlive the scheduler.
+  SpeculativeOptions speculative;
 };
 
 // One generation. `on_piece` runs on the inference thread; returning false (or setting
@@ -58,6 +63,7 @@ struct Job {
   std::vector<int> prompt;
   Channel start = Channel::answer;
   GenerateOptions options;
+  bool speculative = true;  // false: decode without the scheduler's speculative options (a request's `speculative: false`)
   std::shared_ptr<constrain::Constraint> constraint;  // owns options.constraint (null: a free answer)
   std::function<bool(const Piece&)> on_piece;
   std::function<void(Generation&&, std::optional<Failure>)> on_done;
@@ -77,7 +83,9 @@ class Scheduler {
   Scheduler(Engine& engine, const SchedulerOptions& o)
       : engine_(engine), slots_(static_cast<std::size_t>(std::max(1, o.slots))), max_queued_(o.max_queued),
         prompt_cache_(o.prompt_cache), prefill_chunk_(std::max<std::int64_t>(1, o.prefill_chunk)),
-        step_tokens_(std::max<std::int64_t>(1, o.step_tokens)), on_step_(o.on_step) {
+        step_tokens_(std::max<std::int64_t>(1, o.step_tokens)), speculative_(o.speculative), on_step_(o.on_step) {
+    speculative_.validate();
+    if (speculative_.draft) check_draft(engine, *speculative_.draft);
     for (auto& s : slots_) s.session = std::make_unique<Session>(engine, o.context_length);
     batch_.reserve(slots_.size());
     stepping_.reserve(slots_.size());
@@ -124,6 +132,10 @@ class Scheduler {
   // Both are updated before the job's on_done, so a client that has its answer sees them.
   std::uint64_t skipped() const { return skipped_.load(); }
   std::uint64_t generated_tokens() const { return generated_tokens_.load(); }
+  // Since start: batched forwards of the model (each over every running slot's input) and of the
+  // draft model (speculative decoding).
+  std::uint64_t passes() const { return passes_.load(); }
+  std::uint64_t draft_passes() const { return draft_passes_.load(); }
   int slots() const { return static_cast<int>(slots_.size()); }
   // Tokens held in all slots' KV caches, as of the last step.
   std::int64_t kv_tokens() const { return kv_tokens_.load(); }
@@ -195,6 +207,7 @@ class Scheduler {
     o.on_piece = [j = job.get()](const Piece& p) { return !j->cancelled.load() && (!j->on_piece || j->on_piece(p)); };
     o.prompt_cache = prompt_cache_;
     o.store_prompt = false;  // in finish(), once the answer is out
+    if (job->speculative) o.speculative = speculative_;
     try {
       slot.run.emplace(*slot.session, job->prompt, std::move(o), job->start, prefill_chunk_);
     } catch (...) {
@@ -221,11 +234,12 @@ class Scheduler {
   // One batched forward: a token of every decoding slot, then prompt chunks of the prefilling
   // ones, oldest first, while the step has rows to spare; then every finished run ends.
   void step() {
+    draft();
     batch_.clear();
     stepping_.clear();
     std::int64_t rows = 0;
     for (auto& s : slots_)
-      if (s.run && !s.run->done() && !s.run->prefilling()) add(s, rows);
+      if (s.run && !s.error && !s.run->done() && !s.run->prefilling()) add(s, rows);
     bool chunk = false;
     for (Slot* s = oldest_prefill(0); s != nullptr; s = oldest_prefill(s->last_used)) {
       const auto n = static_cast<std::int64_t>(s->run->input().tokens.size());
@@ -233,6 +247,7 @@ class Scheduler {
       chunk |= add(*s, rows);
     }
     if (!batch_.empty()) {
+      ++passes_;
       if (on_step_) tell_step();
       try {
         engine_.model().forward(batch_);
@@ -250,6 +265,41 @@ class Scheduler {
     }
     for (auto& s : slots_)
       if (s.run && (s.error || s.run->done())) finish(s);
+  }
+
+  // The draft model's forwards before a step: every slot with one due adds it to one batched
+  // forward, until no slot drafts (each draft token is one round; a slot that stops drafting,
+  // or whose client left, drops out).
+  void draft() {
+    while (true) {
+      batch_.clear();
+      stepping_.clear();
+      for (auto& s : slots_) {
+        if (!s.run || s.error || !s.run->drafting()) continue;
+        if (s.job->cancelled.load()) {
+          s.run->cancel();
+          continue;
+        }
+        batch_.push_back(s.run->draft_input());
+        stepping_.push_back(&s);
+      }
+      if (batch_.empty()) return;
+      ++draft_passes_;
+      try {
+        speculative_.draft->model().forward(batch_);
+      } catch (...) {
+        for (Slot* s : stepping_) s->error = current_failure(), s->run->cancel();
+        continue;
+      }
+      for (Slot* s : stepping_) {
+        try {
+          s->run->advance_draft();
+        } catch (...) {
+          s->error = current_failure();
+          s->run->cancel();
+        }
+      }
+    }
   }
 
   // Adds the slot's next input to the step, unless its client left (then it ends as cancelled).
@@ -310,6 +360,7 @@ class Scheduler {
   std::size_t max_queued_;
   PromptCache* prompt_cache_;
   std::int64_t prefill_chunk_, step_tokens_;
+  SpeculativeOptions speculative_;
   std::vector<SequenceInput> batch_;  // [<= slots] this step's inputs
   std::vector<Slot*> stepping_;       // [<= slots] their slots
   std::function<void(std::span<const StepRow>)> on_step_;
@@ -321,7 +372,7 @@ class Scheduler {
   std::atomic<bool> busy_{false};
   std::atomic<int> active_{0};
   std::atomic<std::int64_t> kv_tokens_{0};
-  std::atomic<std::uint64_t> skipped_{0}, generated_tokens_{0};
+  std::atomic<std::uint64_t> skipped_{0}, generated_tokens_{0}, passes_{0}, draft_passes_{0};
   std::thread worker_;
 };
 

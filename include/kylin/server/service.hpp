@@ -197,6 +197,7 @@ class Service {
     job->options.sampling = r.sampling;
     job->options.stop = r.stop;
     job->options.max_new_tokens = r.max_tokens.value_or(ctx - n);
+    job->speculative = r.speculative;
     return {std::move(job), ResponseHead{"", unix_time(), model_id_}};
   }
 

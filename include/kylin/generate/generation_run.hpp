@@ -1,0 +1,264 @@
+// GenerationRun: one generation on a Session, one model step at a time, so a caller can step many
+// sessions' runs through one batched forward (kylin-server's scheduler); Session::generate drives
+// one alone. Speculative decoding's draft and verification steps live here too.
+#pragma once
+
+#include <chrono>
+#include <limits>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kylin/generate/session.hpp"
+
+namespace kylin {
+
+// One generation on a Session, advanced one model step at a time: the caller runs the model on
+// input() (alone, or beside other runs in one batched forward) and then calls advance(). With
+// speculative decoding, the draft model runs first on draft_input() while drafting(), each time
+// followed by advance_draft(); input() then verifies the drafts. Session::generate drives one run
+// by itself; kylin-server's scheduler steps all its slots' runs together.
+// The run keeps references to the session and the prompt ids; it may not be moved.
+class GenerationRun {
+ public:
+  // Checks the options, reuses the cached prefix (or a stored one from o.prompt_cache) and plans
+  // the prefill in chunks of at most `prefill_chunk` tokens (0: the whole rest in one input).
+  GenerationRun(Session& s, std::span<const int> prompt, GenerateOptions o, Channel channel, std::int64_t prefill_chunk = 0)
+      : s_(s), prompt_(prompt), o_(std::move(o)), t0_(clock::now()),
+        sampler_(s.logits_.size(), checked_params(*s.engine_, o_), s.engine_->sampleable_ids()),  // never an id without a token
+        decoder_(s.engine_->tokenizer()),
+        emit_(o_.on_piece, o_.stop, g_.content, g_.reasoning, channel) {
+    g_.stats.load_ms = s.engine_->load_ms();
+    if (o_.speculative.enabled()) {
+      KVCache* draft_cache = o_.speculative.draft ? &s.draft_cache_for(*o_.speculative.draft) : nullptr;
+      spec_.emplace(o_.speculative, *s.engine_, draft_cache, sampler_.params());
+      s.verify_logits_.resize(static_cast<std::size_t>(o_.speculative.max_draft + 1) * s.logits_.size());
+    }
+    start_prefill();
+    chunk_ = prefill_chunk > 0 ? prefill_chunk : o_.on_prefill ? 256 : static_cast<std::int64_t>(rest_.size());
+    // the draft catches up in the same chunks, not in the rest's: its cache may reuse less
+    draft_chunk_ = prefill_chunk > 0 || o_.on_prefill ? chunk_ : std::numeric_limits<std::int64_t>::max();
+    if (o_.constraint) o_.constraint->begin(channel == Channel::reasoning);
+    plan_step();
+  }
+  GenerationRun(const GenerationRun&) = delete;
+  GenerationRun& operator=(const GenerationRun&) = delete;
+
+  bool done() const { return done_; }
+  bool prefilling() const { return fed_ < static_cast<std::int64_t>(rest_.size()); }
+
+  // The next forward: a chunk of the prompt, the last sampled token, or that token and the drafts
+  // to verify (decode rows: each row's logits as a one-token step would give them), on the
+  // session's cache; the logits of its last row (of every row when verifying) to the session's
+  // buffers. Only while !done() and !drafting().
+  SequenceInput input() {
+    if (prefilling()) {
+      const auto n = std::min<std::int64_t>(chunk_, static_cast<std::int64_t>(rest_.size()) - fed_);
+      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, {.logits = s_.logits_}};
+    }
+    if (!verifying()) return {std::span<const int>(&g_.tokens.back(), 1), s_.cache_, {.logits = s_.logits_}};
+    verify_feed_.assign(1, g_.tokens.back());
+    verify_feed_.insert(verify_feed_.end(), spec_->drafts().begin(), spec_->drafts().end());
+    const std::size_t rows = verify_feed_.size() * s_.logits_.size();
+    return {verify_feed_, s_.cache_, {.logits = std::span<float>(s_.verify_logits_).first(rows), .positions = Positions::all}, true};
+  }
+
+  // After the forward of input(): reports prefill progress, or samples (verifies) and emits the
+  // next token(s) and decides whether the generation goes on.
+  void advance() {
+    if (prefilling()) {
+      fed_ += std::min<std::int64_t>(chunk_, static_cast<std::int64_t>(rest_.size()) - fed_);
+      if (o_.on_prefill) o_.on_prefill(fed_, static_cast<std::int64_t>(rest_.size()));
+      if (prefilling()) return plan_step();
+      end_prefill();
+      if (o_.max_new_tokens <= 0) return stop(StopReason::max_tokens);
+      sample(s_.logits_, -1);
+    } else {
+      ++g_.stats.decode_passes;
+      if (verifying()) verify();
+      else sample(s_.logits_, -1);
+    }
+    plan_step();
+  }
+
+  // Speculative decoding: whether a draft-model forward (on draft_model(), of draft_input()) and
+  // then advance_draft() come before the next input().
+  bool drafting() const { return !done_ && spec_ && spec_->drafting(); }
+  Model& draft_model() { return o_.speculative.draft->model(); }
+  SequenceInput draft_input() {
+    t_draft_ = clock::now();
+    return spec_->input();
+  }
+  void advance_draft() {
+    if (!g_.tokens.empty()) g_.stats.draft_ms += ms_since(t_draft_);  // decode time; the prefill's counts in prefill_ms
+    spec_->advance();
+  }
+
+  // Ends the generation before its natural end (e.g. its client left), as cancelled.
+  void cancel() {
+    if (spec_) spec_->abandon();
+    if (!done_) stop(StopReason::cancelled);
+  }
+
+  // The result, once done(). Stores the prompt in o.prompt_cache when asked to.
+  Generation finish() {
+    if (g_.stop_reason != StopReason::stop_string && g_.stop_reason != StopReason::cancelled) {
+      emit_.text(decoder_.flush());
+      emit_.finish();
+    }
+    GenerationStats& st = g_.stats;
+    st.generated_tokens = static_cast<std::int64_t>(g_.tokens.size());
+    // Decode speed counts the tokens after the first, which came out of the prefill.
+    st.decode_ms = g_.tokens.empty() ? 0 : ms_since(t_first_);
+    const auto decoded = st.generated_tokens > 1 ? st.generated_tokens - 1 : 0;
+    st.decode_tok_s = st.decode_ms > 0 && decoded ? 1000.0 * static_cast<double>(decoded) / st.decode_ms : 0;
+    if (o_.prompt_cache && o_.store_prompt) s_.store_prompt(*o_.prompt_cache, prompt_);
+    return std::move(g_);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double ms_since(clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); }
+  static SamplingParams checked_params(const Engine& e, const GenerateOptions& o) {
+    const SamplingParams params = apply_overrides(e.default_sampling(), o.sampling);
+    params.validate();
+    o.speculative.validate();
+    return params;
+  }
+
+  void start_prefill() {
+    KVCache& cache = s_.cache_;
+    if (prompt_.empty()) throw Error(ErrorCategory::request, "prompt", "empty prompt");
+    if (static_cast<std::int64_t>(prompt_.size()) >= cache.capacity())
+      throw Error(ErrorCategory::request, "prompt",
+                  "prompt of " + std::to_string(prompt_.size()) + " tokens leaves no room in the context of " +
+                      std::to_string(cache.capacity()) + " tokens");
+    // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
+    const auto last = static_cast<std::int64_t>(prompt_.size()) - 1;
+    std::int64_t reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
+    if (o_.prompt_cache) {
+      const auto t_load = clock::now();
+      if (o_.prompt_cache->load(prompt_, cache, reuse) > 0) g_.stats.cache_load_ms = ms_since(t_load);
+      reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
+    }
+    cache.truncate(reuse);
+    rest_ = prompt_.subspan(static_cast<std::size_t>(reuse));
+    g_.stats.prompt_tokens = static_cast<std::int64_t>(prompt_.size());
+    g_.stats.cached_tokens = reuse;
+    g_.stats.prefill_tokens = static_cast<std::int64_t>(rest_.size());
+    t_prefill_ = clock::now();
+  }
+
+  void end_prefill() {
+    g_.stats.prefill_ms = ms_since(t_prefill_);
+    g_.stats.prefill_tok_s = g_.stats.prefill_ms > 0 ? 1000.0 * static_cast<double>(rest_.size()) / g_.stats.prefill_ms : 0;
+  }
+
+  void stop(StopReason r) {
+    g_.stop_reason = r;
+    done_ = true;
+  }
+
+  TokenContext context() const { return {prompt_, g_.tokens}; }
+  bool verifying() const { return spec_ && !spec_->drafts().empty(); }
+
+  // The drafts of the next pass: as many as the pass could emit before max_new_tokens or a full
+  // context ends the generation (the pass emits up to drafts + 1 tokens).
+  void plan_step() {
+    if (!spec_ || done_) return;
+    std::int64_t most = 0;
+    if (!prefilling())
+      most = std::min<std::int64_t>({o_.speculative.max_draft, o_.max_new_tokens - static_cast<std::int64_t>(g_.tokens.size()) - 1,
+                                     s_.cache_.remaining() - 1});
+    spec_->begin(context(), {.max_drafts = most, .prefilling = prefilling(), .chunk = draft_chunk_}, o_.constraint);
+  }
+
+  // The rows of a verification pass, in order, until one rejects its draft or the generation
+  // ends: each row is sampled as the step without speculation would sample it (on_logits, the
+  // constraint's mask, every sampler option), its draft kept or replaced by verify_draft. Then
+  // both caches keep only what the context holds, as they would without speculation.
+  void verify() {
+    const std::span<const int> drafts = spec_->drafts();
+    const std::size_t V = s_.logits_.size();
+    g_.stats.draft_tokens += static_cast<std::int64_t>(drafts.size());
+    for (std::size_t i = 0; i <= drafts.size() && !done_; ++i) {
+      const std::span<float> row = std::span<float>(s_.verify_logits_).subspan(i * V, V);
+      if (i == drafts.size()) sample(row, -1);  // every draft accepted: one more token from the last row
+      else if (!sample(row, drafts[i])) break;
+      else ++g_.stats.draft_accepted;
+    }
+    // Positions after the last token are not fed yet, except after an EOS, which is not in the context.
+    const TokenContext ctx = context();
+    const std::size_t fed = eos_token_ ? ctx.size() : ctx.size() - 1;
+    s_.cache_.truncate(static_cast<std::int64_t>(std::min(ctx.common_prefix(s_.cache_.tokens()), fed)));
+    if (s_.draft_cache_) s_.draft_cache_->truncate(static_cast<std::int64_t>(ctx.common_prefix(s_.draft_cache_->tokens())));
+  }
+
+  // Samples the token after `row` and emits it. With a draft token (>= 0), the draw is
+  // verify_draft's; returns whether the draft was accepted.
+  bool sample(std::span<float> row, int draft) {
+    if (o_.on_logits) o_.on_logits(row);
+    if (o_.constraint) o_.constraint->mask(row);
+    const SamplingCandidates c = sampler_.candidates(row, prompt_, g_.tokens);
+    const DraftVerdict v = draft >= 0 ? verify_draft(sampler_, c, draft) : DraftVerdict{sampler_.draw(c), false};
+    emit(v.id);
+    return v.accepted;
+  }
+
+  void emit(int id) {
+    if (g_.tokens.empty()) {
+      g_.stats.ttft_ms = ms_since(t0_);
+      t_first_ = clock::now();
+    }
+    if (!o_.ignore_eos && s_.engine_->is_eos(id)) {
+      eos_token_ = true;
+      return stop(StopReason::eos);
+    }
+    g_.tokens.push_back(id);
+    if (o_.on_token) o_.on_token(id);
+    if (o_.constraint) o_.constraint->accept(id);
+    bool keep = true;
+    if (id == s_.think_open_ && emit_.channel() == Channel::answer) keep = emit_.switch_to(Channel::reasoning);
+    else if (id == s_.think_close_ && emit_.channel() == Channel::reasoning) keep = emit_.switch_to(Channel::answer);
+    else keep = emit_.text(decoder_.push(id));
+    const auto context = static_cast<std::int64_t>(prompt_.size() + g_.tokens.size());
+    if (emit_.stopped_by_string()) stop(StopReason::stop_string);
+    else if (!keep) stop(StopReason::cancelled);
+    else if (o_.constraint && o_.constraint->finished()) stop(StopReason::eos);
+    else if (static_cast<std::int64_t>(g_.tokens.size()) >= o_.max_new_tokens) stop(StopReason::max_tokens);
+    else if (context - 1 >= s_.cache_.capacity()) stop(StopReason::context_full);  // the cache holds all but the last token
+  }
+
+  Session& s_;
+  std::span<const int> prompt_;
+  GenerateOptions o_;
+  clock::time_point t0_, t_prefill_, t_first_, t_draft_;
+  Generation g_;
+  Sampler sampler_;
+  StreamDecoder decoder_;
+  ChannelRouter emit_;
+  std::span<const int> rest_;  // the prompt after the reused prefix: what the prefill runs
+  std::int64_t fed_ = 0;       // of rest_
+  std::int64_t chunk_ = 0, draft_chunk_ = 0;
+  bool done_ = false;
+  bool eos_token_ = false;          // ended by an EOS token (which the context does not hold)
+  std::optional<Speculator> spec_;  // with GenerateOptions::speculative enabled
+  std::vector<int> verify_feed_;    // [drafts + 1] the last token and the drafts
+};
+
+inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {
+  GenerationRun run(*this, prompt, o, channel);
+  while (!run.done()) {
+    while (run.drafting()) {
+      const SequenceInput in = run.draft_input();
+      run.draft_model().forward(std::span<const SequenceInput>(&in, 1));
+      run.advance_draft();
+    }
+    const SequenceInput in = run.input();
+    engine_->model().forward(std::span<const SequenceInput>(&in, 1));
+    run.advance();
+  }
+  return run.finish();
+}
+
+}  // namespace kylin
