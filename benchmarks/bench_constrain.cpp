@@ -109,7 +109,7 @@ enum class DecodeMode { unconstrained, string_warm, object_cold };
 void BM_Decode(benchmark::State& state, DecodeMode mode) {
   const char* env = std::getenv("KYLIN_BENCH_MODEL");
   static auto engine = kylin::Engine::load(env ? env : std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat",
-                                           {.threads = 0, .max_chunk = 512, .context_length = 512});
+                                           {.threads = 0, .max_pass_rows = 512, .context_length = 512});
   static auto trie = std::make_shared<const kylin::constrain::TokenTrie>(kylin::constrain::TokenTrie::build(
       engine->tokenizer(), engine->eos_ids(), static_cast<std::size_t>(engine->model().vocab_size())));
   const auto string_grammar = kylin::constrain::json_schema_grammar(kylin::json::parse(R"({"type":"string"})"));

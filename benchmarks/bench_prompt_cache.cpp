@@ -38,7 +38,7 @@ Setup& setup(int dtype) {
   if (!s[dtype]) {
     const fs::path dir = env_or("KYLIN_BENCH_MODEL", std::string(KYLIN_TEST_DATA) + "/models/small-qwen3");
     const auto n = static_cast<std::size_t>(std::stoll(env_or("KYLIN_BENCH_PREFIX", "2000")));
-    auto model = kylin::Model::load(dir, {.threads = 0, .max_chunk = 512, .kv_dtype = dtype ? kylin::DType::f16 : kylin::DType::f32});
+    auto model = kylin::Model::load(dir, {.threads = 0, .max_pass_rows = 512, .kv_dtype = dtype ? kylin::DType::f16 : kylin::DType::f32});
     const auto& c = model.config();
     kylin::KVFileMeta meta{kylin::model_identity(dir), model.kv_dtype(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim};
     std::mt19937 rng(1);

@@ -309,7 +309,7 @@ int run(const Options& o) {
   std::unique_ptr<kylin::Engine> engine, draft;
   std::optional<kylin::Model> own;
   if (o.speculative.any()) {
-    const kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_chunk = options.max_chunk, .context_length = std::nullopt,
+    const kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_pass_rows = options.max_pass_rows, .context_length = std::nullopt,
                                   .kv_dtype = options.kv_dtype, .weights = options.weights, .weight_layout = options.weight_layout,
                                   .checkpoint_memory = options.checkpoint_memory};
     engine = kylin::Engine::load(o.model, eo);

@@ -35,7 +35,7 @@ struct Result {
 };
 
 Result run_checkpoint(const std::string& name, kylin::DType kv_dtype, std::size_t greedy_cases) {
-  EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/" + name, {.max_chunk = 64, .kv_dtype = kv_dtype});
+  EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/" + name, {.max_pass_rows = 64, .kv_dtype = kv_dtype});
   const auto V = static_cast<std::size_t>(model.vocab_size());
   Result r;
   const std::vector<Case> cases = kylin::test::load_cases(name);
@@ -85,7 +85,7 @@ TEST_CASE("CudaBackend (emulated device): q8 and q4 weights meet the CPU's agree
       if (kylin::test::sanitized && std::string_view(name) != "tiny-qwen3-untied") continue;  // the same kernels, fewer rows
       CAPTURE(name);
       CAPTURE(fmt);
-      EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/" + name, {.max_chunk = 64, .weights = format});
+      EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/" + name, {.max_pass_rows = 64, .weights = format});
       const kylin::test::Agreement a = kylin::test::quantized_agreement(model, name);
       MESSAGE(std::string(name), ": ", fmt, " rel. L2 median ", a.median(), " worst ", a.worst(), ", top-1 ", a.top1, "/", a.rows());
       CHECK(bars.check(name, a) == "");
@@ -96,7 +96,7 @@ TEST_CASE("CudaBackend (emulated device): q8 and q4 weights meet the CPU's agree
 }
 
 TEST_CASE("CudaBackend (emulated device): every sequence of a mixed batch equals itself alone") {
-  EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/tiny-qwen3-moe", {.max_chunk = 32});
+  EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/tiny-qwen3-moe", {.max_pass_rows = 32});
   const auto V = static_cast<std::size_t>(model.vocab_size());
   const std::vector<std::vector<int>> prompts = {{5, 9, 13, 2, 7}, {11}, {3, 3, 8, 1, 4, 4, 9, 10, 12}};
   const std::vector<std::vector<int>> next = {{17}, {21}, {6, 2, 9}};  // two decode steps and a prefill chunk, batched

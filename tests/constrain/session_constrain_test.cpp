@@ -19,7 +19,7 @@ namespace session_constrain_test {
 
 kylin::Engine& engine() {
   static auto e = kylin::Engine::load(std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat",
-                                      {.threads = 2, .max_chunk = 512, .context_length = 4096});
+                                      {.threads = 2, .max_pass_rows = 512, .context_length = 4096});
   return *e;
 }
 

@@ -39,7 +39,7 @@ TEST_CASE("kylin run --greedy --no-think prints exactly the detokenized greedy c
   CHECK(r.exit_code == 0);
 
   // Expected through the library: rendered template -> tokens -> argmax continuation -> text.
-  auto engine = kylin::Engine::load(model_dir, {.threads = 2, .max_chunk = 512, .context_length = 256});
+  auto engine = kylin::Engine::load(model_dir, {.threads = 2, .max_pass_rows = 512, .context_length = 256});
   kylin::json::Value msg = kylin::json::Object{};
   msg.set("role", "user");
   msg.set("content", prompt);

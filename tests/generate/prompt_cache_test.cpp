@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 const std::string chat_model = std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat";
 
 kylin::Engine& engine() {
-  static auto e = kylin::Engine::load(chat_model, {.threads = 2, .max_chunk = 512, .context_length = 1024});
+  static auto e = kylin::Engine::load(chat_model, {.threads = 2, .max_pass_rows = 512, .context_length = 1024});
   return *e;
 }
 
@@ -448,7 +448,7 @@ TEST_CASE("a file with a valid checksum but a NaN or infinite key or value is re
 TEST_CASE("the model key covers the weight format and layout: a q4 or q8 engine never loads a stored-weights entry, nor the reverse (issue 38)") {
   const std::string dir_of_model = chat_model;
   auto with = [&](kylin::WeightFormat w, kylin::WeightLayout l) {
-    return kylin::Engine::load(dir_of_model, {.threads = 2, .max_chunk = 512, .context_length = 1024, .weights = w, .weight_layout = l});
+    return kylin::Engine::load(dir_of_model, {.threads = 2, .max_pass_rows = 512, .context_length = 1024, .weights = w, .weight_layout = l});
   };
   auto q4 = with(kylin::WeightFormat::q4, kylin::WeightLayout::packed);
   auto q8 = with(kylin::WeightFormat::q8, kylin::WeightLayout::packed);

@@ -110,9 +110,9 @@ TEST_CASE("rerank: top_n keeps the best N; equal scores keep the lower index fir
   CHECK(pos(0) < pos(2));
 }
 
-TEST_CASE("rerank: documents split into groups of max_chunk tokens score exactly as one batch") {
+TEST_CASE("rerank: documents split into groups of max_pass_rows tokens score exactly as one batch") {
   const Reference& ref = reference();
-  auto small = kylin::Engine::load(model_dir, {.threads = 2, .max_chunk = 100, .context_length = 256});  // one prompt per group
+  auto small = kylin::Engine::load(model_dir, {.threads = 2, .max_pass_rows = 100, .context_length = 256});  // one prompt per group
   const kylin::Reranking grouped = small->rerank(ref.query, ref.documents, options());
   const kylin::Reranking batched = engine().rerank(ref.query, ref.documents, options());
   REQUIRE(grouped.results.size() == batched.results.size());

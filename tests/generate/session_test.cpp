@@ -38,7 +38,7 @@ kylin::GenerateOptions greedy(std::int64_t n) {
 }
 
 kylin::Engine& engine() {
-  static auto e = kylin::Engine::load(chat_model, {.threads = 2, .max_chunk = 512, .context_length = 1024});
+  static auto e = kylin::Engine::load(chat_model, {.threads = 2, .max_pass_rows = 512, .context_length = 1024});
   return *e;
 }
 
@@ -212,7 +212,7 @@ TEST_CASE("stop-string filter holds back partial matches and releases them when 
 }
 
 TEST_CASE("an engine loaded with kv_dtype f16 gives its sessions f16 caches and still answers the argmax continuation") {
-  auto e16 = kylin::Engine::load(chat_model, {.threads = 2, .max_chunk = 512, .context_length = std::nullopt,
+  auto e16 = kylin::Engine::load(chat_model, {.threads = 2, .max_pass_rows = 512, .context_length = std::nullopt,
                                               .kv_dtype = kylin::DType::f16});
   CHECK(e16->model().kv_dtype() == kylin::DType::f16);
   CHECK(e16->context_length() == kylin::default_context_length(e16->model().config(), kylin::DType::f16));

@@ -63,8 +63,8 @@ ChiSquared chi_squared(const std::map<Outcome, int>& counts, const std::map<Outc
 struct Setup {
   TempModel target_dir{"tiny-qwen3-yarn", TestTokenizer::bytes_im_end};
   TempModel other_dir{"tiny-qwen3-moe", TestTokenizer::bytes_im_end};
-  std::unique_ptr<kylin::Engine> target = kylin::Engine::load(target_dir.dir(), {.threads = 1, .max_chunk = 512, .context_length = 512});
-  std::unique_ptr<kylin::Engine> other = kylin::Engine::load(other_dir.dir(), {.threads = 1, .max_chunk = 512, .context_length = 512});
+  std::unique_ptr<kylin::Engine> target = kylin::Engine::load(target_dir.dir(), {.threads = 1, .max_pass_rows = 512, .context_length = 512});
+  std::unique_ptr<kylin::Engine> other = kylin::Engine::load(other_dir.dir(), {.threads = 1, .max_pass_rows = 512, .context_length = 512});
   // every byte once, so prompt lookup has a continuation for whatever comes first; then some text
   const std::vector<int> prompt = [] {
     std::vector<int> p;

@@ -31,7 +31,7 @@ kylin::Engine& engine(const std::string& checkpoint, TestTokenizer tokenizer) {
   Loaded& l = loaded[{checkpoint, tokenizer}];
   if (!l.engine) {
     l.dir = std::make_unique<TempModel>(checkpoint, tokenizer);
-    l.engine = kylin::Engine::load(l.dir->dir(), {.threads = 2, .max_chunk = 64, .context_length = 256});
+    l.engine = kylin::Engine::load(l.dir->dir(), {.threads = 2, .max_pass_rows = 64, .context_length = 256});
   }
   return *l.engine;
 }

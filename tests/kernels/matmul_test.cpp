@@ -19,7 +19,7 @@ void check_matmul(DType dtype, const kernels::RowPlan& plan, std::int64_t rows, 
                   kernels::Layout layout) {
   const std::int64_t T = plan.rows;
   CAPTURE(static_cast<int>(layout));
-  CAPTURE(plan.dot_rows);
+  CAPTURE(plan.decode_rows);
   CAPTURE(dtype_name(dtype));
   CAPTURE(T);
   CAPTURE(rows);

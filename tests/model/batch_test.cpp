@@ -50,12 +50,12 @@ std::vector<Sequence> random_batch(std::mt19937& rng, std::int64_t vocab) {
 TEST_CASE("each sequence of a random mixed batch gets the logits and hidden states it gets alone (<= 1e-6 rel. L2), every checkpoint, stored, q8 and q4 weights") {
   std::mt19937 rng(2026);
   for (const char* name : models)
-    for (std::int64_t max_chunk : {7, 64})  // 7: sequences are cut across several passes
+    for (std::int64_t max_pass_rows : {7, 64})  // 7: sequences are cut across several passes
       for (kylin::WeightFormat weights : {kylin::WeightFormat::stored, kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
         CAPTURE(name);
-        CAPTURE(max_chunk);
+        CAPTURE(max_pass_rows);
         CAPTURE(kylin::weight_format_name(weights));
-        kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = max_chunk, .weights = weights});
+        kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = max_pass_rows, .weights = weights});
         const auto V = static_cast<std::size_t>(model.vocab_size()), H = static_cast<std::size_t>(model.hidden_size());
         for (int round = 0; round < kylin::test::repetitions(3, 1); ++round) {
           const auto batch = random_batch(rng, model.vocab_size());
@@ -100,7 +100,7 @@ TEST_CASE("the reference prompts prefilled together, then decoded greedily toget
       auto& g = expected.emplace_back();
       for (const auto& t : c.find("greedy")->as_array()) g.push_back(static_cast<int>(t.as_int()));
     }
-    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 16});
+    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = 16});
     const auto V = static_cast<std::size_t>(model.vocab_size());
     std::vector<kylin::KVCache> caches;
     std::vector<std::vector<float>> logits(prompts.size(), std::vector<float>(V));

@@ -20,7 +20,7 @@ TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test archi
         CAPTURE(threads);
         CAPTURE(kylin::weight_format_name(weights));
         kylin::Model model =
-            kylin::Model::load(std::string(KYLIN_TEST_DATA) + "/models/" + name, {.threads = threads, .max_chunk = 64, .weights = weights});
+            kylin::Model::load(std::string(KYLIN_TEST_DATA) + "/models/" + name, {.threads = threads, .max_pass_rows = 64, .weights = weights});
         auto cache = model.new_cache(128);
         std::vector<float> logits(static_cast<std::size_t>(model.vocab_size()));
         const std::vector<int> prompt{1, 2, 3, 4, 5, 6, 7, 8};
@@ -40,7 +40,7 @@ TEST_CASE("decoding a token allocates nothing (1 and 2 threads, every test archi
 TEST_CASE("decoding 1, 3 and 8 sequences together allocates nothing per step (batched passes reuse every buffer), packed and stored weights") {
   for (kylin::WeightLayout layout : {kylin::WeightLayout::packed, kylin::WeightLayout::stored}) {
     kylin::Model model =
-        kylin::Model::load(std::string(KYLIN_TEST_DATA) + "/models/small-qwen3", {.threads = 2, .max_chunk = 64, .weight_layout = layout});
+        kylin::Model::load(std::string(KYLIN_TEST_DATA) + "/models/small-qwen3", {.threads = 2, .max_pass_rows = 64, .weight_layout = layout});
     const auto V = static_cast<std::size_t>(model.vocab_size());
     for (std::size_t B : {1, 3, 8}) {
       CAPTURE(kylin::weight_layout_name(layout));

@@ -25,7 +25,7 @@ struct Variant {
   kylin::WeightFormat weights;
   kylin::WeightLayout layout;
   kylin::DType kv;
-  std::int64_t max_chunk;  // 3: a verification of more rows is cut across passes
+  std::int64_t max_pass_rows;  // 3: a verification of more rows is cut across passes
 };
 
 const Variant variants[] = {{kylin::WeightFormat::stored, kylin::WeightLayout::packed, kylin::DType::f32, 64},
@@ -41,9 +41,9 @@ TEST_CASE("decode rows: k tokens in one pass give the logits of k one-token step
       CAPTURE(name);
       CAPTURE(kylin::weight_format_name(v.weights));
       CAPTURE(kylin::weight_layout_name(v.layout));
-      CAPTURE(v.max_chunk);
+      CAPTURE(v.max_pass_rows);
       kylin::Model model = kylin::Model::load(
-          data + "/models/" + name, {.threads = 2, .max_chunk = v.max_chunk, .kv_dtype = v.kv, .weights = v.weights, .weight_layout = v.layout});
+          data + "/models/" + name, {.threads = 2, .max_pass_rows = v.max_pass_rows, .kv_dtype = v.kv, .weights = v.weights, .weight_layout = v.layout});
       const auto V = static_cast<std::size_t>(model.vocab_size());
       std::uniform_int_distribution<int> id(0, static_cast<int>(V) - 1);
       for (int round = 0; round < kylin::test::repetitions(2, 1); ++round) {
@@ -72,7 +72,7 @@ TEST_CASE("decode rows: k tokens in one pass give the logits of k one-token step
 
 TEST_CASE("decode rows beside other sequences (decoding and prefilling) keep their bits; without the flag a chunk is prefill rows") {
   // row-major weights: there the prefill GEMM sums in another order than the decode kernel
-  kylin::Model model = kylin::Model::load(data + "/models/small-qwen3", {.threads = 2, .max_chunk = 8, .weight_layout = kylin::WeightLayout::stored});
+  kylin::Model model = kylin::Model::load(data + "/models/small-qwen3", {.threads = 2, .max_pass_rows = 8, .weight_layout = kylin::WeightLayout::stored});
   const auto V = static_cast<std::size_t>(model.vocab_size());
   const std::vector<int> rows = {11, 22, 33, 44, 55}, other = {7}, prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   auto alone = model.new_cache(32), a = model.new_cache(32), b = model.new_cache(32), c = model.new_cache(32);

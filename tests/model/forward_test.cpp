@@ -40,7 +40,7 @@ constexpr double f16_kv_bar = 2e-3;
 double max_reference_error(const char* name, int threads, kylin::DType kv_dtype, bool check_greedy,
                            kylin::WeightLayout layout = kylin::WeightLayout::packed) {
   kylin::Model model =
-      kylin::Model::load(data + "/models/" + name, {.threads = threads, .max_chunk = 512, .kv_dtype = kv_dtype, .weight_layout = layout});
+      kylin::Model::load(data + "/models/" + name, {.threads = threads, .max_pass_rows = 512, .kv_dtype = kv_dtype, .weight_layout = layout});
   REQUIRE(model.weight_layout() == layout);
   const auto V = static_cast<std::size_t>(model.vocab_size());
   double worst = 0;
@@ -92,7 +92,7 @@ TEST_CASE("f16 KV: logits match the float64 reference to 2e-3 relative L2 at eve
 // (tests/data/reference/<model>-long.json, from tools/qwen3_reference.py): prefilled in chunks of
 // 512 into one cache, the listed rows compared, then the 12-token greedy continuation.
 double long_prompt_error(const char* name, kylin::DType kv_dtype, bool check_greedy) {
-  kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512, .kv_dtype = kv_dtype});
+  kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = 512, .kv_dtype = kv_dtype});
   const auto V = static_cast<std::size_t>(model.vocab_size());
   const auto cases = load_cases(std::string(name) + "-long");
   REQUIRE(cases.size() == 1);
@@ -133,7 +133,7 @@ void check_agreement(kylin::WeightFormat format, const kylin::test::AgreementBar
   kylin::test::Agreement all;
   for (const char* name : models) {
     CAPTURE(name);
-    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512, .weights = format});
+    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = 512, .weights = format});
     REQUIRE(model.quantized().bytes() > 0);
     const kylin::test::Agreement a = kylin::test::quantized_agreement(model, name);
     MESSAGE(std::string(name), ": ", fmt, " rel. L2 median ", a.median(), " worst ", a.worst(), ", top-1 ", a.top1, "/", a.rows(),
@@ -162,8 +162,8 @@ TEST_CASE("one prefill == chunked prefill == token-by-token decode, to f32 round
     CAPTURE(name);
     const Case c = load_cases(name).back();  // the 40-token prompt
     const auto T = c.tokens.size();
-    kylin::Model whole = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 512});
-    kylin::Model chunked = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_chunk = 7});
+    kylin::Model whole = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = 512});
+    kylin::Model chunked = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = 7});
     const auto V = static_cast<std::size_t>(whole.vocab_size());
     std::vector<float> a(T * V), b(T * V), s(V);
     auto ca = whole.new_cache(64), cb = chunked.new_cache(64), cs = whole.new_cache(64);
@@ -237,7 +237,7 @@ TEST_CASE("bad requests are errors: empty token list, id outside the vocabulary,
 
 TEST_CASE("an 8k-token prompt prefills in tiles and agrees with token-by-token decode at its end") {
   // tiny model, 8192 positions: attention never materialises the 8192 x 8192 score matrix.
-  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen3-untied", {.threads = 2, .max_chunk = 1024});
+  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen3-untied", {.threads = 2, .max_pass_rows = 1024});
   constexpr int n = 8192;
   std::vector<int> tokens(n);
   for (int i = 0; i < n; ++i) tokens[static_cast<std::size_t>(i)] = (i * 37 + 11) % 256;

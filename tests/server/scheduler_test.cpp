@@ -23,7 +23,7 @@ using kylin::server::StepRow;
 
 kylin::Engine& engine() {
   static auto e = kylin::Engine::load(std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat",
-                                      {.threads = 1, .max_chunk = 512, .context_length = 1024});
+                                      {.threads = 1, .max_pass_rows = 512, .context_length = 1024});
   return *e;
 }
 

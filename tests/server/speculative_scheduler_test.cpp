@@ -17,7 +17,7 @@ namespace speculative_scheduler_test {
 const std::string model_dir = std::string(KYLIN_TEST_DATA) + "/models/e2e-qwen3-chat";  // with its tokenizer
 
 kylin::Engine& engine() {
-  static auto e = kylin::Engine::load(model_dir, {.threads = 2, .max_chunk = 64, .context_length = 512});
+  static auto e = kylin::Engine::load(model_dir, {.threads = 2, .max_pass_rows = 64, .context_length = 512});
   return *e;
 }
 

@@ -130,14 +130,14 @@ inline std::vector<std::vector<int>> embedding_ids(const Tokenizer& tokenizer, c
   return ids;
 }
 
-// Embeddings of token-id inputs, in groups of up to max_chunk tokens (one longer input alone),
+// Embeddings of token-id inputs, in groups of up to max_pass_rows tokens (one longer input alone),
 // so that the temporary caches stay small however many inputs come.
 inline EmbedResult embed_ids(Model& model, const io::EmbeddingInfo& info, std::int64_t context_length,
                              std::span<const std::vector<int>> inputs, const EmbedOptions& o) {
   detail::check_embed_inputs(inputs, model.vocab_size(), context_length);
   const std::int64_t width = detail::embed_width(o, model.hidden_size());
   EmbedResult result;
-  detail::for_each_token_group(inputs, model.max_chunk(), [&](std::size_t begin, std::size_t end, std::int64_t tokens) {
+  detail::for_each_token_group(inputs, model.max_pass_rows(), [&](std::size_t begin, std::size_t end, std::int64_t tokens) {
     detail::embed_group(model, info.pooling, inputs.subspan(begin, end - begin), width, result);
     result.prompt_tokens += tokens;
   });

@@ -37,7 +37,7 @@ inline SampleableIds sampleable_ids(const std::filesystem::path& model_dir) {
 struct EngineOptions {
   BackendKind backend = BackendKind::cpu;     // cuda: a KYLIN_CUDA build on a machine with a GPU
   int threads = 0;                            // 0: all hardware threads
-  std::int64_t max_chunk = 512;               // prefill tokens per batched pass
+  std::int64_t max_pass_rows = 512;               // prefill tokens per batched pass
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
   DType kv_dtype = DType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (docs/QUANTIZATION.md)
@@ -97,7 +97,7 @@ class Engine {
   Engine(const std::filesystem::path& dir, const EngineOptions& o)
       : dir_(dir),
         started_(std::chrono::steady_clock::now()),
-        model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_chunk = o.max_chunk, .kv_dtype = o.kv_dtype, .weights = o.weights,
+        model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_pass_rows = o.max_pass_rows, .kv_dtype = o.kv_dtype, .weights = o.weights,
                                .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());

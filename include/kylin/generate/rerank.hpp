@@ -160,12 +160,12 @@ inline std::vector<std::vector<int>> rerank_ids(const Tokenizer& tokenizer, std:
   return ids;
 }
 
-// Scores prompt ids (from rerank_ids) in groups of up to max_chunk tokens (a longer prompt
+// Scores prompt ids (from rerank_ids) in groups of up to max_pass_rows tokens (a longer prompt
 // alone), so the temporary caches and logits stay small however many documents come; then sorts.
 inline Reranking rerank_scores(Model& model, RerankAnswerIds answer, std::span<const std::vector<int>> ids,
                                std::optional<std::int64_t> top_n) {
   Reranking r;
-  detail::for_each_token_group(ids, model.max_chunk(), [&](std::size_t begin, std::size_t end, std::int64_t tokens) {
+  detail::for_each_token_group(ids, model.max_pass_rows(), [&](std::size_t begin, std::size_t end, std::int64_t tokens) {
     detail::score_group(model, answer, ids.subspan(begin, end - begin), static_cast<std::int64_t>(begin), r.results);
     r.prompt_tokens += tokens;
   });

@@ -63,13 +63,13 @@ struct DotProduct {
   MatmulOut out;
 };
 
-// Which kernel each row of x goes through: rows [0, dot_rows) take the dot-product kernel (one
-// token of each decoding sequence), rows [dot_rows, rows) the GEMM (prefill chunks). A row's sums
+// Which kernel each row of x goes through: rows [0, decode_rows) take the dot-product kernel (one
+// token of each decoding sequence), rows [decode_rows, rows) the GEMM (prefill chunks). A row's sums
 // depend only on its kernel, never on the other rows of the call, so a sequence gets the same
 // numbers alone or in a batch as long as its rows keep their kind.
 struct RowPlan {
   std::int64_t rows = 0;
-  std::int64_t dot_rows = 0;
+  std::int64_t decode_rows = 0;
 };
 
 // The plan of one sequence's chunk of T tokens: a single token decodes, longer chunks prefill.
@@ -226,7 +226,7 @@ inline bool shares_input(std::span<const DotProduct> products, std::size_t i) {
 // GEMM's activation panels, which a call fills only after its decode rows are done), then one pass.
 inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t n, ThreadPool& pool, MatmulScratch& scratch) {
   const std::int64_t K = outs[0].w.cols;
-  assert(n <= scratch.max_tokens && K <= scratch.max_cols && "packed decode rows fit the scratch");
+  assert(n <= scratch.max_rows && K <= scratch.max_cols && "packed decode rows fit the scratch");
   if (n > 1) pack_decode_rows(outs[0].w.layout, x, n, K, scratch.packed_x.get());
   dot_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, [&](std::size_t) { return scratch.packed_x.get(); }, pool);
 }
@@ -241,7 +241,7 @@ inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, Mat
     if (shares_input(products, i)) {
       scratch.dot_packed[i] = scratch.dot_packed[i - 1];
     } else if (p.n > 1) {
-      assert(at + p.n * p.out.w.cols <= scratch.max_tokens * scratch.max_cols && "packed decode rows fit the scratch");
+      assert(at + p.n * p.out.w.cols <= scratch.max_rows * scratch.max_cols && "packed decode rows fit the scratch");
       scratch.dot_packed[i] = scratch.packed_x.get() + at;
       at += pack_decode_rows(p.out.w.layout, p.x, p.n, p.out.w.cols, scratch.packed_x.get() + at);
     }
@@ -251,7 +251,7 @@ inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, Mat
 
 // x[n, K] quantized into the scratch's Q8_0 rows.
 inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, ThreadPool& pool, MatmulScratch& scratch) {
-  assert(n <= scratch.max_tokens && K % q8_block == 0 && "q8 matmul shapes");
+  assert(n <= scratch.max_rows && K % q8_block == 0 && "q8 matmul shapes");
   const Q8Rows xq{scratch.q8_x.get(), scratch.q8_scale.get(), K};
   parallel_chunks(pool, n, 16, [&](int, std::int64_t t0, std::int64_t t1) {  // a few decode rows: no fork
     quantize_rows_q8_simd(x + t0 * K, t1 - t0, K, Q8Rows{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K});
@@ -262,7 +262,7 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
 // x[n, K] quantized into the scratch `at` values in (a multiple of the block), with what the
 // decode kernel reads beside it; on the calling thread (a few decode rows).
 inline Q8Operand quantize_operand(const float* x, std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
-  assert(at + n * K <= scratch.max_tokens * scratch.max_cols && K % q8_block == 0 && "quantized decode rows fit the scratch");
+  assert(at + n * K <= scratch.max_rows * scratch.max_cols && K % q8_block == 0 && "quantized decode rows fit the scratch");
   const Q8Rows xq{scratch.q8_x.get() + at, scratch.q8_scale.get() + at / q8_block, K};
   quantize_rows_q8_simd(x, n, K, xq);
   prepare_operand(xq, n, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block);
@@ -343,31 +343,31 @@ inline void qgemm_fused(const float* x, std::span<const MatmulOut> outs, std::in
 // kernel kind; every w.cols must be equal. plan says which rows take which kernel (RowPlan).
 inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const RowPlan& plan, ThreadPool& pool,
                          MatmulScratch& scratch) {
-  const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.dot_rows;
+  const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.decode_rows;
   for ([[maybe_unused]] const auto& o : outs)
-    assert(o.w.cols == K && o.w.layout == outs[0].w.layout && gemm_rows <= scratch.max_tokens && K <= scratch.max_cols && "matmul shapes");
-  assert(outs.size() <= max_fused_products && plan.dot_rows >= 0 && gemm_rows >= 0 && "matmul plan");
+    assert(o.w.cols == K && o.w.layout == outs[0].w.layout && gemm_rows <= scratch.max_rows && K <= scratch.max_cols && "matmul shapes");
+  assert(outs.size() <= max_fused_products && plan.decode_rows >= 0 && gemm_rows >= 0 && "matmul plan");
   if constexpr (!simd_enabled) {
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
     return;
   }
-  if (plan.dot_rows > 0) {
-    if (is_quantized(outs[0].w.dtype)) detail::quant_fused(x, outs, plan.dot_rows, pool, scratch);
-    else detail::dot_fused(x, outs, plan.dot_rows, pool, scratch);
+  if (plan.decode_rows > 0) {
+    if (is_quantized(outs[0].w.dtype)) detail::quant_fused(x, outs, plan.decode_rows, pool, scratch);
+    else detail::dot_fused(x, outs, plan.decode_rows, pool, scratch);
   }
   if (gemm_rows == 0) return;
-  MatmulOut shifted[max_fused_products];  // the GEMM's rows start dot_rows rows into x and every y
-  for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.dot_rows * outs[i].w.rows};
+  MatmulOut shifted[max_fused_products];  // the GEMM's rows start decode_rows rows into x and every y
+  for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.decode_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
   if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
 #if defined(KYLIN_VNNI_256)  // the int8 GEMM and the decode kernel give the same bits: the faster one runs
-    if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch);
-    return detail::qgemm_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch);
+    if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);
+    return detail::qgemm_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);
 #endif
-    const Q8Rows xq = detail::quantize_rows(x + plan.dot_rows * K, gemm_rows, K, pool, scratch);
+    const Q8Rows xq = detail::quantize_rows(x + plan.decode_rows * K, gemm_rows, K, pool, scratch);
     return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
   }
-  detail::gemm_fused(x + plan.dot_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
+  detail::gemm_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
 }
 
 // Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass

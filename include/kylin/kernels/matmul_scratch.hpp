@@ -35,31 +35,31 @@ struct AlignedBuffer {
 // The largest number of products one fused call takes (q/k/v).
 inline constexpr std::size_t max_fused_products = 4;
 
-// Buffers sized once: packed activations [panels(max_tokens) * gemm_mr, max_cols] shared by the
+// Buffers sized once: packed activations [panels(max_rows) * gemm_mr, max_cols] shared by the
 // threads, one widened weight panel [max_cols, gemm_nr] per thread for the GEMM, and the
 // activations quantized for Q8_0/Q4_0 weights, with one operand per product of a matmul_each
 // call (up to max_products, e.g. 2 per MoE expert).
 struct MatmulScratch {
-  std::int64_t max_tokens = 0, max_cols = 0;
+  std::int64_t max_rows = 0, max_cols = 0;
   detail::AlignedBuffer<float> packed_x;
   std::vector<detail::AlignedBuffer<float>> packed_w;
   std::vector<float*> packed_w_ptrs;
-  detail::AlignedBuffer<std::int8_t> q8_x;    // [max_tokens, max_cols]
-  detail::AlignedBuffer<float> q8_scale;      // [max_tokens, max_cols / q8_block]
-  detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_tokens, max_cols] |q8_x|
-  detail::AlignedBuffer<float> q8_sum8;       // [max_tokens, max_cols / q8_block] 8 * scale * sum(q8_x)
-  detail::AlignedBuffer<std::int32_t> q8_start4;  // [max_tokens, max_cols / 4] the int8 GEMM's accumulator starts (with VNNI)
+  detail::AlignedBuffer<std::int8_t> q8_x;    // [max_rows, max_cols]
+  detail::AlignedBuffer<float> q8_scale;      // [max_rows, max_cols / q8_block]
+  detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_rows, max_cols] |q8_x|
+  detail::AlignedBuffer<float> q8_sum8;       // [max_rows, max_cols / q8_block] 8 * scale * sum(q8_x)
+  detail::AlignedBuffer<std::int32_t> q8_start4;  // [max_rows, max_cols / 4] the int8 GEMM's accumulator starts (with VNNI)
   std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
   std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
   MatmulScratch() = default;
-  MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_tokens, std::size_t max_products = max_fused_products)
-      : max_tokens(max_tokens), max_cols(max_cols),
-        packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_tokens) * detail::gemm_mr * max_cols)),
-        q8_x(static_cast<std::size_t>(max_tokens * max_cols)),
-        q8_scale(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
-        q8_abs(static_cast<std::size_t>(max_tokens * max_cols)),
-        q8_sum8(static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / q8_block))),
-        q8_start4(int8_vnni ? static_cast<std::size_t>(max_tokens * std::max<std::int64_t>(1, max_cols / 4)) : 0),
+  MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_rows, std::size_t max_products = max_fused_products)
+      : max_rows(max_rows), max_cols(max_cols),
+        packed_x(static_cast<std::size_t>(detail::gemm_token_panels(max_rows) * detail::gemm_mr * max_cols)),
+        q8_x(static_cast<std::size_t>(max_rows * max_cols)),
+        q8_scale(static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / q8_block))),
+        q8_abs(static_cast<std::size_t>(max_rows * max_cols)),
+        q8_sum8(static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / q8_block))),
+        q8_start4(int8_vnni ? static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / 4)) : 0),
         operands(max_products), dot_packed(max_products) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));

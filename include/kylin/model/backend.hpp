@@ -68,7 +68,7 @@ class Memory {
 // What a backend is sized for; the model sizes come from the config.
 struct BackendOptions {
   int threads = 0;                // 0: all hardware threads
-  std::int64_t max_tokens = 512;  // rows of one pass (GEMM panels, workspace)
+  std::int64_t max_pass_rows = 512;  // rows of one pass (GEMM panels, workspace)
 };
 
 template <class B>
@@ -107,7 +107,7 @@ class CpuBackend {
   CpuBackend(const ModelConfig& c, const BackendOptions& o)
       : pool_(o.threads),
         matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0}),
-                        std::max<std::int64_t>(1, o.max_tokens),
+                        std::max<std::int64_t>(1, o.max_pass_rows),
                         std::max(kernels::max_fused_products, static_cast<std::size_t>(c.moe ? 2 * c.moe->num_experts : 0))),
         attention_scratch_(pool_.size(), c.n_groups(), c.head_dim) {}
 

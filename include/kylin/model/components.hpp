@@ -39,8 +39,8 @@ struct PassSequence {
 struct Pass {
   std::span<const PassSequence> seqs;
   std::int64_t rows = 0;
-  std::int64_t dot_rows = 0;
-  kernels::RowPlan plan() const { return {rows, dot_rows}; }
+  std::int64_t decode_rows = 0;
+  kernels::RowPlan plan() const { return {rows, decode_rows}; }
 };
 
 // One expert's decode rows in a SparseMoE pass: gathered at row `at` of Workspace::expert_in.
@@ -50,15 +50,15 @@ struct ExpertBlock {
   std::int64_t at;
 };
 
-// Activation buffers for a pass of up to `max_tokens` rows, in one allocation of the backend.
+// Activation buffers for a pass of up to `max_pass_rows` rows, in one allocation of the backend.
 class Workspace {
  public:
   // LM-head rows computed per call: bounds the logits buffer when every position is wanted.
   static constexpr std::int64_t logit_rows = 16;
 
   template <Backend B>
-  Workspace(B& b, const ModelConfig& c, std::int64_t max_tokens) : max_tokens(max_tokens) {
-    const std::int64_t T = max_tokens, H = c.hidden_size, half = c.head_dim / 2;
+  Workspace(B& b, const ModelConfig& c, std::int64_t max_pass_rows) : max_pass_rows(max_pass_rows) {
+    const std::int64_t T = max_pass_rows, H = c.hidden_size, half = c.head_dim / 2;
     const std::int64_t I = std::max(c.intermediate_size, c.moe ? c.moe->moe_intermediate_size : 0);
     const std::int64_t E = c.moe ? c.moe->num_experts : 0, moe_rows = c.moe ? T : 0;
     const std::int64_t sizes[] = {T * H, T * H, T * H, T * c.q_dim(), T * c.kv_dim(), T * c.kv_dim(), T * c.q_dim(),
@@ -83,7 +83,7 @@ class Workspace {
     }
   }
 
-  std::int64_t max_tokens;
+  std::int64_t max_pass_rows;
   float* x = nullptr;       // [T, hidden]              residual stream
   float* xn = nullptr;      // [T, hidden]              normalised input of a sub-layer
   float* out = nullptr;     // [T, hidden]              sub-layer output
@@ -209,9 +209,9 @@ struct SparseMoE {
     ws.routing.route(R);
     b.fill_zero(out, R * w->router.cols);
     // decode rows in blocks whose routed rows (k per row) fit the [T, *] buffers
-    const std::int64_t block = std::max<std::int64_t>(1, ws.max_tokens / ws.routing.experts_per_row());
-    for (std::int64_t r0 = 0; r0 < pass.dot_rows; r0 += block) decode_rows(b, ws, xn, out, {r0, std::min(pass.dot_rows, r0 + block)});
-    for (std::int64_t e = 0; e < ws.routing.experts(); ++e) prefill_rows(b, ws, xn, out, e, pass.dot_rows);
+    const std::int64_t block = std::max<std::int64_t>(1, ws.max_pass_rows / ws.routing.experts_per_row());
+    for (std::int64_t r0 = 0; r0 < pass.decode_rows; r0 += block) decode_rows(b, ws, xn, out, {r0, std::min(pass.decode_rows, r0 + block)});
+    for (std::int64_t e = 0; e < ws.routing.experts(); ++e) prefill_rows(b, ws, xn, out, e, pass.decode_rows);
   }
 
  private:
@@ -252,9 +252,9 @@ struct SparseMoE {
 
   // Expert e over its GEMM rows (those past the pass's decode rows).
   template <Backend B>
-  void prefill_rows(B& b, Workspace& ws, const float* xn, float* out, std::int64_t e, std::int64_t dot_rows) const {
+  void prefill_rows(B& b, Workspace& ws, const float* xn, float* out, std::int64_t e, std::int64_t decode_end) const {
     const std::int64_t H = w->router.cols, M = moe_intermediate_size;
-    const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), dot_rows, std::numeric_limits<std::int64_t>::max());
+    const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), decode_end, std::numeric_limits<std::int64_t>::max());
     if (part.rows.empty()) return;
     const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
     const kernels::RowPlan plan{static_cast<std::int64_t>(part.rows.size()), 0};

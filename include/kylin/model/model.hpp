@@ -32,7 +32,7 @@ inline std::optional<BackendKind> parse_backend_kind(std::string_view s) {
 struct ModelOptions {
   BackendKind backend = BackendKind::cpu;
   int threads = 0;                 // 0: all hardware threads
-  std::int64_t max_chunk = 512;    // rows of one batched pass (activation buffers scale with it)
+  std::int64_t max_pass_rows = 512;    // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
   WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (packed_weights.hpp)
@@ -86,7 +86,7 @@ class BasicModel {
   double load_seconds() const { return impl_->load_seconds; }
   std::int64_t vocab_size() const { return impl_->config.vocab_size; }
   std::int64_t hidden_size() const { return impl_->config.hidden_size; }
-  std::int64_t max_chunk() const { return impl_->workspace.max_tokens; }
+  std::int64_t max_pass_rows() const { return impl_->workspace.max_pass_rows; }
   DType kv_dtype() const { return impl_->kv_dtype; }
   WeightFormat weight_format() const { return impl_->weight_format; }
   // The weights quantized at load (none for WeightFormat::stored).
@@ -104,7 +104,7 @@ class BasicModel {
     return KVCache(impl_->config, n, impl_->kv_dtype, impl_->backend.allocate(bytes));
   }
 
-  // Feeds `tokens` at positions cache.size().. (in passes of max_chunk tokens) and writes the
+  // Feeds `tokens` at positions cache.size().. (in passes of max_pass_rows tokens) and writes the
   // outputs of the last token or of every token.
   void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
     const SequenceInput one{tokens, cache, out};
@@ -114,7 +114,7 @@ class BasicModel {
     forward(tokens, cache, ForwardOutputs{.logits = logits, .hidden = {}, .positions = which});
   }
 
-  // Every sequence of the batch in shared passes of up to max_chunk rows: one GEMM (or one
+  // Every sequence of the batch in shared passes of up to max_pass_rows rows: one GEMM (or one
   // weight-streaming dot-product pass for decoding sequences) over the rows of all of them,
   // attention per sequence against its own cache. Each sequence's outputs equal running it alone.
   // Everything is checked before anything runs: a bad input changes no cache.
@@ -123,7 +123,7 @@ class BasicModel {
     Impl& m = *impl_;
     m.fed.assign(batch.size(), 0);
     while (plan_pass(batch)) {
-      const Pass pass{m.pass_seqs, m.pass_rows, m.pass_dot_rows};
+      const Pass pass{m.pass_seqs, m.pass_rows, m.pass_decode_rows};
       std::visit([&](auto& net) { net->forward(m.backend, m.workspace, pass); }, m.net);
     }
   }
@@ -141,8 +141,8 @@ class BasicModel {
         : config(load_model_config(dir)),
           generation_config(load_generation_config(dir)),
           checkpoint(std::make_unique<io::Checkpoint>(dir, checked_memory(dir, o))),
-          backend(config, BackendOptions{.threads = o.threads, .max_tokens = std::max<std::int64_t>(1, o.max_chunk)}),
-          workspace(backend, config, std::max<std::int64_t>(1, o.max_chunk)),
+          backend(config, BackendOptions{.threads = o.threads, .max_pass_rows = std::max<std::int64_t>(1, o.max_pass_rows)}),
+          workspace(backend, config, std::max<std::int64_t>(1, o.max_pass_rows)),
           weight_format(o.weights),
           net(make_net(config, packed.apply(widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred),
                                                                       o.weights, o.threads, *checkpoint)),
@@ -150,7 +150,7 @@ class BasicModel {
           kv_dtype(o.kv_dtype),
           lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
-      pass_seqs.reserve(static_cast<std::size_t>(workspace.max_tokens));
+      pass_seqs.reserve(static_cast<std::size_t>(workspace.max_pass_rows));
     }
 
     // A copy holds the checkpoint as stored, so beside q8/q4 or packed copies it would only double the memory.
@@ -186,8 +186,8 @@ class BasicModel {
     LmHead lm_head;
     double load_seconds = 0;
     std::vector<std::int64_t> fed;         // [batch] tokens of each sequence already run
-    std::vector<PassSequence> pass_seqs;   // [<= max_chunk] the pass being planned
-    std::int64_t pass_rows = 0, pass_dot_rows = 0;
+    std::vector<PassSequence> pass_seqs;   // [<= max_pass_rows] the pass being planned
+    std::int64_t pass_rows = 0, pass_decode_rows = 0;
   };
 
   BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
@@ -201,19 +201,19 @@ class BasicModel {
 
   // Tokens of a sequence that run as one-row decode pieces (the dot-product kernel's rows): all of
   // them for decode_rows; else its last token when it is alone (a decode step) or when
-  // max_chunk-sized chunks leave exactly one over, as they do when the sequence runs by itself.
+  // max_pass_rows-sized chunks leave exactly one over, as they do when the sequence runs by itself.
   // All other tokens are GEMM rows, however the passes cut them, so every row gets the kernel, and
   // so the numbers, it gets alone.
   std::int64_t decode_tail(const SequenceInput& in) const {
     const auto n = static_cast<std::int64_t>(in.tokens.size());
-    return in.decode_rows ? n : n == 1 || n % impl_->workspace.max_tokens == 1 ? 1 : 0;
+    return in.decode_rows ? n : n == 1 || n % impl_->workspace.max_pass_rows == 1 ? 1 : 0;
   }
 
   // The next pass: first the rows of each sequence whose decode tail is next, then GEMM rows of
-  // the others up to max_chunk rows, in batch order.
+  // the others up to max_pass_rows rows, in batch order.
   bool plan_pass(std::span<const SequenceInput> batch) {
     Impl& m = *impl_;
-    const std::int64_t cap = m.workspace.max_tokens;
+    const std::int64_t cap = m.workspace.max_pass_rows;
     m.pass_seqs.clear();
     m.pass_rows = 0;
     for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
@@ -223,7 +223,7 @@ class BasicModel {
       add_piece(batch[i], m.fed[i], take);
       m.fed[i] += take;
     }
-    m.pass_dot_rows = m.pass_rows;
+    m.pass_decode_rows = m.pass_rows;
     for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
       const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - decode_tail(batch[i]) - m.fed[i];
       if (left <= 0) continue;
@@ -303,7 +303,7 @@ class AnyModel {
   virtual std::string_view backend_name() const = 0;
   virtual int threads() const = 0;
   virtual double load_seconds() const = 0;
-  virtual std::int64_t max_chunk() const = 0;
+  virtual std::int64_t max_pass_rows() const = 0;
   virtual DType kv_dtype() const = 0;
   virtual WeightFormat weight_format() const = 0;
   virtual const QuantizedWeights& quantized() const = 0;
@@ -326,7 +326,7 @@ class ModelOn final : public AnyModel {
   }
   int threads() const override { return m_.threads(); }
   double load_seconds() const override { return m_.load_seconds(); }
-  std::int64_t max_chunk() const override { return m_.max_chunk(); }
+  std::int64_t max_pass_rows() const override { return m_.max_pass_rows(); }
   DType kv_dtype() const override { return m_.kv_dtype(); }
   WeightFormat weight_format() const override { return m_.weight_format(); }
   const QuantizedWeights& quantized() const override { return m_.quantized(); }
@@ -378,7 +378,7 @@ class Model {
   double load_seconds() const { return m_->load_seconds(); }
   std::int64_t vocab_size() const { return config().vocab_size; }
   std::int64_t hidden_size() const { return config().hidden_size; }
-  std::int64_t max_chunk() const { return m_->max_chunk(); }
+  std::int64_t max_pass_rows() const { return m_->max_pass_rows(); }
   DType kv_dtype() const { return m_->kv_dtype(); }
   WeightFormat weight_format() const { return m_->weight_format(); }
   const QuantizedWeights& quantized() const { return m_->quantized(); }

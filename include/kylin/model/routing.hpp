@@ -32,7 +32,7 @@ class ExpertRouting {
   std::span<float> logits(std::int64_t rows) { return std::span(logits_).first(static_cast<std::size_t>(rows * experts_)); }
 
   // Routes the rows whose logits were written to logits(rows). Within each expert's group, rows
-  // keep their pass order, so the pass's dot-product rows come first (dot_rows()).
+  // keep their pass order, so the pass's dot-product rows come first (Pass::decode_rows).
   void route(std::int64_t rows) {
     for (std::int64_t r = 0; r < rows; ++r) choose(r);
     std::fill(offsets_.begin(), offsets_.end(), 0);

@@ -34,9 +34,9 @@ template <Runtime R>
 class CudaBackend {
  public:
   // Staging for the small per-call host arguments (row selections, attention sequences) and the
-  // BF16 halves of a GEMM's f32 input, sized once for the widest matrix input and max_tokens rows.
+  // BF16 halves of a GEMM's f32 input, sized once for the widest matrix input and max_pass_rows rows.
   CudaBackend(const ModelConfig& c, const BackendOptions& o)
-      : rows_(std::max<std::int64_t>(1, o.max_tokens)),
+      : rows_(std::max<std::int64_t>(1, o.max_pass_rows)),
         widest_(std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0})),
         split_(runtime_.allocate(static_cast<std::size_t>(2 * rows_ * widest_) * sizeof(std::uint16_t))),
         index_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(std::int64_t))),
@@ -73,18 +73,18 @@ class CudaBackend {
   // weights through two cuBLAS BF16 GEMMs on the hi and lo BF16 halves of x (f32 compute, so x
   // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
-    const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.dot_rows;
-    if (plan.dot_rows > 0)
-      for (const kernels::MatmulOut& o : outs) matvec(x, plan.dot_rows, o);
+    const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.decode_rows;
+    if (plan.decode_rows > 0)
+      for (const kernels::MatmulOut& o : outs) matvec(x, plan.decode_rows, o);
     if (T == 0) return;
-    const float* xg = x + plan.dot_rows * K;  // [T, K]
+    const float* xg = x + plan.decode_rows * K;  // [T, K]
     auto* hi = split_.as<std::uint16_t>();    // [T, K]
     auto* lo = hi + rows_ * widest_;          // [T, K]
     if (std::ranges::any_of(outs, [](const kernels::MatmulOut& o) { return o.w.dtype == DType::bf16; }))
       runtime_.launch(SplitBf16Kernel{.x = xg, .n = T * K, .hi = hi, .lo = lo});
     for (const kernels::MatmulOut& o : outs) {
       const std::int64_t N = o.w.rows;
-      float* yg = o.y + plan.dot_rows * N;  // [T, N]
+      float* yg = o.y + plan.decode_rows * N;  // [T, N]
       if (o.w.dtype == DType::bf16) {
         runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = hi, .y = yg, .T = T, .N = N, .K = K}));
         runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = lo, .y = yg, .T = T, .N = N, .K = K, .beta = 1.0f}));
