@@ -37,7 +37,7 @@ inline SampleableIds sampleable_ids(const std::filesystem::path& model_dir) {
 struct EngineOptions {
   BackendKind backend = BackendKind::cpu;     // cuda: a KYLIN_CUDA build on a machine with a GPU
   int threads = 0;                            // 0: all hardware threads
-  std::int64_t max_pass_rows = 512;               // prefill tokens per batched pass
+  std::int64_t max_pass_rows = 512;           // rows of one batched pass (prefill tokens, decode rows)
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)
   DType kv_dtype = DType::f32;  // f16: half the KV memory and long-context reads (docs/PERFORMANCE.md)
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (docs/QUANTIZATION.md)

@@ -61,17 +61,24 @@ class Workspace {
     const std::int64_t T = max_pass_rows, H = c.hidden_size, half = c.head_dim / 2;
     const std::int64_t I = std::max(c.intermediate_size, c.moe ? c.moe->moe_intermediate_size : 0);
     const std::int64_t E = c.moe ? c.moe->num_experts : 0, moe_rows = c.moe ? T : 0;
-    const std::int64_t sizes[] = {T * H, T * H, T * H, T * c.q_dim(), T * c.kv_dim(), T * c.kv_dim(), T * c.q_dim(),
-                                  T * I, T * I, T * half, T * half, std::min(T, logit_rows) * c.vocab_size,
-                                  T * E, moe_rows * H, moe_rows * H};
+    // Each view with its size in floats, in one table so that the two cannot fall out of step.
+    const struct {
+      float** view;
+      std::int64_t floats;
+    } buffers[] = {
+        {&x, T * H},           {&xn, T * H},          {&out, T * H},
+        {&q, T * c.q_dim()},   {&k, T * c.kv_dim()},  {&v, T * c.kv_dim()},
+        {&attn, T * c.q_dim()}, {&gate, T * I},        {&up, T * I},
+        {&cos, T * half},      {&sin, T * half},      {&logits, std::min(T, logit_rows) * c.vocab_size},
+        {&router, T * E},      {&expert_in, moe_rows * H}, {&expert_out, moe_rows * H},
+    };
     std::size_t bytes = 0;
-    for (std::int64_t n : sizes) bytes += padded(n);
+    for (const auto& buf : buffers) bytes += padded(buf.floats);
     memory_ = b.allocate(bytes);
-    float** views[] = {&x, &xn, &out, &q, &k, &v, &attn, &gate, &up, &cos, &sin, &logits, &router, &expert_in, &expert_out};
     std::size_t offset = 0;
-    for (std::size_t i = 0; i < std::size(views); ++i) {
-      *views[i] = memory_.as<float>(offset);
-      offset += padded(sizes[i]);
+    for (const auto& buf : buffers) {
+      *buf.view = memory_.as<float>(offset);
+      offset += padded(buf.floats);
     }
     attention_seqs.reserve(static_cast<std::size_t>(T));
     cos_host.resize(static_cast<std::size_t>(T * half));

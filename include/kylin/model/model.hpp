@@ -32,7 +32,7 @@ inline std::optional<BackendKind> parse_backend_kind(std::string_view s) {
 struct ModelOptions {
   BackendKind backend = BackendKind::cpu;
   int threads = 0;                 // 0: all hardware threads
-  std::int64_t max_pass_rows = 512;    // rows of one batched pass (activation buffers scale with it)
+  std::int64_t max_pass_rows = 512;  // rows of one batched pass (activation buffers scale with it)
   DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
   WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (packed_weights.hpp)
