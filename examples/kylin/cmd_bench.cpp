@@ -90,7 +90,7 @@ float fma_chains(std::int64_t steps, float seed) {
   const fbatch m(0.999999f), c(1e-7f);
   for (std::int64_t s = 0; s < steps; ++s) {
     // unrolled so the chains live in registers: rolled, GCC 12 kept them on the stack and the
-    // probe read ~55 GMAC/s a core on a Zen 5 whose FMA units do ~100 (docs/PERFORMANCE.md)
+    // probe read ~55 GMAC/s a core on a Zen 5 whose FMA units do ~100 (docs/log/2026-11-24-25-fma-probe.md)
 #pragma GCC unroll 32
     for (int i = 0; i < chains; ++i) acc[i] = kylin::kernels::fma(acc[i], m, c);
   }

@@ -1,6 +1,6 @@
 // Bounded load on loopback: 200 chat requests from 8 concurrent clients. Every request must
 // complete or be refused with 429/503, and the server's VmRSS must come back near its baseline.
-// Prints requests/s and p50/p99 latency (the numbers in docs/PERFORMANCE.md, Server section).
+// Prints requests/s and p50/p99 latency (the numbers in docs/SERVER.md, "Load test").
 #include <algorithm>
 #include <mutex>
 #include <thread>

@@ -119,8 +119,9 @@ void parallel_chunks(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& 
 
 // Calls fn(thread, begin, end) over [0, n) in chunks of `grain`: thread t owns the t-th contiguous share
 // and walks it front to back, so on a quiet machine every thread streams one contiguous range
-// (measured over a decode step's matvecs: 52 GB/s, against 47 when chunks go round-robin through
-// one counter); a thread that finishes its share then takes what is left of the others', so a
+// (faster over a decode step's matvecs than chunks handed round-robin through one counter, which
+// break each thread's stream: docs/log/2026-11-header-comments.md); a thread that finishes its
+// share then takes what is left of the others', so a
 // descheduled thread on a busy machine holds nobody up.
 template <class Fn>
 void parallel_shares(ThreadPool& pool, std::int64_t n, std::int64_t grain, Fn&& fn) {

@@ -21,10 +21,10 @@ inline float dot_tail(const float* x, const T* w, std::int64_t from, std::int64_
   return acc;
 }
 
-// How far ahead of its reads the matvec prefetches. On the Zen 4 (AVX-512) VM of PERFORMANCE.md,
-// 4 KiB gave +5-7 % (2 threads: 56 -> 60 GB/s), 8 KiB and more lost. On the Zen 3 (AVX2) VM 4 KiB
-// lost 8-20 % of decode speed and 2 KiB was no better than none, while 1 KiB beat none (dense
-// decode +6 % in the median of 20 interleaved rounds, MoE +15 %: its short expert matrices).
+// How far ahead of its reads the matvec prefetches. With AVX-512, 4 KiB beat none and longer
+// distances; with AVX2, 2 KiB and more were no better than none or lost to the hardware prefetcher
+// alone, while 1 KiB beat none, most on short matrices such as MoE experts, where each thread's
+// share starts a fresh stream (docs/log/2026-11-header-comments.md).
 inline constexpr std::int64_t matvec_prefetch_bytes = lanes >= 16 ? 4096 : 1024;
 
 // y[t, r] = x[t, :] · w[r, :] + bias[r] for NB token rows and weight rows [r0, r1), y with row
@@ -66,9 +66,8 @@ void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int6
 
 // Register block of the batched dot-product kernel: dot_tile_rows x (up to) dot_tile_tokens
 // accumulators plus dot_tile_rows weight vectors and one activation vector. On AVX2 a 3 x 4 block
-// fills all 16 registers and GCC spills an accumulator through the stack in every iteration
-// (measured 21 GMAC/s on one Zen 3 core against 34 for 2 x 6, both in L1); AVX-512's 32 registers
-// take 3 x 6.
+// fills all 16 registers and GCC spills an accumulator through the stack in every iteration, which
+// ran slower than 2 x 6 (docs/log/2026-11-header-comments.md); AVX-512's 32 registers take 3 x 6.
 inline constexpr int dot_tile_rows = lanes >= 16 ? 3 : 2;
 inline constexpr int dot_tile_tokens = 6;
 
@@ -90,8 +89,8 @@ inline std::int64_t dot_packed_cols(std::int64_t cols) { return cols / (4 * lane
 // Packs the activations of n >= 2 token rows for dot_tile. The token block starting at row t with
 // nb rows goes to xp + t * K (K = dot_packed_cols(cols)) as [4][K / (4 L)][nb][L]: element
 // (j, i, u, l) = x[t + u, 4L i + L j + l]. Pass j of dot_tile then reads one contiguous stream;
-// reading x's rows in place instead (rows 4 KiB apart, four strided passes) ran 21 GMAC/s on one
-// Zen 3 core against 35 packed, because the token rows' lines fight over the same L1 sets.
+// reading x's rows in place instead (rows 4 KiB apart, four strided passes) ran far slower, because
+// the token rows' lines fight over the same L1 sets (docs/log/2026-11-header-comments.md).
 inline void pack_dot_rows(const float* x, std::int64_t n, std::int64_t cols, float* xp) {
   const auto L = static_cast<std::int64_t>(lanes);
   const std::int64_t K = dot_packed_cols(cols), I = K / (4 * L);
@@ -110,7 +109,8 @@ inline void pack_dot_rows(const float* x, std::int64_t n, std::int64_t cols, flo
 // in its own first pass instead put all memory traffic in 1/12 of the time (B = 16) and left ~30 %
 // of the profile stalled on weight loads. A pointer bumped by a fixed stride (a line may be asked
 // for twice) costs two instructions a pair; the per-step line counter it replaced cost an increment,
-// a compare and a branch in every step of a ~20-instruction step (docs/PERFORMANCE.md).
+// a compare and a branch in every step of a ~20-instruction step
+// (docs/log/2026-11-23-25-batched-decode-zen3.md).
 struct SpreadPrefetch {
   const char* next = nullptr;
   std::int64_t stride = cache_line_bytes;

@@ -85,7 +85,8 @@ void gemm_pack_w_ref(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t 
 
 #if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
 // The packers move 8 x 8 tiles through registers: 8 rows of 8 columns in, 8 columns of 8 rows out.
-// One element at a time, their strided stores took ~20 % of a prefill (perf, Zen 3, 2 threads).
+// One element at a time, their strided stores were a large share of a prefill (a perf profile:
+// docs/PERFORMANCE.md, "Prefill: weight panels packed through registers").
 inline void transpose8(__m256 (&r)[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -122,8 +123,9 @@ inline void store_tile8(__m256 (&r)[8], float* b, std::int64_t k, std::int64_t j
 }
 
 // The quantized packer reads gemm_nr weight rows side by side, and does more work per byte than
-// the BF16 one: with each row's line this far ahead asked for, one Zen 3 core packs Q8_0 weights
-// from DRAM in 0.21 ns per weight instead of 0.26-0.29 (BF16: 0.18-0.24, no faster with it).
+// the BF16 one: with each row's line asked for this far ahead it packs Q8_0 weights from DRAM
+// faster (BF16 is no faster with it; docs/PERFORMANCE.md, "Prefill: weight panels packed through
+// registers").
 inline constexpr std::int64_t gemm_pack_prefetch_bytes = 1024;
 
 template <class T>

@@ -86,7 +86,7 @@ struct PanelTokenBlocks {
 // tile's column steps (one line per pair), so they arrive while it computes and the weights stream
 // at the kernel's average pace. One token, or one block of a few (a speculative verification:
 // bound by bandwidth, each weight read once): each panel's own stream this far ahead, the distance
-// that measured best for one token (docs/PERFORMANCE.md, "Packed weights"; docs/SPECULATIVE.md).
+// that measured best for one token (docs/log/2026-11-25-26-packed-panels.md; docs/SPECULATIVE.md).
 inline constexpr std::int64_t panel_stream_prefetch_bytes = 1024;
 struct PanelPrefetch {
   const char* next = nullptr;  // null: each panel's own stream

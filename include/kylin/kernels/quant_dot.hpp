@@ -46,8 +46,8 @@ inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p);
 
 // How far ahead in a weight row (or the rows after it) the kernel asks for the values it will
 // need: a quantized block takes several cycles of arithmetic per 16-32 bytes, too slow a stream
-// for the hardware prefetcher to run far enough ahead on its own (bench_kernels, Zen 3: the Q4_0
-// LM head matvec 6.1 -> 4.1 ms on 2 threads with every line requested; 1-4 KB ahead alike).
+// for the hardware prefetcher to run far enough ahead on its own: requesting every line measured
+// faster, and distances of 1-4 KB alike (docs/log/2026-11-header-comments.md).
 inline constexpr std::int64_t quant_prefetch_bytes = 2048;
 
 // p[t] = the 8 lane sums of block b of weight row r times activation row t0 + t (lane j: values
@@ -266,9 +266,9 @@ void quant_rows(const W& w, std::int64_t r0, std::int64_t r1, const Q8Operand& x
     for (; t + quant_tile_tokens <= n; t += quant_tile_tokens) quant_tile<R, quant_tile_tokens>(w, r, x, t, bias, y, ldy);
     for (; t < n; ++t) quant_tile<R, 1>(w, r, x, t, bias, y, ldy);
   };
-  // Q4_0 takes two weight rows at a time even for one token (the scale and loop work is shared:
-  // its LM head matvec 3.7 -> 3.4 ms on 2 threads); a single Q8_0 row at a time streams its twice
-  // as many bytes better (6.8 -> 4.4-5.2 ms), as for BF16.
+  // Q4_0 takes two weight rows at a time even for one token (the scale and loop work is shared);
+  // a single Q8_0 row at a time streams its twice as many bytes better, as for BF16 (timings:
+  // docs/log/2026-11-header-comments.md).
   std::int64_t r = r0;
   if (n > 1 || std::same_as<W, Q4View>)
     for (; r + quant_tile_rows <= r1; r += quant_tile_rows) tokens.template operator()<quant_tile_rows>(r);

@@ -79,8 +79,8 @@ inline void prefetch_lines(const void* p, std::int64_t bytes_ahead, std::int64_t
 }
 
 // Pins v to a register: without it GCC folds a vector that feeds several FMAs into each FMA as a
-// memory operand, and the batched dot kernel becomes bound by load ports (measured 26 -> 32
-// GMAC/s on one Zen 3 core for a 3-row x 4-token block in L1).
+// memory operand, and the batched dot kernel becomes bound by load ports
+// (docs/log/2026-11-header-comments.md).
 inline void keep_in_register([[maybe_unused]] fbatch& v) {
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__AVX2__) || defined(__AVX512F__))
   asm("" : "+x"(v.data));
