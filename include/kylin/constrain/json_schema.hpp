@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "kylin/constrain/grammar.hpp"
+#include "kylin/constrain/schema_collections.hpp"
 #include "kylin/constrain/schema_cost.hpp"
+#include "kylin/constrain/schema_numbers.hpp"
+#include "kylin/constrain/schema_strings.hpp"
 #include "kylin/core/json.hpp"
 
 namespace kylin::constrain {
@@ -70,7 +73,9 @@ class SchemaCompiler {
         "type",      "properties", "required",  "additionalProperties", "items",  "minItems", "maxItems",
         "enum",      "const",      "anyOf",     "$ref",                 "$defs",  "definitions",
         "minLength", "maxLength",  "title",     "description",          "$schema", "$id",
-        "$comment",  "default",    "examples"};
+        "$comment",  "default",    "examples",  "pattern",              "format", "minimum",
+        "maximum",   "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties", "maxProperties",
+        "prefixItems", "uniqueItems"};
     static const std::set<std::string> annotations = {"title",   "description", "$schema", "$id", "$comment",
                                                       "default", "examples",    "$defs",   "definitions"};
     for (const auto& [key, value] : s.as_object())
@@ -94,8 +99,15 @@ class SchemaCompiler {
   int untyped(const json::Value& s, const std::string& path, int depth) {
     if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
       return typed("object", s, path, depth);
-    if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) return typed("array", s, path, depth);
-    if (s.contains("minLength") || s.contains("maxLength")) return typed("string", s, path, depth);
+    for (const char* key : {"minProperties", "maxProperties"})
+      if (s.contains(key)) return typed("object", s, path, depth);
+    for (const char* key : {"items", "minItems", "maxItems", "prefixItems", "uniqueItems"})
+      if (s.contains(key)) return typed("array", s, path, depth);
+    for (const char* key : {"minLength", "maxLength", "pattern", "format"})
+      if (s.contains(key)) return typed("string", s, path, depth);
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      if (s.contains(key)) return typed("number", s, path, depth);
+    if (s.contains("multipleOf")) return typed("integer", s, path, depth);
     return value_rule();
   }
 
@@ -103,8 +115,10 @@ class SchemaCompiler {
     if (type == "object") return object_rule(s, path, depth);
     if (type == "array") return array_rule(s, path, depth);
     if (type == "string") return string_rule(s, path);
-    if (type == "number") return number_rule();
-    if (type == "integer") return integer_rule();
+    if (type == "number" || type == "integer") {
+      const int r = numeric_keywords_rule(b_, s, path, type == "integer");
+      return r >= 0 ? r : type == "number" ? number_rule() : integer_rule();
+    }
     if (type == "boolean") return literal_rule(path, {"true", "false"});
     if (type == "null") return literal_rule(path, {"null"});
     throw schema_error(path + "/type", "unknown type \"" + type + "\"");
@@ -113,14 +127,25 @@ class SchemaCompiler {
   // A keyword of another type (minLength on an object) would be silently ignored: refused.
   static void check_applicable(const std::vector<std::string>& types, const json::Value& s, const std::string& path) {
     static const std::map<std::string, std::string> owner = {
-        {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
-        {"items", "array"},       {"minItems", "array"},  {"maxItems", "array"},
-        {"minLength", "string"},  {"maxLength", "string"}};
+        {"properties", "object"},   {"required", "object"},      {"additionalProperties", "object"},
+        {"minProperties", "object"}, {"maxProperties", "object"}, {"items", "array"},
+        {"minItems", "array"},       {"maxItems", "array"},       {"prefixItems", "array"},
+        {"uniqueItems", "array"},    {"minLength", "string"},     {"maxLength", "string"},
+        {"pattern", "string"},       {"format", "string"},        {"minimum", "number"},
+        {"maximum", "number"},       {"exclusiveMinimum", "number"}, {"exclusiveMaximum", "number"},
+        {"multipleOf", "integer"}};
+    auto has = [&](const std::string& t) {  // an integer is a number: number keywords apply to it
+      return std::find(types.begin(), types.end(), t) != types.end() || (t == "number" && has_integer(types));
+    };
     for (const auto& [key, value] : s.as_object()) {
       auto it = owner.find(key);
-      if (it != owner.end() && std::find(types.begin(), types.end(), it->second) == types.end())
+      if (it != owner.end() && !has(it->second))
         throw schema_error(path + "/" + key, "keyword \"" + key + "\" does not apply to type \"" + types[0] + "\"");
     }
+  }
+
+  static bool has_integer(const std::vector<std::string>& types) {
+    return std::find(types.begin(), types.end(), "integer") != types.end();
   }
 
   static std::size_t count(const json::Value& s, const char* key, const std::string& path, std::size_t fallback) {
@@ -135,7 +160,11 @@ class SchemaCompiler {
     if (const json::Value* extra = s.find("additionalProperties"); extra && !extra->is_bool())
       throw schema_error(path + "/additionalProperties", "only true or false is supported (a schema is not)");
     const bool closed = s.find("additionalProperties") && !s.find("additionalProperties")->as_bool();
-    if (!props && !s.contains("required") && !closed) return object_any_rule();
+    const std::size_t min = count(s, "minProperties", path, 0);
+    const long long max = s.contains("maxProperties") ? static_cast<long long>(count(s, "maxProperties", path, 0)) : -1;
+    if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxProperties", "maxProperties is below minProperties");
+    const bool counted = min > 0 || max >= 0;
+    if (!props && !s.contains("required") && !closed) return counted ? object_counted_any_rule(path, min, max) : object_any_rule();
     if (props && !props->is_object()) throw schema_error(path + "/properties", "properties must be an object");
     std::set<std::string> required;
     if (const json::Value* req = s.find("required")) {
@@ -149,6 +178,16 @@ class SchemaCompiler {
     const json::Object empty;
     const json::Object& list = props ? props->as_object() : empty;
     const std::size_t n = list.size();
+    if (counted) {
+      std::vector<std::vector<Element>> members;
+      std::vector<bool> req;
+      for (const auto& [key, sub] : list) {
+        members.push_back(literal(json::dump(json::Value(key)) + ":"));
+        members.back().push_back(Element::ref(compile(sub, path + "/properties/" + key, depth + 1)));
+        req.push_back(required.count(key) > 0);
+      }
+      return counted_object_rule(b_, path, members, req, min, max);
+    }
     // first[i]: properties i.. with none written yet; later[i]: after one was written (comma first).
     std::vector<int> first(n + 1), later(n + 1);
     first[n] = b_.rule_of(path + "/end", {{}});
@@ -173,12 +212,27 @@ class SchemaCompiler {
 
   int array_rule(const json::Value& s, const std::string& path, int depth) {
     const json::Value* items = s.find("items");
+    const json::Value* prefix = s.find("prefixItems");
     if (items && !items->is_object() && !items->is_bool())
-      throw schema_error(path + "/items", "items must be one schema (tuple forms are unsupported)");
-    const int item = items ? compile(*items, path + "/items", depth + 1) : value_rule();
+      throw schema_error(path + "/items", "items must be one schema (the draft-7 array form is unsupported; use prefixItems)");
+    if (prefix && (!prefix->is_array() || prefix->as_array().empty()))
+      throw schema_error(path + "/prefixItems", "prefixItems must be a non-empty array of schemas");
+    const bool no_items = items && items->is_bool() && !items->as_bool();
+    if (no_items && !prefix) throw schema_error(path + "/items", "items false without prefixItems accepts only [], unsupported");
     const std::size_t min = count(s, "minItems", path, 0);
     const long long max = s.contains("maxItems") ? static_cast<long long>(count(s, "maxItems", path, 0)) : -1;
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxItems", "maxItems is below minItems");
+    const json::Value* unique = s.find("uniqueItems");
+    if (unique && !unique->is_bool()) throw schema_error(path + "/uniqueItems", "uniqueItems must be a boolean");
+    if (unique && unique->as_bool() && (max < 0 || max > 1)) return unique_rule(s, items, path, min, max);
+    if (prefix) {
+      std::vector<int> tuple;
+      for (const json::Value& sub : prefix->as_array())
+        tuple.push_back(compile(sub, path + "/prefixItems/" + std::to_string(tuple.size()), depth + 1));
+      const int rest = no_items ? -1 : items ? compile(*items, path + "/items", depth + 1) : value_rule();
+      return prefix_array_rule(b_, path, tuple, rest, min, max);
+    }
+    const int item = items ? compile(*items, path + "/items", depth + 1) : value_rule();
     const int list = b_.repeat(path + "/items", {Element::ref(item)}, literal(","), min, max);
     return b_.rule_of(path, {{Element::byte('['), Element::ref(list), Element::byte(']')}});
   }
@@ -186,10 +240,36 @@ class SchemaCompiler {
   int string_rule(const json::Value& s, const std::string& path) {
     const std::size_t min = count(s, "minLength", path, 0);
     const long long max = s.contains("maxLength") ? static_cast<long long>(count(s, "maxLength", path, 0)) : -1;
-    if (min == 0 && max < 0) return plain_string_rule();
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxLength", "maxLength is below minLength");
+    if (const int r = string_keywords_rule(b_, s, path, min, max); r >= 0) return r;
+    if (min == 0 && max < 0) return plain_string_rule();
     const int chars = b_.repeat(path + "/chars", {Element::ref(char_rule())}, {}, min, max);
     return b_.rule_of(path, {{Element::byte('"'), Element::ref(chars), Element::byte('"')}});
+  }
+
+  // uniqueItems: true is enforced where the items are a finite set of at most max_unique_values
+  // scalars (an enum, a const, boolean, null) that compact JSON writes one way each.
+  int unique_rule(const json::Value& s, const json::Value* items, const std::string& path, std::size_t min, long long max) {
+    std::vector<std::string> values;
+    const json::Value* t = items && items->is_object() ? items->find("type") : nullptr;
+    const bool plain = items && items->is_object() && std::all_of(items->as_object().begin(), items->as_object().end(), [](const auto& kv) {
+      return kv.first == "enum" || kv.first == "const" || kv.first == "type" || kv.first == "title" || kv.first == "description";
+    });
+    if (plain && items->find("enum") && items->find("enum")->is_array())
+      for (const json::Value& v : items->find("enum")->as_array()) values.push_back(json::dump(v));
+    else if (plain && items->find("const")) values.push_back(json::dump(*items->find("const")));
+    else if (plain && t && t->is_string() && t->as_string() == "boolean") values = {"false", "true"};
+    else if (plain && t && t->is_string() && t->as_string() == "null") values = {"null"};
+    const bool scalars = std::all_of(values.begin(), values.end(), [](const std::string& v) {
+      return v[0] == '"' || v == "true" || v == "false" || v == "null" || v.find_first_of(".eE{[") == std::string::npos;
+    });
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    if (values.empty() || !scalars || values.size() > max_unique_values || s.contains("prefixItems"))
+      throw schema_error(path + "/uniqueItems", "uniqueItems: true is enforced only for items that are an enum or const of at most " +
+                                                    std::to_string(max_unique_values) + " strings, integers, booleans or null (or with maxItems <= 1)");
+    compile(*items, path + "/items", 1);  // its own keywords are still checked
+    return unique_array_rule(b_, path, values, min, max);
   }
 
   int enum_rule(const json::Value& e, const std::string& path) {
@@ -335,6 +415,11 @@ class SchemaCompiler {
     for (int r : {object_any_rule(), array, plain_string_rule(), number_rule(), literal_rule("json-literal", {"true", "false", "null"})})
       b_.add_alt(value_, {Element::ref(r)});
     return value_;
+  }
+  int object_counted_any_rule(const std::string& path, std::size_t min, long long max) {
+    std::vector<Element> member = {Element::ref(plain_string_rule()), Element::byte(':'), Element::ref(value_rule())};
+    const int members = b_.repeat(path + "/members", member, literal(","), min, max);
+    return b_.rule_of(path, {{Element::byte('{'), Element::ref(members), Element::byte('}')}});
   }
   int object_any_rule() {
     if (object_ >= 0) return object_;

@@ -1,0 +1,109 @@
+// Objects and arrays whose keywords count: properties with minProperties/maxProperties,
+// prefixItems (a tuple, then items for the rest) and uniqueItems over a small finite item set.
+// Each takes the already compiled member/item rules from json_schema.hpp's compiler.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kylin/constrain/grammar.hpp"
+
+namespace kylin::constrain::detail {
+
+// {"k0":v0,...} writing the listed members in order, the required ones always, between min and
+// max of them (max < 0: no bound). State (i, k): members i.. left, k written (clamped where
+// larger counts behave alike); a state that cannot reach the bounds is not built.
+inline int counted_object_rule(GrammarBuilder& b, const std::string& path, const std::vector<std::vector<Element>>& members,
+                               const std::vector<bool>& required, std::size_t min, long long max) {
+  const std::size_t n = members.size();
+  std::vector<std::size_t> required_after(n + 1, 0);  // [n+1] required members among i..
+  for (std::size_t i = n; i-- > 0;) required_after[i] = required_after[i + 1] + (required[i] ? 1 : 0);
+  if (max >= 0 && static_cast<std::size_t>(max) >= n) max = -1;  // cannot be exceeded
+  const std::size_t cap = max >= 0 ? static_cast<std::size_t>(max) : std::max<std::size_t>(min, 1);
+  auto feasible = [&](std::size_t i, std::size_t k) {
+    return k + (n - i) >= min && (max < 0 || k + required_after[i] <= static_cast<std::size_t>(max));
+  };
+  if (!feasible(0, 0))
+    throw grammar_error("json schema " + path + (min > n ? "/minProperties" : "/maxProperties"),
+                        min > n ? "minProperties is above the number of properties that can be written (additional properties are never written)"
+                                : "maxProperties is below the number of required properties");
+  std::map<std::pair<std::size_t, std::size_t>, int> memo;
+  auto state = [&](auto& self, std::size_t i, std::size_t k) -> int {
+    if (auto it = memo.find({i, k}); it != memo.end()) return it->second;
+    const int r = b.new_rule(i < n ? path + "/properties" : path + "/end");
+    memo[{i, k}] = r;
+    if (i == n) {
+      b.add_alt(r, {});
+      return r;
+    }
+    const std::size_t k_next = max >= 0 ? k + 1 : std::min(k + 1, cap);
+    if ((max < 0 || k < static_cast<std::size_t>(max)) && feasible(i + 1, k + 1)) {
+      std::vector<Element> seq = k > 0 ? literal(",") : std::vector<Element>{};
+      seq.insert(seq.end(), members[i].begin(), members[i].end());
+      seq.push_back(Element::ref(self(self, i + 1, k_next)));
+      b.add_alt(r, seq);
+    }
+    if (!required[i] && feasible(i + 1, k)) b.add_alt(r, {Element::ref(self(self, i + 1, k))});
+    return r;
+  };
+  std::vector<Element> seq = literal("{");
+  seq.push_back(Element::ref(state(state, 0, 0)));
+  seq.push_back(Element::byte('}'));
+  return b.rule_of(path, {seq});
+}
+
+// [p0,p1,...,rest...]: item i matches prefix[i]; after the prefix, `rest` items (-1: none, as
+// items: false). Between min and max items (max < 0: no bound).
+inline int prefix_array_rule(GrammarBuilder& b, const std::string& path, const std::vector<int>& prefix, int rest,
+                             std::size_t min, long long max) {
+  const std::size_t p = prefix.size();
+  if (rest < 0 && min > p) throw grammar_error("json schema " + path + "/minItems", "minItems is above the prefixItems count with items: false");
+  // tail: after all of the prefix, further ",item"s
+  int next = -1;
+  if (rest >= 0 && (max < 0 || static_cast<std::size_t>(max) > p)) {
+    std::vector<Element> comma_item = literal(",");
+    comma_item.push_back(Element::ref(rest));
+    next = b.repeat(path + "/items", comma_item, {}, min > p ? min - p : 0, max < 0 ? -1 : max - static_cast<long long>(p));
+  } else {
+    next = b.rule_of(path + "/end", {{}});
+  }
+  for (std::size_t i = p; i-- > 0;) {  // after i items: stop (when i >= min), or write item i
+    const int r = b.new_rule(path + "/prefixItems/" + std::to_string(i));
+    if (i >= min) b.add_alt(r, {});
+    if (max < 0 || static_cast<long long>(i) < max) {
+      std::vector<Element> seq = i > 0 ? literal(",") : std::vector<Element>{};
+      seq.push_back(Element::ref(prefix[i]));
+      seq.push_back(Element::ref(next));
+      b.add_alt(r, seq);
+    }
+    next = r;
+  }
+  return b.rule_of(path, {{Element::byte('['), Element::ref(next), Element::byte(']')}});
+}
+
+// uniqueItems over a finite item set: the arrays of distinct values (any order), the used
+// values as a bit mask, so 2^n states: n is at most max_unique_values.
+inline constexpr std::size_t max_unique_values = 8;
+inline int unique_array_rule(GrammarBuilder& b, const std::string& path, const std::vector<std::string>& values,
+                             std::size_t min, long long max) {
+  const std::size_t n = values.size();
+  if (min > n) throw grammar_error("json schema " + path + "/minItems", "minItems is above the number of distinct items uniqueItems allows");
+  std::vector<int> rule(std::size_t{1} << n, -1);  // [2^n] by used mask
+  for (std::size_t mask = rule.size(); mask-- > 0;) {
+    const auto used = static_cast<std::size_t>(__builtin_popcountll(mask));
+    rule[mask] = b.new_rule(path + "/uniqueItems");
+    if (used >= min) b.add_alt(rule[mask], {});
+    if (max >= 0 && static_cast<long long>(used) >= max) continue;
+    for (std::size_t v = 0; v < n; ++v) {
+      if (mask >> v & 1) continue;
+      std::vector<Element> seq = literal(std::string(used > 0 ? "," : "") + values[v]);
+      seq.push_back(Element::ref(rule[mask | (std::size_t{1} << v)]));
+      b.add_alt(rule[mask], seq);
+    }
+  }
+  return b.rule_of(path, {{Element::byte('['), Element::ref(rule[0]), Element::byte(']')}});
+}
+
+}  // namespace kylin::constrain::detail
