@@ -12,6 +12,7 @@
 #include "kylin/constrain/grammar.hpp"
 #include "kylin/constrain/schema_collections.hpp"
 #include "kylin/constrain/schema_cost.hpp"
+#include "kylin/constrain/schema_keywords.hpp"
 #include "kylin/constrain/schema_numbers.hpp"
 #include "kylin/constrain/schema_strings.hpp"
 #include "kylin/core/json.hpp"
@@ -69,20 +70,11 @@ class SchemaCompiler {
   }
 
   static void check_keywords(const json::Value& s, const std::string& path) {
-    static const std::set<std::string> supported = {
-        "type",      "properties", "required",  "additionalProperties", "items",  "minItems", "maxItems",
-        "enum",      "const",      "anyOf",     "$ref",                 "$defs",  "definitions",
-        "minLength", "maxLength",  "title",     "description",          "$schema", "$id",
-        "$comment",  "default",    "examples",  "pattern",              "format", "minimum",
-        "maximum",   "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minProperties", "maxProperties",
-        "prefixItems", "uniqueItems"};
-    static const std::set<std::string> annotations = {"title",   "description", "$schema", "$id", "$comment",
-                                                      "default", "examples",    "$defs",   "definitions"};
     for (const auto& [key, value] : s.as_object())
-      if (!supported.count(key)) throw schema_error(path + "/" + key, "unsupported JSON-schema keyword \"" + key + "\"");
+      if (!schema_keywords().count(key)) throw schema_error(path + "/" + key, "unsupported JSON-schema keyword \"" + key + "\"");
     if (s.contains("$ref"))
       for (const auto& [key, value] : s.as_object())
-        if (key != "$ref" && !annotations.count(key))
+        if (key != "$ref" && !schema_annotations().count(key))
           throw schema_error(path + "/" + key, "keyword \"" + key + "\" beside $ref is unsupported");
   }
 
@@ -97,18 +89,8 @@ class SchemaCompiler {
 
   // Keywords without "type": the type they imply, or any value.
   int untyped(const json::Value& s, const std::string& path, int depth) {
-    if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
-      return typed("object", s, path, depth);
-    for (const char* key : {"minProperties", "maxProperties"})
-      if (s.contains(key)) return typed("object", s, path, depth);
-    for (const char* key : {"items", "minItems", "maxItems", "prefixItems", "uniqueItems"})
-      if (s.contains(key)) return typed("array", s, path, depth);
-    for (const char* key : {"minLength", "maxLength", "pattern", "format"})
-      if (s.contains(key)) return typed("string", s, path, depth);
-    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-      if (s.contains(key)) return typed("number", s, path, depth);
-    if (s.contains("multipleOf")) return typed("integer", s, path, depth);
-    return value_rule();
+    const std::string type = implied_type(s);
+    return type.empty() ? value_rule() : typed(type, s, path, depth);
   }
 
   int typed(const std::string& type, const json::Value& s, const std::string& path, int depth) {
@@ -126,20 +108,12 @@ class SchemaCompiler {
 
   // A keyword of another type (minLength on an object) would be silently ignored: refused.
   static void check_applicable(const std::vector<std::string>& types, const json::Value& s, const std::string& path) {
-    static const std::map<std::string, std::string> owner = {
-        {"properties", "object"},   {"required", "object"},      {"additionalProperties", "object"},
-        {"minProperties", "object"}, {"maxProperties", "object"}, {"items", "array"},
-        {"minItems", "array"},       {"maxItems", "array"},       {"prefixItems", "array"},
-        {"uniqueItems", "array"},    {"minLength", "string"},     {"maxLength", "string"},
-        {"pattern", "string"},       {"format", "string"},        {"minimum", "number"},
-        {"maximum", "number"},       {"exclusiveMinimum", "number"}, {"exclusiveMaximum", "number"},
-        {"multipleOf", "integer"}};
     auto has = [&](const std::string& t) {  // an integer is a number: number keywords apply to it
       return std::find(types.begin(), types.end(), t) != types.end() || (t == "number" && has_integer(types));
     };
     for (const auto& [key, value] : s.as_object()) {
-      auto it = owner.find(key);
-      if (it != owner.end() && !has(it->second))
+      const std::string& owner = schema_keywords().at(key);
+      if (!owner.empty() && !has(owner))
         throw schema_error(path + "/" + key, "keyword \"" + key + "\" does not apply to type \"" + types[0] + "\"");
     }
   }
@@ -247,25 +221,9 @@ class SchemaCompiler {
     return b_.rule_of(path, {{Element::byte('"'), Element::ref(chars), Element::byte('"')}});
   }
 
-  // uniqueItems: true is enforced where the items are a finite set of at most max_unique_values
-  // scalars (an enum, a const, boolean, null) that compact JSON writes one way each.
   int unique_rule(const json::Value& s, const json::Value* items, const std::string& path, std::size_t min, long long max) {
-    std::vector<std::string> values;
-    const json::Value* t = items && items->is_object() ? items->find("type") : nullptr;
-    const bool plain = items && items->is_object() && std::all_of(items->as_object().begin(), items->as_object().end(), [](const auto& kv) {
-      return kv.first == "enum" || kv.first == "const" || kv.first == "type" || kv.first == "title" || kv.first == "description";
-    });
-    if (plain && items->find("enum") && items->find("enum")->is_array())
-      for (const json::Value& v : items->find("enum")->as_array()) values.push_back(json::dump(v));
-    else if (plain && items->find("const")) values.push_back(json::dump(*items->find("const")));
-    else if (plain && t && t->is_string() && t->as_string() == "boolean") values = {"false", "true"};
-    else if (plain && t && t->is_string() && t->as_string() == "null") values = {"null"};
-    const bool scalars = std::all_of(values.begin(), values.end(), [](const std::string& v) {
-      return v[0] == '"' || v == "true" || v == "false" || v == "null" || v.find_first_of(".eE{[") == std::string::npos;
-    });
-    std::sort(values.begin(), values.end());
-    values.erase(std::unique(values.begin(), values.end()), values.end());
-    if (values.empty() || !scalars || values.size() > max_unique_values || s.contains("prefixItems"))
+    const std::vector<std::string> values = unique_item_values(items);
+    if (values.empty() || s.contains("prefixItems"))
       throw schema_error(path + "/uniqueItems", "uniqueItems: true is enforced only for items that are an enum or const of at most " +
                                                     std::to_string(max_unique_values) + " strings, integers, booleans or null (or with maxItems <= 1)");
     compile(*items, path + "/items", 1);  // its own keywords are still checked

@@ -3,12 +3,14 @@
 // Each takes the already compiled member/item rules from json_schema.hpp's compiler.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kylin/constrain/grammar.hpp"
+#include "kylin/core/json.hpp"
 
 namespace kylin::constrain::detail {
 
@@ -86,6 +88,31 @@ inline int prefix_array_rule(GrammarBuilder& b, const std::string& path, const s
 // uniqueItems over a finite item set: the arrays of distinct values (any order), the used
 // values as a bit mask, so 2^n states: n is at most max_unique_values.
 inline constexpr std::size_t max_unique_values = 8;
+
+// The compact JSON texts of a finite item set where uniqueItems can be enforced: items that are
+// only an enum or const (type and annotations beside them), boolean or null, whose values are
+// strings, integers, booleans or null (written one way each, so distinct texts are distinct
+// values), at most max_unique_values of them. Empty where that does not hold.
+inline std::vector<std::string> unique_item_values(const json::Value* items) {
+  std::vector<std::string> values;
+  if (!items || !items->is_object()) return values;
+  for (const auto& [key, value] : items->as_object())
+    if (key != "enum" && key != "const" && key != "type" && key != "title" && key != "description") return values;
+  const json::Value* t = items->find("type");
+  const std::string type = t && t->is_string() ? t->as_string() : "";
+  if (const json::Value* e = items->find("enum"); e && e->is_array())
+    for (const json::Value& v : e->as_array()) values.push_back(json::dump(v));
+  else if (const json::Value* c = items->find("const")) values.push_back(json::dump(*c));
+  else if (type == "boolean") values = {"false", "true"};
+  else if (type == "null") values = {"null"};
+  for (const std::string& v : values)
+    if (v[0] != '"' && v != "true" && v != "false" && v != "null" && v.find_first_of(".eE{[") != std::string::npos) return {};
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.size() > max_unique_values) return {};
+  return values;
+}
+
 inline int unique_array_rule(GrammarBuilder& b, const std::string& path, const std::vector<std::string>& values,
                              std::size_t min, long long max) {
   const std::size_t n = values.size();

@@ -21,7 +21,7 @@ inline std::string format_regex(std::string_view format) {
   // RFC 5321/5322 dot-atom local part @ RFC 1035 labels (1-63 characters, no '-' at either end).
   const std::string atext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
   const std::string label = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
-  // RFC 3986 absolute URI with an authority: scheme://host[:port]path[?query][#fragment].
+  // RFC 3986 absolute URI with an authority: scheme://[userinfo@]host[:port]path[?query][#fragment].
   const std::string pct = "%[0-9A-Fa-f]{2}";
   const std::string unreserved_sub = "[A-Za-z0-9._~!$&'()*+,;=-]";
   const std::string pchar = "(" + unreserved_sub + "|" + pct + "|[:@])";
@@ -32,7 +32,7 @@ inline std::string format_regex(std::string_view format) {
   if (format == "email") return "^" + atext + "+(\\." + atext + "+)*@(" + label + "\\.)+" + label + "$";
   if (format == "ipv4") return "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])$";
   if (format == "uri")
-    return "^[A-Za-z][A-Za-z0-9+.-]*://(" + unreserved_sub + "|" + pct + ")+(:[0-9]{1,5})?(/" + pchar + "*)*(\\?(" + pchar +
+    return "^[A-Za-z][A-Za-z0-9+.-]*://((" + unreserved_sub + "|" + pct + "|:)*@)?(" + unreserved_sub + "|" + pct + ")+(:[0-9]{1,5})?(/" + pchar + "*)*(\\?(" + pchar +
            "|[/?])*)?(#(" + pchar + "|[/?])*)?$";
   return "";
 }

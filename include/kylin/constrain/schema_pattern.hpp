@@ -23,25 +23,48 @@ struct Regex {
 };
 
 // Each code point of `ranges` in its canonical JSON string encoding: raw UTF-8, except the quote,
-// the backslash and the controls, which are escaped (\", \n, \u001f).
+// the backslash and the controls, which are escaped (\", \n, \u001f). The escapes share one
+// backslash state and UTF-8 tails share their continuation-byte states, so a class (even ".")
+// is a handful of NFA states.
 inline void add_json_chars(ByteNfa& nfa, int from, const CodeRanges& ranges, int to) {
-  ByteSet plain;
+  ByteSet plain, shorts, low, high;  // raw bytes; \X letters; \u000X and \u001X nibbles
   std::vector<std::vector<Element>> multi;
+  const char* hex = "0123456789abcdef";
   for (auto [lo, hi] : ranges) {
     for (char32_t c = lo; c <= std::min<char32_t>(hi, 0x7F); ++c) {
-      if (c == '"' || c == '\\') nfa.add_bytes(from, literal(std::string{'\\', static_cast<char>(c)}), to);
+      if (c == '"' || c == '\\') shorts.add(static_cast<unsigned char>(c));
       else if (c >= 0x20) plain.add(static_cast<unsigned char>(c));
-      else if (c == 8 || c == 9 || c == 10 || c == 12 || c == 13)
-        nfa.add_bytes(from, literal(std::string{'\\', "btnvfr"[c - 8]}), to);  // \v (11) has no short form
-      else {
-        const char* hex = "0123456789abcdef";
-        nfa.add_bytes(from, literal(std::string("\\u00") + hex[c >> 4] + hex[c & 15]), to);
-      }
+      else if (c == 8 || c == 9 || c == 10 || c == 12 || c == 13) shorts.add(static_cast<unsigned char>("btnvfr"[c - 8]));  // \v has no short form
+      else (c < 16 ? low : high).add(static_cast<unsigned char>(hex[c & 15]));
     }
     if (hi >= 0x80) utf8_ranges(std::max<char32_t>(lo, 0x80), std::min<char32_t>(hi, 0x10FFFF), multi);
   }
-  if (plain.bits != ByteSet{}.bits) nfa.add_bytes(from, {Element::byte_set(plain)}, to);
-  for (const auto& seq : multi) nfa.add_bytes(from, seq, to);
+  const ByteSet none;
+  if (plain.bits != none.bits) nfa.add_bytes(from, {Element::byte_set(plain)}, to);
+  if (shorts.bits != none.bits || low.bits != none.bits || high.bits != none.bits) {
+    const int esc = nfa.add_state();
+    nfa.add_bytes(from, literal("\\"), esc);
+    if (shorts.bits != none.bits) nfa.add_bytes(esc, {Element::byte_set(shorts)}, to);
+    if (low.bits != none.bits || high.bits != none.bits) {
+      const int u00 = nfa.add_state();
+      nfa.add_bytes(esc, literal("u00"), u00);
+      if (low.bits != none.bits) nfa.add_bytes(u00, {Element::byte('0'), Element::byte_set(low)}, to);
+      if (high.bits != none.bits) nfa.add_bytes(u00, {Element::byte('1'), Element::byte_set(high)}, to);
+    }
+  }
+  // tail[k]: k continuation bytes (any of 80-BF) left before `to`
+  std::vector<int> tail{to};
+  const ByteSet cont = ByteSet::of(0x80, 0xBF);
+  for (const auto& seq : multi) {
+    std::size_t k = 0;  // trailing elements that are any continuation byte
+    while (k + 1 < seq.size() && seq[seq.size() - 1 - k].set.bits == cont.bits) ++k;
+    while (tail.size() <= k) {
+      const int t = nfa.add_state();
+      nfa.add_bytes(t, {Element::byte_set(cont)}, tail.back());
+      tail.push_back(t);
+    }
+    nfa.add_bytes(from, std::vector<Element>(seq.begin(), seq.end() - static_cast<long>(k)), tail[k]);
+  }
 }
 
 class RegexParser {
@@ -51,21 +74,24 @@ class RegexParser {
     for (std::size_t i = 0; i < pattern.size();) cps_.push_back(decode(pattern, i));
   }
 
-  // The whole pattern with search semantics: an unanchored end may be followed/preceded by anything.
+  // The whole pattern with search semantics: a top-level branch not anchored by ^ (at its start)
+  // or $ (at its end) may be preceded or followed by anything.
   Regex parse() {
-    const bool from_start = !cps_.empty() && cps_[0] == '^';
-    std::size_t end = cps_.size();
-    const bool to_end = end > (from_start ? 1u : 0u) && cps_[end - 1] == '$' && !escaped(end - 1);
-    pos_ = from_start ? 1 : 0;
-    end_ = to_end ? end - 1 : end;
-    Regex body = alternation();
-    if (pos_ != end_) fail(cps_[pos_] == ')' ? "an unmatched ')'" : "an unexpected character");
+    end_ = cps_.size();
     Regex any{Regex::Kind::chars, {{0, 0x10FFFF}}, {}, 0, -1};
-    Regex anything{Regex::Kind::repeat, {}, {any}, 0, -1};
-    Regex whole;
-    if (!from_start) whole.kids.push_back(anything);
-    whole.kids.push_back(std::move(body));
-    if (!to_end) whole.kids.push_back(anything);
+    const Regex anything{Regex::Kind::repeat, {}, {any}, 0, -1};
+    Regex whole{Regex::Kind::alt, {}, {}, 0, -1};
+    do {
+      const bool from_start = eat('^');
+      Regex body = sequence();
+      const bool to_end = eat('$');
+      Regex branch;
+      if (!from_start) branch.kids.push_back(anything);
+      branch.kids.push_back(std::move(body));
+      if (!to_end) branch.kids.push_back(anything);
+      whole.kids.push_back(std::move(branch));
+    } while (eat('|'));
+    if (pos_ != end_) fail(cps_[pos_] == ')' ? "an unmatched ')'" : "'$' not at the end");
     return whole;
   }
 
@@ -82,12 +108,10 @@ class RegexParser {
     i += static_cast<std::size_t>(n);
     return c;
   }
-  bool escaped(std::size_t at) const {  // preceded by an odd run of backslashes
-    std::size_t n = 0;
-    while (at > n && cps_[at - n - 1] == '\\') ++n;
-    return n % 2 == 1;
-  }
   bool more() const { return pos_ < end_; }
+  bool branch_end() const {  // a '$' closing a top-level branch
+    return groups_ == 0 && peek() == '$' && (pos_ + 1 == end_ || cps_[pos_ + 1] == '|');
+  }
   char32_t peek() const { return cps_[pos_]; }
   bool eat(char32_t c) {
     if (more() && peek() == c) return ++pos_, true;
@@ -101,7 +125,7 @@ class RegexParser {
   }
   Regex sequence() {
     Regex r;
-    while (more() && peek() != '|' && peek() != ')') {
+    while (more() && peek() != '|' && peek() != ')' && !branch_end()) {
       if (++depth_ > 64) fail("nesting deeper than 64");
       Regex a = atom();
       a = quantified(std::move(a));
@@ -155,7 +179,9 @@ class RegexParser {
             fail("lookaround (?=, ?!, ?<=, ?<!)");
           }
         }
+        ++groups_;
         Regex inner = alternation();
+        --groups_;
         if (!eat(')')) fail("an unclosed '('");
         return inner;
       }
@@ -248,6 +274,7 @@ class RegexParser {
   std::vector<char32_t> cps_;  // the pattern's code points
   std::size_t pos_ = 0, end_ = 0;
   int depth_ = 0;
+  int groups_ = 0;  // open parentheses
   char32_t hex_last_ = 0;
 };
 
