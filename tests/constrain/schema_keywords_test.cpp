@@ -128,9 +128,24 @@ TEST_CASE("pattern: the regex subset, anchored or searched, over the JSON-encode
 }
 
 TEST_CASE("pattern beside minLength and maxLength: both hold, in code points") {
-  const auto g = schema(R"({"type":"string","pattern":"^[a-zé]+$","minLength":2,"maxLength":3})");
-  for (const char* ok : {R"("ab")", R"("abc")", "\"éé\""}) CHECK(complete(g, ok));
-  for (const char* bad : {R"("a")", R"("abcd")", "\"éééé\""}) CHECK_FALSE(complete(g, bad));
+  const auto g = schema(R"({"type":"string","pattern":"^[a-zé\"\\n]+$","minLength":2,"maxLength":3})");
+  for (const char* ok : {R"("ab")", R"("abc")", "\"éé\"", R"("\"\n")", "\"\\n\\\"é\""}) CHECK(complete(g, ok));
+  for (const char* bad : {R"("a")", R"("abcd")", "\"éééé\"", R"("\"\n\"\n")", R"("\"")"}) CHECK_FALSE(complete(g, bad));
+  const auto wide = schema(R"({"type":"string","pattern":"^[a-z]*$","minLength":3000,"maxLength":4000})");  // ~4000 states
+  CHECK(complete(wide, "\"" + std::string(4000, 'q') + "\""));
+  CHECK_FALSE(complete(wide, "\"" + std::string(4001, 'q') + "\""));
+  CHECK_FALSE(complete(wide, "\"" + std::string(2999, 'q') + "\""));
+  const auto any = schema(R"({"type":"string","pattern":"x","maxLength":3})");  // escapes and UTF-8 count as one
+  for (const char* ok : {R"("x")", "\"😀x\\u0001\"", R"("\t\"x")"}) CHECK(complete(any, ok));
+  for (const char* bad : {R"("abcx")", "\"😀😀😀x\""}) CHECK_FALSE(complete(any, bad));
+  // Pydantic's HttpUrl: a uri of 1-2083 characters; the product would pass the state cap, so a
+  // shorter maximum is kept (a subset), never a longer one
+  const auto url = schema(R"({"type":"string","format":"uri","minLength":1,"maxLength":2083})");
+  CHECK(complete(url, R"("https://example.com/a?b=c")"));
+  CHECK_FALSE(complete(url, "\"https://x.org/" + std::string(2070, 'a') + "\""));  // 2084 characters
+  const std::string e = error_of(R"({"type":"string","format":"uri","minLength":2000})");  // no shorter strings to fall back to
+  CHECK(e.find("#/minLength") != std::string::npos);
+  CHECK(e.find("automaton states") != std::string::npos);
 }
 
 TEST_CASE("pattern constructs outside the subset are refused by name, with the pattern's path") {
@@ -195,7 +210,10 @@ TEST_CASE("format uuid, ipv4, email and uri accept their RFC forms and refuse ne
     CAPTURE(bad);
     CHECK_FALSE(complete(email, std::string("\"") + bad + "\""));
   }
-  CHECK_FALSE(complete(email, "\"a@" + std::string(64, 'x') + ".com\""));  // a DNS label holds at most 63 characters
+  // beside maxLength (zod's .email().max(254)): both hold
+  const auto short_email = schema(R"({"type":"string","format":"email","maxLength":254})");
+  CHECK(complete(short_email, "\"a@" + std::string(248, 'x') + ".com\""));  // 254 characters
+  CHECK_FALSE(complete(short_email, "\"a@" + std::string(249, 'x') + ".com\""));
   const auto uri = schema(R"({"type":"string","format":"uri"})");
   for (const char* ok : {"https://example.com", "http://a.b:8080/p/q?x=1&y=%2F#frag", "ftp://user@host/file.txt"})
     CHECK(complete(uri, std::string("\"") + ok + "\""));
@@ -261,12 +279,21 @@ TEST_CASE("SchemaCost charges pattern, format, multipleOf and min/maxProperties 
   CHECK(cost_of(R"({"type":"integer","multipleOf":1000})").automaton_states == 15000);
   CHECK(cost_of(R"({"type":"string","pattern":"^a{100}$"})").automaton_states == 4 * (8 + 100));
   CHECK(cost_of(R"({"properties":{"a":{},"b":{},"c":{}},"maxProperties":2})").repeats == 6);
-  // every format compiles within what SchemaCost charges for it
-  for (const char* f : {"date-time", "date", "time", "uuid", "email", "ipv4", "uri"}) {
-    CAPTURE(f);
-    const auto g = schema(std::string(R"({"type":"string","format":")") + f + "\"}");
-    CHECK(g.names.size() <= kylin::constrain::kFormatStates);
-    CHECK(g.elements.size() <= 32 * kylin::constrain::kFormatStates);
+  // every format, alone or with lengths, and multipleOf compile within what SchemaCost charges
+  for (const char* f : {"date-time", "date", "time", "uuid", "email", "ipv4", "uri"})
+    for (const char* lengths : {"", R"(,"maxLength":40)", R"(,"minLength":1,"maxLength":2083)", R"(,"minLength":7)"}) {
+      const std::string text = std::string(R"({"type":"string","format":")") + f + "\"" + lengths + "}";
+      CAPTURE(text);
+      const auto c = cost_of(text);
+      const auto g = schema(text);
+      CHECK(g.names.size() <= c.rules() + 4);  // + the quoted-string rule and the plain pieces
+      CHECK(g.elements.size() <= c.elements());
+    }
+  for (const char* text : {R"({"type":"integer","multipleOf":999})", R"({"type":"integer","multipleOf":1000,"minimum":-5000000,"maximum":123456789})"}) {
+    CAPTURE(text);
+    const auto g = schema(text);
+    CHECK(g.names.size() <= cost_of(text).rules());
+    CHECK(g.elements.size() <= cost_of(text).elements());
   }
   std::string many = R"({"anyOf":[)";
   for (int i = 0; i < 20; ++i) many += std::string(i ? "," : "") + R"({"type":"integer","multipleOf":1000})";
@@ -276,7 +303,13 @@ TEST_CASE("SchemaCost charges pattern, format, multipleOf and min/maxProperties 
   std::string dates = R"({"type":"object","properties":{)";
   for (int i = 0; i < 200; ++i) dates += std::string(i ? "," : "") + "\"d" + std::to_string(i) + R"(":{"type":"string","format":"date-time"})";
   CHECK(error_of(dates + "}}").find("format") != std::string::npos);
-  CHECK(error_of(R"({"type":"string","pattern":"^a{4000}b{4000}$"})").find("pattern") != std::string::npos);
+  std::string patterns = R"({"anyOf":[)";  // each compiles alone (~4000 states); 30 of them pass the rule limit
+  for (int i = 0; i < 30; ++i) patterns += std::string(i ? "," : "") + R"({"type":"string","pattern":"^[a-z]{4000}$"})";
+  CHECK(cost_of(patterns + "]}").rules() > kylin::constrain::GrammarLimits{}.max_rules);
+  const std::string p = error_of(patterns + "]}");
+  CHECK(p.find("too complex") != std::string::npos);  // SchemaCost's refusal, before any automaton is built
+  CHECK(p.find("pattern") != std::string::npos);
+  CHECK(error_of(R"({"type":"string","pattern":"^[a-z]{4000}$"})").empty());
 }
 
 }  // namespace schema_keywords_test

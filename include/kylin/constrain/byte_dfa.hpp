@@ -5,7 +5,9 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kylin/constrain/grammar.hpp"
@@ -114,6 +116,50 @@ inline ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, std::size_t max_sta
         const int t = intern(x, y);
         out.next[d][c] = t;
       }
+    }
+  return out;
+}
+
+// The strings of `dfa` (JSON string content in its canonical encoding) that hold [min, max]
+// characters (max < 0: no bound), counted as they complete: a raw ASCII byte, an escape (\n or
+// \uXXXX), a UTF-8 sequence. Only the (state, phase, count) triples reachable are built, so a
+// pattern of ASCII characters under maxLength n costs about n times its own states; nullopt past
+// max_states.
+inline std::optional<ByteDfa> with_length(const ByteDfa& dfa, std::size_t min, long long max, std::size_t max_states) {
+  // phase: 0 between characters, 1 after a backslash, 2..5 hex digits of \u left + 1, 6..8 UTF-8
+  // continuation bytes left + 5
+  struct Key {
+    int state, phase;
+    std::size_t count;
+    bool operator<(const Key& o) const { return std::tie(state, phase, count) < std::tie(o.state, o.phase, o.count); }
+  };
+  ByteDfa out;
+  std::map<Key, int> ids;
+  std::vector<Key> keys;
+  auto intern = [&](Key k) {
+    auto [it, fresh] = ids.try_emplace(k, static_cast<int>(keys.size()));
+    if (fresh) {
+      keys.push_back(k);
+      out.add_state(dfa.accept[static_cast<std::size_t>(k.state)] && k.phase == 0 && k.count >= min);
+    }
+    return it->second;
+  };
+  intern({0, 0, 0});
+  for (std::size_t d = 0; d < keys.size(); ++d)
+    for (unsigned b = 0; b < 256; ++b) {
+      const Key k = keys[d];
+      const int t = dfa.next[static_cast<std::size_t>(k.state)][b];
+      if (t < 0) continue;
+      int phase = 0;
+      if (k.phase == 0) phase = b == '\\' ? 1 : b >= 0xF0 ? 8 : b >= 0xE0 ? 7 : b >= 0xC0 ? 6 : 0;
+      else if (k.phase == 1) phase = b == 'u' ? 5 : 0;
+      else if (k.phase != 2 && k.phase != 6) phase = k.phase - 1;
+      std::size_t count = k.count + (phase == 0 ? 1 : 0);
+      if (max >= 0 && count > static_cast<std::size_t>(max)) continue;
+      if (max < 0) count = std::min(count, min);  // past min, counts behave alike
+      const int to = intern({t, phase, count});
+      out.next[d][b] = to;
+      if (keys.size() > max_states) return std::nullopt;
     }
   return out;
 }

@@ -18,10 +18,12 @@ namespace kylin::constrain {
 // names), the counted repetitions (a count n of minItems, maxItems, minLength or maxLength builds
 // ~n rules and ~4n elements) and the text (a property name or enum value is an element per byte;
 // descriptions count too, an over-estimate), and the automata (schema_numbers.hpp,
-// schema_pattern.hpp): an integer multipleOf m builds up to ~15 m digit states, a format up to
-// kFormatStates, a pattern ~kPatternStatesPerByte per byte and per unit of its {n,m} counts (its
-// DFA is also capped at GrammarLimits::max_pattern_states while it is built); each state is a rule
-// of up to ~10 alternatives (~32 elements). add_schema_cost sums over a request's schemas;
+// schema_pattern.hpp), a rule per state: an integer multipleOf m builds up to ~15 m digit states
+// of up to 10 alternatives (32 elements), a format up to kFormatStates, a pattern
+// ~kPatternStatesPerByte per byte and per unit of its {n,m} counts (its DFA is also capped at
+// GrammarLimits::max_pattern_states while it is built), a pattern or format with minLength or
+// maxLength beside it kLengthStates more (the maximum is lowered to stay within them); a DFA
+// state has ~kDfaStateElements elements (tests check these bounds on every format). add_schema_cost sums over a request's schemas;
 // check_schema_cost refuses what is past GrammarLimits before the work is spent.
 struct SchemaCost {
   std::size_t nodes = 0;
@@ -29,12 +31,15 @@ struct SchemaCost {
   std::size_t repeats = 0;
   std::size_t text_bytes = 0;
   std::size_t automaton_states = 0;
+  std::size_t automaton_elements = 0;
   std::size_t rules() const { return repeats + automaton_states; }
-  std::size_t elements() const { return 4 * repeats + text_bytes + 32 * automaton_states; }
+  std::size_t elements() const { return 4 * repeats + text_bytes + automaton_elements; }
 };
 
 inline constexpr std::size_t kFormatStates = 512;        // above every format's DFA (a test checks)
 inline constexpr std::size_t kPatternStatesPerByte = 4;  // a regex's NFA: a few states per byte or count
+inline constexpr std::size_t kLengthStates = 4096;       // a pattern/format DFA counted by minLength/maxLength
+inline constexpr std::size_t kDfaStateElements = 12;     // a DFA state's rule: a few byte sets and references
 
 // The numbers inside a pattern's {n}, {n,}, {n,m} quantifiers, summed (each copies its operand).
 inline std::size_t pattern_counts(const std::string& pattern) {
@@ -71,11 +76,18 @@ inline void add_schema_cost(const json::Value& schema, SchemaCost& cost) {
         const json::Value* props = v->find("properties");  // a property count builds ~count rules per property
         if ((key == "minProperties" || key == "maxProperties") && value.is_int() && value.as_int() > 0 && props && props->is_object())
           cost.repeats += std::min(static_cast<std::size_t>(value.as_int()), count_cap) * props->as_object().size();
+        auto automaton = [&](std::size_t states, std::size_t elements_per_state) {
+          cost.automaton_states += states;
+          cost.automaton_elements += states * elements_per_state;
+        };
         if (key == "multipleOf" && value.is_int() && value.as_int() > 0)
-          cost.automaton_states += 15 * std::min(static_cast<std::size_t>(value.as_int()), count_cap);
-        if (key == "format" && value.is_string()) cost.automaton_states += kFormatStates;
+          automaton(15 * std::min(static_cast<std::size_t>(value.as_int()), count_cap), 32);
+        if (key == "format" && value.is_string()) automaton(kFormatStates, kDfaStateElements);
         if (key == "pattern" && value.is_string())
-          cost.automaton_states += kPatternStatesPerByte * (value.as_string().size() + pattern_counts(value.as_string()));
+          automaton(kPatternStatesPerByte * (value.as_string().size() + pattern_counts(value.as_string())), kDfaStateElements);
+        const bool dfa_string = v->contains("pattern") || v->contains("format");
+        if (dfa_string && (key == "minLength" || key == "maxLength") && !(key == "minLength" && v->contains("maxLength")))
+          automaton(kLengthStates, kDfaStateElements);  // once per string
       }
     }
   }

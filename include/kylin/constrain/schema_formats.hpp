@@ -18,9 +18,11 @@ inline std::string format_regex(std::string_view format) {
   // RFC 3339 full-time: an offset is required (as ajv-formats' strict time); seconds 00-59.
   const std::string hour = "([01][0-9]|2[0-3])", minute = "[0-5][0-9]";
   const std::string time = hour + ":" + minute + ":" + minute + "(\\.[0-9]{1,9})?(Z|[+-]" + hour + ":" + minute + ")";
-  // RFC 5321/5322 dot-atom local part @ RFC 1035 labels (1-63 characters, no '-' at either end).
+  // RFC 5322 dot-atom local part @ two or more RFC 1035 labels (no '-' at either end). Label
+  // lengths are not counted (as ajv-formats): counting to 63 would make the DFA, and its product
+  // with a maxLength beside it (zod's .email().max(254)), too large.
   const std::string atext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
-  const std::string label = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+  const std::string label = "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?";
   // RFC 3986 absolute URI with an authority: scheme://[userinfo@]host[:port]path[?query][#fragment].
   const std::string pct = "%[0-9A-Fa-f]{2}";
   const std::string unreserved_sub = "[A-Za-z0-9._~!$&'()*+,;=-]";

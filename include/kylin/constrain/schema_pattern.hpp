@@ -334,14 +334,4 @@ inline ByteDfa regex_dfa(std::string_view regex, const std::string& path, const 
   return determinize(nfa, start, accept, limits.max_pattern_states, path, what);
 }
 
-// Any string content of [min, max] code points (max < 0: unbounded).
-inline ByteDfa length_dfa(std::size_t min, long long max, const std::string& path, const GrammarLimits& limits) {
-  Regex any{Regex::Kind::chars, {{0, 0x10FFFF}}, {}, 0, -1};
-  const Regex r{Regex::Kind::repeat, {}, {any}, min, max};
-  ByteNfa nfa;
-  const int start = nfa.add_state(), accept = nfa.add_state();
-  build_nfa(nfa, r, start, accept, limits.max_pattern_states, path);
-  return determinize(nfa, start, accept, limits.max_pattern_states, path, "minLength/maxLength beside pattern or format");
-}
-
 }  // namespace kylin::constrain::detail

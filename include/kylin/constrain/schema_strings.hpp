@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kylin/constrain/byte_dfa.hpp"
+#include "kylin/constrain/schema_cost.hpp"
 #include "kylin/constrain/schema_formats.hpp"
 #include "kylin/constrain/schema_pattern.hpp"
 #include "kylin/core/json.hpp"
@@ -32,10 +33,21 @@ inline int string_keywords_rule(GrammarBuilder& b, const json::Value& s, const s
                                                                  kSupportedFormats + ")");
     parts.push_back(regex_dfa(regex, path + "/format", "format \"" + format->as_string() + "\"", limits));
   }
-  if (min_length > 0 || max_length >= 0) parts.push_back(length_dfa(min_length, max_length, path + "/maxLength", limits));
   ByteDfa dfa = std::move(parts[0]);
-  for (std::size_t i = 1; i < parts.size(); ++i)
-    dfa = intersect(dfa, parts[i], limits.max_pattern_states, path, "pattern, format and length together");
+  if (parts.size() == 2) dfa = intersect(dfa, parts[1], limits.max_pattern_states, path, "pattern and format together");
+  // Where the lengths would pass the state cap, a lower maximum (down to minLength) still writes
+  // only strings the schema allows: the grammar keeps a subset (Pydantic's HttpUrl is a uri of
+  // maxLength 2083).
+  for (long long max = max_length; min_length > 0 || max_length >= 0;) {
+    if (auto counted = with_length(dfa, min_length, max, std::min(limits.max_pattern_states, kLengthStates))) {
+      dfa = std::move(*counted);
+      break;
+    }
+    if (max < 0 || static_cast<std::size_t>(max) == min_length)
+      throw automaton_error(path + (max_length >= 0 ? "/maxLength" : "/minLength"), "minLength/maxLength beside pattern or format",
+                            std::min(limits.max_pattern_states, kLengthStates));
+    max = std::max(static_cast<long long>(min_length), max / 2);
+  }
   if (!trim(dfa)) {
     const std::string keyword = pattern ? "pattern" : "format";
     throw grammar_error("json schema " + path + "/" + keyword,
