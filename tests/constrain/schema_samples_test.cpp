@@ -41,6 +41,9 @@ const std::vector<const char*> corpus = {
     R"({"type":"array","items":{"type":"string","enum":["read","write","admin","owner"]},"uniqueItems":true,"minItems":1})",
     R"({"type":"array","items":{"enum":[1,2,3,true,null]},"uniqueItems":true,"maxItems":3})",
     R"({"anyOf":[{"type":"string","format":"email"},{"type":"string","pattern":"^\\+?[0-9]{7,12}$"},{"type":"null"}]})",
+    R"({"type":"object","properties":{"url":{"type":"string","format":"uri","minLength":1,"maxLength":2083},
+        "mail":{"type":"string","format":"email","maxLength":254},"code":{"type":"string","pattern":"^[a-z0-9_-]+$","minLength":3,"maxLength":8},
+        "stamp":{"type":"string","format":"date-time","maxLength":25}},"required":["url","mail","code","stamp"]})",
     R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":"integer","multipleOf":3,"minimum":0,"maximum":99},
         "kids":{"type":"array","items":{"$ref":"#/$defs/Node"},"maxItems":2}},"required":["v"]}},"$ref":"#/$defs/Node"})",
 };

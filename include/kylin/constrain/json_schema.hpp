@@ -137,8 +137,8 @@ class SchemaCompiler {
     const std::size_t min = count(s, "minProperties", path, 0);
     const long long max = s.contains("maxProperties") ? static_cast<long long>(count(s, "maxProperties", path, 0)) : -1;
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxProperties", "maxProperties is below minProperties");
-    const bool counted = min > 0 || max >= 0;
-    if (!props && !s.contains("required") && !closed) return counted ? object_counted_any_rule(path, min, max) : object_any_rule();
+    if (!props && !s.contains("required") && !closed)
+      return min > 0 || max >= 0 ? object_counted_any_rule(path, min, max) : object_any_rule();
     if (props && !props->is_object()) throw schema_error(path + "/properties", "properties must be an object");
     std::set<std::string> required;
     if (const json::Value* req = s.find("required")) {
@@ -149,39 +149,14 @@ class SchemaCompiler {
         required.insert(k.as_string());
       }
     }
-    const json::Object empty;
-    const json::Object& list = props ? props->as_object() : empty;
-    const std::size_t n = list.size();
-    if (counted) {
-      std::vector<std::vector<Element>> members;
-      std::vector<bool> req;
-      for (const auto& [key, sub] : list) {
-        members.push_back(literal(json::dump(json::Value(key)) + ":"));
-        members.back().push_back(Element::ref(compile(sub, path + "/properties/" + key, depth + 1)));
-        req.push_back(required.count(key) > 0);
+    std::vector<ObjectMember> members;
+    if (props)
+      for (const auto& [key, sub] : props->as_object()) {
+        const std::string sub_path = path + "/properties/" + key;
+        members.push_back({literal(json::dump(json::Value(key)) + ":"), required.count(key) > 0, sub_path});
+        members.back().key_value.push_back(Element::ref(compile(sub, sub_path, depth + 1)));
       }
-      return counted_object_rule(b_, path, members, req, min, max);
-    }
-    // first[i]: properties i.. with none written yet; later[i]: after one was written (comma first).
-    std::vector<int> first(n + 1), later(n + 1);
-    first[n] = b_.rule_of(path + "/end", {{}});
-    later[n] = first[n];
-    for (std::size_t i = n; i-- > 0;) {
-      const auto& [key, sub] = list[i];
-      const std::string sub_path = path + "/properties/" + key;
-      std::vector<Element> kv = literal(json::dump(json::Value(key)) + ":");
-      kv.push_back(Element::ref(compile(sub, sub_path, depth + 1)));
-      std::vector<Element> with = kv, with_comma = literal(",");
-      with.push_back(Element::ref(later[i + 1]));
-      with_comma.insert(with_comma.end(), with.begin(), with.end());
-      const bool req = required.count(key) > 0;
-      first[i] = req ? b_.rule_of(sub_path, {with}) : b_.rule_of(sub_path, {with, {Element::ref(first[i + 1])}});
-      later[i] = req ? b_.rule_of(sub_path, {with_comma}) : b_.rule_of(sub_path, {with_comma, {Element::ref(later[i + 1])}});
-    }
-    std::vector<Element> seq = literal("{");
-    seq.push_back(Element::ref(first[0]));
-    seq.push_back(Element::byte('}'));
-    return b_.rule_of(path, {seq});
+    return counted_object_rule(b_, path, members, min, max);
   }
 
   int array_rule(const json::Value& s, const std::string& path, int depth) {
@@ -198,7 +173,7 @@ class SchemaCompiler {
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxItems", "maxItems is below minItems");
     const json::Value* unique = s.find("uniqueItems");
     if (unique && !unique->is_bool()) throw schema_error(path + "/uniqueItems", "uniqueItems must be a boolean");
-    if (unique && unique->as_bool() && (max < 0 || max > 1)) return unique_rule(s, items, path, min, max);
+    if (unique && unique->as_bool() && (max < 0 || max > 1)) return unique_rule(s, items, path, depth, min, max);
     if (prefix) {
       std::vector<int> tuple;
       for (const json::Value& sub : prefix->as_array())
@@ -221,12 +196,12 @@ class SchemaCompiler {
     return b_.rule_of(path, {{Element::byte('"'), Element::ref(chars), Element::byte('"')}});
   }
 
-  int unique_rule(const json::Value& s, const json::Value* items, const std::string& path, std::size_t min, long long max) {
+  int unique_rule(const json::Value& s, const json::Value* items, const std::string& path, int depth, std::size_t min, long long max) {
     const std::vector<std::string> values = unique_item_values(items);
     if (values.empty() || s.contains("prefixItems"))
       throw schema_error(path + "/uniqueItems", "uniqueItems: true is enforced only for items that are an enum or const of at most " +
                                                     std::to_string(max_unique_values) + " strings, integers, booleans or null (or with maxItems <= 1)");
-    compile(*items, path + "/items", 1);  // its own keywords are still checked
+    compile(*items, path + "/items", depth + 1);  // its own keywords are still checked
     return unique_array_rule(b_, path, values, min, max);
   }
 

@@ -14,14 +14,21 @@
 
 namespace kylin::constrain::detail {
 
+struct ObjectMember {
+  std::vector<Element> key_value;  // "key": then the value's rule
+  bool required = false;
+  std::string path;  // its JSON pointer (names its rules)
+};
+
 // {"k0":v0,...} writing the listed members in order, the required ones always, between min and
-// max of them (max < 0: no bound). State (i, k): members i.. left, k written (clamped where
-// larger counts behave alike); a state that cannot reach the bounds is not built.
-inline int counted_object_rule(GrammarBuilder& b, const std::string& path, const std::vector<std::vector<Element>>& members,
-                               const std::vector<bool>& required, std::size_t min, long long max) {
+// max of them (max < 0: no bound). State (i, k): members i.. left, k written, clamped where larger
+// counts behave alike (without bounds k is 0 or 1: whether a comma comes first); a state that
+// cannot reach the bounds is not built.
+inline int counted_object_rule(GrammarBuilder& b, const std::string& path, const std::vector<ObjectMember>& members,
+                               std::size_t min, long long max) {
   const std::size_t n = members.size();
   std::vector<std::size_t> required_after(n + 1, 0);  // [n+1] required members among i..
-  for (std::size_t i = n; i-- > 0;) required_after[i] = required_after[i + 1] + (required[i] ? 1 : 0);
+  for (std::size_t i = n; i-- > 0;) required_after[i] = required_after[i + 1] + (members[i].required ? 1 : 0);
   if (max >= 0 && static_cast<std::size_t>(max) >= n) max = -1;  // cannot be exceeded
   const std::size_t cap = max >= 0 ? static_cast<std::size_t>(max) : std::max<std::size_t>(min, 1);
   auto feasible = [&](std::size_t i, std::size_t k) {
@@ -31,27 +38,31 @@ inline int counted_object_rule(GrammarBuilder& b, const std::string& path, const
     throw grammar_error("json schema " + path + (min > n ? "/minProperties" : "/maxProperties"),
                         min > n ? "minProperties is above the number of properties that can be written (additional properties are never written)"
                                 : "maxProperties is below the number of required properties");
-  std::map<std::pair<std::size_t, std::size_t>, int> memo;
-  auto state = [&](auto& self, std::size_t i, std::size_t k) -> int {
-    if (auto it = memo.find({i, k}); it != memo.end()) return it->second;
-    const int r = b.new_rule(i < n ? path + "/properties" : path + "/end");
-    memo[{i, k}] = r;
-    if (i == n) {
-      b.add_alt(r, {});
-      return r;
+  // Built from the last member back (no recursion: objects may list thousands of properties);
+  // k <= i, as only i members came before.
+  std::vector<std::vector<int>> state(n + 1);  // [n+1][cap+1] rule, -1 infeasible
+  for (std::size_t i = n + 1; i-- > 0;) {
+    state[i].assign(cap + 1, -1);
+    for (std::size_t k = 0; k <= std::min(i, cap); ++k) {
+      if (!feasible(i, k)) continue;
+      const int r = b.new_rule(i < n ? members[i].path : path + "/end");
+      state[i][k] = r;
+      if (i == n) {
+        b.add_alt(r, {});
+        continue;
+      }
+      const std::size_t k_next = std::min(k + 1, cap);
+      if ((max < 0 || k < static_cast<std::size_t>(max)) && state[i + 1][k_next] >= 0 && feasible(i + 1, k + 1)) {
+        std::vector<Element> seq = k > 0 ? literal(",") : std::vector<Element>{};
+        seq.insert(seq.end(), members[i].key_value.begin(), members[i].key_value.end());
+        seq.push_back(Element::ref(state[i + 1][k_next]));
+        b.add_alt(r, seq);
+      }
+      if (!members[i].required && state[i + 1][k] >= 0) b.add_alt(r, {Element::ref(state[i + 1][k])});
     }
-    const std::size_t k_next = max >= 0 ? k + 1 : std::min(k + 1, cap);
-    if ((max < 0 || k < static_cast<std::size_t>(max)) && feasible(i + 1, k + 1)) {
-      std::vector<Element> seq = k > 0 ? literal(",") : std::vector<Element>{};
-      seq.insert(seq.end(), members[i].begin(), members[i].end());
-      seq.push_back(Element::ref(self(self, i + 1, k_next)));
-      b.add_alt(r, seq);
-    }
-    if (!required[i] && feasible(i + 1, k)) b.add_alt(r, {Element::ref(self(self, i + 1, k))});
-    return r;
-  };
+  }
   std::vector<Element> seq = literal("{");
-  seq.push_back(Element::ref(state(state, 0, 0)));
+  seq.push_back(Element::ref(state[0][0]));
   seq.push_back(Element::byte('}'));
   return b.rule_of(path, {seq});
 }
