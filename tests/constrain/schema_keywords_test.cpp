@@ -251,6 +251,15 @@ TEST_CASE("prefixItems: item i matches schema i, then items (or nothing after it
   const auto open = schema(R"({"prefixItems":[{"type":"null"}],"minItems":3})");  // no items: anything after
   CHECK(complete(open, R"([null,1,"s"])"));
   CHECK_FALSE(complete(open, R"([null,1])"));
+  // draft 7's form (zod-to-json-schema): an items array, additionalItems for the rest
+  const auto draft7 = schema(R"({"type":"array","items":[{"type":"integer"},{"type":"string"}],"additionalItems":false,"minItems":2})");
+  CHECK(complete(draft7, R"([1,"a"])"));
+  for (const char* bad : {R"([1])", R"(["a",1])", R"([1,"a",2])"}) CHECK_FALSE(complete(draft7, bad));
+  const auto draft7_rest = schema(R"({"items":[{"const":"x"}],"additionalItems":{"type":"null"}})");
+  CHECK(complete(draft7_rest, R"(["x",null,null])"));
+  CHECK_FALSE(complete(draft7_rest, R"(["x",1])"));
+  CHECK(error_of(R"({"items":[{}],"prefixItems":[{}]})").find("#/prefixItems") != std::string::npos);
+  CHECK(error_of(R"({"items":{},"additionalItems":false})").find("#/additionalItems") != std::string::npos);
   CHECK(error_of(R"({"prefixItems":[{}],"items":false,"minItems":2})").find("#/minItems") != std::string::npos);
   CHECK(error_of(R"({"prefixItems":[]})").find("#/prefixItems") != std::string::npos);
 }

@@ -39,6 +39,8 @@ const std::vector<const char*> corpus = {
         "items":false,"minItems":1})",
     R"({"type":"array","prefixItems":[{"const":"point"}],"items":{"type":"number","minimum":-1,"maximum":1},"minItems":2,"maxItems":4})",
     R"({"type":"array","items":{"type":"string","enum":["read","write","admin","owner"]},"uniqueItems":true,"minItems":1})",
+    R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"string","format":"ipv4"},
+        {"type":"integer","exclusiveMinimum":0,"maximum":65535}],"additionalItems":{"type":"boolean"},"minItems":2,"maxItems":3})",
     R"({"type":"array","items":{"enum":[1,2,3,true,null]},"uniqueItems":true,"maxItems":3})",
     R"({"anyOf":[{"type":"string","format":"email"},{"type":"string","pattern":"^\\+?[0-9]{7,12}$"},{"type":"null"}]})",
     R"({"type":"object","properties":{"url":{"type":"string","format":"uri","minLength":1,"maxLength":2083},

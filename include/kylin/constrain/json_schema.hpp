@@ -159,13 +159,19 @@ class SchemaCompiler {
     return counted_object_rule(b_, path, members, min, max);
   }
 
+  // A tuple is prefixItems + items (2020-12) or, in draft 7 (zod-to-json-schema's default), an
+  // items array + additionalItems: the same grammar.
   int array_rule(const json::Value& s, const std::string& path, int depth) {
-    const json::Value* items = s.find("items");
-    const json::Value* prefix = s.find("prefixItems");
-    if (items && !items->is_object() && !items->is_bool())
-      throw schema_error(path + "/items", "items must be one schema (the draft-7 array form is unsupported; use prefixItems)");
+    const bool draft7 = s.find("items") && s.find("items")->is_array();
+    const std::string tuple_key = draft7 ? "items" : "prefixItems", rest_key = draft7 ? "additionalItems" : "items";
+    const json::Value* prefix = s.find(tuple_key);
+    const json::Value* items = s.find(rest_key);
+    if (s.contains(draft7 ? "prefixItems" : "additionalItems"))
+      throw schema_error(path + (draft7 ? "/prefixItems" : "/additionalItems"),
+                         draft7 ? "prefixItems beside an items array is unsupported" : "additionalItems needs an items array (draft 7 tuple)");
+    if (items && !items->is_object() && !items->is_bool()) throw schema_error(path + "/" + rest_key, rest_key + " must be one schema");
     if (prefix && (!prefix->is_array() || prefix->as_array().empty()))
-      throw schema_error(path + "/prefixItems", "prefixItems must be a non-empty array of schemas");
+      throw schema_error(path + "/" + tuple_key, tuple_key + " must be a non-empty array of schemas");
     const bool no_items = items && items->is_bool() && !items->as_bool();
     if (no_items && !prefix) throw schema_error(path + "/items", "items false without prefixItems accepts only [], unsupported");
     const std::size_t min = count(s, "minItems", path, 0);
@@ -173,12 +179,12 @@ class SchemaCompiler {
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxItems", "maxItems is below minItems");
     const json::Value* unique = s.find("uniqueItems");
     if (unique && !unique->is_bool()) throw schema_error(path + "/uniqueItems", "uniqueItems must be a boolean");
-    if (unique && unique->as_bool() && (max < 0 || max > 1)) return unique_rule(s, items, path, depth, min, max);
+    if (unique && unique->as_bool() && (max < 0 || max > 1)) return unique_rule(s, prefix ? nullptr : items, path, depth, min, max);
     if (prefix) {
       std::vector<int> tuple;
       for (const json::Value& sub : prefix->as_array())
-        tuple.push_back(compile(sub, path + "/prefixItems/" + std::to_string(tuple.size()), depth + 1));
-      const int rest = no_items ? -1 : items ? compile(*items, path + "/items", depth + 1) : value_rule();
+        tuple.push_back(compile(sub, path + "/" + tuple_key + "/" + std::to_string(tuple.size()), depth + 1));
+      const int rest = no_items ? -1 : items ? compile(*items, path + "/" + rest_key, depth + 1) : value_rule();
       return prefix_array_rule(b_, path, tuple, rest, min, max);
     }
     const int item = items ? compile(*items, path + "/items", depth + 1) : value_rule();
