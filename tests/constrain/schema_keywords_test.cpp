@@ -320,6 +320,14 @@ TEST_CASE("SchemaCost charges pattern, format, multipleOf and min/maxProperties 
   CHECK(p.find("too complex") != std::string::npos);  // SchemaCost's refusal, before any automaton is built
   CHECK(p.find("pattern") != std::string::npos);
   CHECK(error_of(R"({"type":"string","pattern":"^[a-z]{4000}$"})").empty());
+  // a DFA may grow exponentially in its regex's length: the number of patterns is bounded, as each may cost the cap
+  auto many_patterns = [](int n) {
+    std::string text = R"({"anyOf":[)";
+    for (int i = 0; i < n; ++i) text += std::string(i ? "," : "") + R"({"type":"string","pattern":"^x)" + std::to_string(i) + R"($"})";
+    return text + "]}";
+  };
+  CHECK(error_of(many_patterns(48)).empty());  // 48 * 4096 states <= 200,000 rules
+  CHECK(error_of(many_patterns(49)).find("too many patterns: 49") != std::string::npos);
 }
 
 }  // namespace schema_keywords_test

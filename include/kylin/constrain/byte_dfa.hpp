@@ -3,7 +3,9 @@
 // intersected, trimmed of dead ends, then written as grammar rules (one rule per state).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,15 +55,19 @@ inline Error automaton_error(const std::string& path, const std::string& what, s
                                                   " automaton states; at most that many are compiled per string schema");
 }
 
-// Subset construction from `start` to `accept` of the NFA; state 0 is the start.
+// Subset construction from `start` to `accept` of the NFA; state 0 is the start. Bytes with the
+// same NFA moves (most of a class) share one closure, and closures mark a reused stamp array, so
+// a state costs its moves, not the NFA's size per byte.
 inline ByteDfa determinize(const ByteNfa& nfa, int start, int accept, std::size_t max_states, const std::string& path,
                            const std::string& what) {
+  std::vector<std::uint32_t> mark(nfa.edges.size(), 0);  // [n_nfa_states] stamp of the closure that reached it
+  std::uint32_t stamp = 0;
   auto closure = [&](std::vector<int> set) {
-    std::vector<char> in(nfa.edges.size(), 0);
-    for (int s : set) in[static_cast<std::size_t>(s)] = 1;
+    ++stamp;
+    for (int s : set) mark[static_cast<std::size_t>(s)] = stamp;
     for (std::size_t i = 0; i < set.size(); ++i)
       for (int t : nfa.eps[static_cast<std::size_t>(set[i])])
-        if (!in[static_cast<std::size_t>(t)]) in[static_cast<std::size_t>(t)] = 1, set.push_back(t);
+        if (mark[static_cast<std::size_t>(t)] != stamp) mark[static_cast<std::size_t>(t)] = stamp, set.push_back(t);
     std::sort(set.begin(), set.end());
     return set;
   };
@@ -84,10 +90,14 @@ inline ByteDfa determinize(const ByteNfa& nfa, int start, int accept, std::size_
       for (const ByteNfa::Edge& e : nfa.edges[static_cast<std::size_t>(s)])
         for (unsigned b = 0; b < 256; ++b)
           if (e.set.has(static_cast<unsigned char>(b))) moves[b].push_back(e.to);
+    std::map<std::vector<int>, int> targets;  // moves -> DFA state, once per distinct move set
     for (unsigned b = 0; b < 256; ++b) {
       if (moves[b].empty()) continue;
-      const int t = intern(closure(std::move(moves[b])));
-      dfa.next[d][b] = t;
+      std::sort(moves[b].begin(), moves[b].end());
+      moves[b].erase(std::unique(moves[b].begin(), moves[b].end()), moves[b].end());
+      auto it = targets.find(moves[b]);
+      if (it == targets.end()) it = targets.emplace(moves[b], intern(closure(moves[b]))).first;
+      dfa.next[d][b] = it->second;
     }
   }
   return dfa;

@@ -32,6 +32,7 @@ struct SchemaCost {
   std::size_t text_bytes = 0;
   std::size_t automaton_states = 0;
   std::size_t automaton_elements = 0;
+  std::size_t patterns = 0;  // each may build up to GrammarLimits::max_pattern_states DFA states
   std::size_t rules() const { return repeats + automaton_states; }
   std::size_t elements() const { return 4 * repeats + text_bytes + automaton_elements; }
 };
@@ -83,6 +84,7 @@ inline void add_schema_cost(const json::Value& schema, SchemaCost& cost) {
         if (key == "multipleOf" && value.is_int() && value.as_int() > 0)
           automaton(15 * std::min(static_cast<std::size_t>(value.as_int()), count_cap), 32);
         if (key == "format" && value.is_string()) automaton(kFormatStates, kDfaStateElements);
+        if (key == "pattern") ++cost.patterns;
         if (key == "pattern" && value.is_string())
           automaton(kPatternStatesPerByte * (value.as_string().size() + pattern_counts(value.as_string())), kDfaStateElements);
         const bool dfa_string = v->contains("pattern") || v->contains("format");
@@ -105,6 +107,12 @@ inline void check_schema_cost(const SchemaCost& cost, const GrammarLimits& limit
     refuse("too complex: its counted repetitions (minItems, maxItems, minLength, maxLength, min/maxProperties: " +
            std::to_string(cost.repeats) + ") and automata (pattern, format, multipleOf: " + std::to_string(cost.automaton_states) +
            " states) need about " + std::to_string(cost.rules()) + " grammar rules; at most " + std::to_string(limits.max_rules));
+  // A regex's DFA can grow exponentially in its length, so each may cost the whole per-string cap
+  // to build: their number is bounded (48 by default) so that the work is.
+  if (cost.patterns * limits.max_pattern_states > limits.max_rules)
+    refuse("too many patterns: " + std::to_string(cost.patterns) + "; each may build up to " + std::to_string(limits.max_pattern_states) +
+           " automaton states, so at most " + std::to_string(limits.max_rules / std::max<std::size_t>(limits.max_pattern_states, 1)) +
+           " are compiled per request");
   if (cost.elements() > limits.max_elements)
     refuse("too complex: its counted repetitions (minItems, maxItems, minLength, maxLength, min/maxProperties: " +
            std::to_string(cost.repeats) + "), automata (pattern, format, multipleOf: " + std::to_string(cost.automaton_states) +

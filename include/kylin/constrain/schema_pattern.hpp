@@ -4,6 +4,7 @@
 // at the ends only. Lookaround, backreferences, \b, \p{...} are refused by name.
 #pragma once
 
+#include <cctype>
 #include <string>
 #include <vector>
 
