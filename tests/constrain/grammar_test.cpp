@@ -103,9 +103,9 @@ TEST_CASE("$ref and $defs, recursive ones included, resolve within the schema") 
 }
 
 TEST_CASE("unsupported keywords, bad values and hostile schemas are errors naming what is wrong") {
-  CHECK(schema_error(R"({"type":"string","pattern":"a+"})").find("\"pattern\"") != std::string::npos);
-  CHECK(schema_error(R"({"type":"string","format":"date"})").find("\"format\"") != std::string::npos);
-  CHECK(schema_error(R"({"type":"number","minimum":0})").find("\"minimum\"") != std::string::npos);
+  CHECK(schema_error(R"x({"type":"string","pattern":"a(?=b)"})x").find("#/pattern") != std::string::npos);
+  CHECK(schema_error(R"({"type":"string","format":"hostname"})").find("#/format") != std::string::npos);
+  CHECK(schema_error(R"({"type":"object","patternProperties":{}})").find("\"patternProperties\"") != std::string::npos);
   CHECK(schema_error(R"({"oneOf":[{"type":"null"}]})").find("\"oneOf\"") != std::string::npos);
   CHECK(schema_error(R"({"properties":{"a":{"allOf":[]}}})").find("#/properties/a/allOf") != std::string::npos);
   CHECK(schema_error(R"({"type":"object","additionalProperties":{"type":"string"}})").find("additionalProperties") != std::string::npos);

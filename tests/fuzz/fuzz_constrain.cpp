@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t nul = rest.find('\0');
   const std::string_view source = rest.substr(0, nul);
   const std::string_view text = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
-  const kylin::constrain::GrammarLimits limits{.max_elements = 20000, .max_rules = 4000, .max_depth = 16, .max_repeat = 64};
+  const kylin::constrain::GrammarLimits limits{.max_elements = 20000, .max_rules = 4000, .max_depth = 16, .max_repeat = 64,
+                                               .max_pattern_states = 512, .max_multiple_of = 64};
   kylin::constrain::Grammar g;
   try {
     g = schema ? kylin::constrain::json_schema_grammar(kylin::json::parse(source, "fuzz schema"), limits)

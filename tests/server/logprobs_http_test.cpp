@@ -209,7 +209,7 @@ TEST_CASE("tool_choice none leaves the tools out of the prompt; unsupported para
   CHECK(prompt_tokens(none) == prompt_tokens(without));
   for (const auto& [extra_, param] : std::vector<std::pair<std::string, std::string>>{
            {R"(, "n": 2)", "n"},
-           {R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a+"}}})",
+           {R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a(?=b)c"}}})",
             "response_format.json_schema.schema"},
            {tools + R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}})", "tool_choice"},
            {R"(, "logprobs": true, "top_logprobs": 21)", "top_logprobs"}}) {

@@ -25,6 +25,8 @@ struct GrammarLimits {
   std::size_t max_repeat = 4096;         // counted repetitions ({m,n}, minLength, maxItems...)
   std::size_t max_schema_nodes = 20'000;          // JSON values of the schemas (any keyword's)
   std::size_t max_schema_path_bytes = 16u << 20;  // their JSON pointers together (rule names and error texts grow with them)
+  std::size_t max_pattern_states = 4096;          // DFA states of one string's pattern/format/lengths (a rule each)
+  std::size_t max_multiple_of = 1000;             // an integer multipleOf (about 15 rules per unit)
 };
 
 // Rule names are for error texts; a name longer than this keeps its two ends, so a schema's long

@@ -10,7 +10,11 @@
 #include <vector>
 
 #include "kylin/constrain/grammar.hpp"
+#include "kylin/constrain/schema_collections.hpp"
 #include "kylin/constrain/schema_cost.hpp"
+#include "kylin/constrain/schema_keywords.hpp"
+#include "kylin/constrain/schema_numbers.hpp"
+#include "kylin/constrain/schema_strings.hpp"
 #include "kylin/core/json.hpp"
 
 namespace kylin::constrain {
@@ -66,18 +70,11 @@ class SchemaCompiler {
   }
 
   static void check_keywords(const json::Value& s, const std::string& path) {
-    static const std::set<std::string> supported = {
-        "type",      "properties", "required",  "additionalProperties", "items",  "minItems", "maxItems",
-        "enum",      "const",      "anyOf",     "$ref",                 "$defs",  "definitions",
-        "minLength", "maxLength",  "title",     "description",          "$schema", "$id",
-        "$comment",  "default",    "examples"};
-    static const std::set<std::string> annotations = {"title",   "description", "$schema", "$id", "$comment",
-                                                      "default", "examples",    "$defs",   "definitions"};
     for (const auto& [key, value] : s.as_object())
-      if (!supported.count(key)) throw schema_error(path + "/" + key, "unsupported JSON-schema keyword \"" + key + "\"");
+      if (!schema_keywords().count(key)) throw schema_error(path + "/" + key, "unsupported JSON-schema keyword \"" + key + "\"");
     if (s.contains("$ref"))
       for (const auto& [key, value] : s.as_object())
-        if (key != "$ref" && !annotations.count(key))
+        if (key != "$ref" && !schema_annotations().count(key))
           throw schema_error(path + "/" + key, "keyword \"" + key + "\" beside $ref is unsupported");
   }
 
@@ -92,19 +89,18 @@ class SchemaCompiler {
 
   // Keywords without "type": the type they imply, or any value.
   int untyped(const json::Value& s, const std::string& path, int depth) {
-    if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
-      return typed("object", s, path, depth);
-    if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) return typed("array", s, path, depth);
-    if (s.contains("minLength") || s.contains("maxLength")) return typed("string", s, path, depth);
-    return value_rule();
+    const std::string type = implied_type(s);
+    return type.empty() ? value_rule() : typed(type, s, path, depth);
   }
 
   int typed(const std::string& type, const json::Value& s, const std::string& path, int depth) {
     if (type == "object") return object_rule(s, path, depth);
     if (type == "array") return array_rule(s, path, depth);
     if (type == "string") return string_rule(s, path);
-    if (type == "number") return number_rule();
-    if (type == "integer") return integer_rule();
+    if (type == "number" || type == "integer") {
+      const int r = numeric_keywords_rule(b_, s, path, type == "integer");
+      return r >= 0 ? r : type == "number" ? number_rule() : integer_rule();
+    }
     if (type == "boolean") return literal_rule(path, {"true", "false"});
     if (type == "null") return literal_rule(path, {"null"});
     throw schema_error(path + "/type", "unknown type \"" + type + "\"");
@@ -112,15 +108,18 @@ class SchemaCompiler {
 
   // A keyword of another type (minLength on an object) would be silently ignored: refused.
   static void check_applicable(const std::vector<std::string>& types, const json::Value& s, const std::string& path) {
-    static const std::map<std::string, std::string> owner = {
-        {"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
-        {"items", "array"},       {"minItems", "array"},  {"maxItems", "array"},
-        {"minLength", "string"},  {"maxLength", "string"}};
+    auto has = [&](const std::string& t) {  // an integer is a number: number keywords apply to it
+      return std::find(types.begin(), types.end(), t) != types.end() || (t == "number" && has_integer(types));
+    };
     for (const auto& [key, value] : s.as_object()) {
-      auto it = owner.find(key);
-      if (it != owner.end() && std::find(types.begin(), types.end(), it->second) == types.end())
+      const std::string& owner = schema_keywords().at(key);
+      if (!owner.empty() && !has(owner))
         throw schema_error(path + "/" + key, "keyword \"" + key + "\" does not apply to type \"" + types[0] + "\"");
     }
+  }
+
+  static bool has_integer(const std::vector<std::string>& types) {
+    return std::find(types.begin(), types.end(), "integer") != types.end();
   }
 
   static std::size_t count(const json::Value& s, const char* key, const std::string& path, std::size_t fallback) {
@@ -135,7 +134,11 @@ class SchemaCompiler {
     if (const json::Value* extra = s.find("additionalProperties"); extra && !extra->is_bool())
       throw schema_error(path + "/additionalProperties", "only true or false is supported (a schema is not)");
     const bool closed = s.find("additionalProperties") && !s.find("additionalProperties")->as_bool();
-    if (!props && !s.contains("required") && !closed) return object_any_rule();
+    const std::size_t min = count(s, "minProperties", path, 0);
+    const long long max = s.contains("maxProperties") ? static_cast<long long>(count(s, "maxProperties", path, 0)) : -1;
+    if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxProperties", "maxProperties is below minProperties");
+    if (!props && !s.contains("required") && !closed)
+      return min > 0 || max >= 0 ? object_counted_any_rule(path, min, max) : object_any_rule();
     if (props && !props->is_object()) throw schema_error(path + "/properties", "properties must be an object");
     std::set<std::string> required;
     if (const json::Value* req = s.find("required")) {
@@ -146,39 +149,45 @@ class SchemaCompiler {
         required.insert(k.as_string());
       }
     }
-    const json::Object empty;
-    const json::Object& list = props ? props->as_object() : empty;
-    const std::size_t n = list.size();
-    // first[i]: properties i.. with none written yet; later[i]: after one was written (comma first).
-    std::vector<int> first(n + 1), later(n + 1);
-    first[n] = b_.rule_of(path + "/end", {{}});
-    later[n] = first[n];
-    for (std::size_t i = n; i-- > 0;) {
-      const auto& [key, sub] = list[i];
-      const std::string sub_path = path + "/properties/" + key;
-      std::vector<Element> kv = literal(json::dump(json::Value(key)) + ":");
-      kv.push_back(Element::ref(compile(sub, sub_path, depth + 1)));
-      std::vector<Element> with = kv, with_comma = literal(",");
-      with.push_back(Element::ref(later[i + 1]));
-      with_comma.insert(with_comma.end(), with.begin(), with.end());
-      const bool req = required.count(key) > 0;
-      first[i] = req ? b_.rule_of(sub_path, {with}) : b_.rule_of(sub_path, {with, {Element::ref(first[i + 1])}});
-      later[i] = req ? b_.rule_of(sub_path, {with_comma}) : b_.rule_of(sub_path, {with_comma, {Element::ref(later[i + 1])}});
-    }
-    std::vector<Element> seq = literal("{");
-    seq.push_back(Element::ref(first[0]));
-    seq.push_back(Element::byte('}'));
-    return b_.rule_of(path, {seq});
+    std::vector<ObjectMember> members;
+    if (props)
+      for (const auto& [key, sub] : props->as_object()) {
+        const std::string sub_path = path + "/properties/" + key;
+        members.push_back({literal(json::dump(json::Value(key)) + ":"), required.count(key) > 0, sub_path});
+        members.back().key_value.push_back(Element::ref(compile(sub, sub_path, depth + 1)));
+      }
+    return counted_object_rule(b_, path, members, min, max);
   }
 
+  // A tuple is prefixItems + items (2020-12) or, in draft 7 (zod-to-json-schema's default), an
+  // items array + additionalItems: the same grammar.
   int array_rule(const json::Value& s, const std::string& path, int depth) {
-    const json::Value* items = s.find("items");
-    if (items && !items->is_object() && !items->is_bool())
-      throw schema_error(path + "/items", "items must be one schema (tuple forms are unsupported)");
-    const int item = items ? compile(*items, path + "/items", depth + 1) : value_rule();
+    const bool draft7 = s.find("items") && s.find("items")->is_array();
+    const std::string tuple_key = draft7 ? "items" : "prefixItems", rest_key = draft7 ? "additionalItems" : "items";
+    const json::Value* prefix = s.find(tuple_key);
+    const json::Value* items = s.find(rest_key);
+    if (s.contains(draft7 ? "prefixItems" : "additionalItems"))
+      throw schema_error(path + (draft7 ? "/prefixItems" : "/additionalItems"),
+                         draft7 ? "prefixItems beside an items array is unsupported" : "additionalItems needs an items array (draft 7 tuple)");
+    if (items && !items->is_object() && !items->is_bool()) throw schema_error(path + "/" + rest_key, rest_key + " must be one schema");
+    if (prefix && (!prefix->is_array() || prefix->as_array().empty()))
+      throw schema_error(path + "/" + tuple_key, tuple_key + " must be a non-empty array of schemas");
+    const bool no_items = items && items->is_bool() && !items->as_bool();
+    if (no_items && !prefix) throw schema_error(path + "/items", "items false without prefixItems accepts only [], unsupported");
     const std::size_t min = count(s, "minItems", path, 0);
     const long long max = s.contains("maxItems") ? static_cast<long long>(count(s, "maxItems", path, 0)) : -1;
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxItems", "maxItems is below minItems");
+    const json::Value* unique = s.find("uniqueItems");
+    if (unique && !unique->is_bool()) throw schema_error(path + "/uniqueItems", "uniqueItems must be a boolean");
+    if (unique && unique->as_bool() && (max < 0 || max > 1)) return unique_rule(s, prefix ? nullptr : items, path, depth, min, max);
+    if (prefix) {
+      std::vector<int> tuple;
+      for (const json::Value& sub : prefix->as_array())
+        tuple.push_back(compile(sub, path + "/" + tuple_key + "/" + std::to_string(tuple.size()), depth + 1));
+      const int rest = no_items ? -1 : items ? compile(*items, path + "/" + rest_key, depth + 1) : value_rule();
+      return prefix_array_rule(b_, path, tuple, rest, min, max);
+    }
+    const int item = items ? compile(*items, path + "/items", depth + 1) : value_rule();
     const int list = b_.repeat(path + "/items", {Element::ref(item)}, literal(","), min, max);
     return b_.rule_of(path, {{Element::byte('['), Element::ref(list), Element::byte(']')}});
   }
@@ -186,10 +195,20 @@ class SchemaCompiler {
   int string_rule(const json::Value& s, const std::string& path) {
     const std::size_t min = count(s, "minLength", path, 0);
     const long long max = s.contains("maxLength") ? static_cast<long long>(count(s, "maxLength", path, 0)) : -1;
-    if (min == 0 && max < 0) return plain_string_rule();
     if (max >= 0 && static_cast<std::size_t>(max) < min) throw schema_error(path + "/maxLength", "maxLength is below minLength");
+    if (const int r = string_keywords_rule(b_, s, path, min, max); r >= 0) return r;
+    if (min == 0 && max < 0) return plain_string_rule();
     const int chars = b_.repeat(path + "/chars", {Element::ref(char_rule())}, {}, min, max);
     return b_.rule_of(path, {{Element::byte('"'), Element::ref(chars), Element::byte('"')}});
+  }
+
+  int unique_rule(const json::Value& s, const json::Value* items, const std::string& path, int depth, std::size_t min, long long max) {
+    const std::vector<std::string> values = unique_item_values(items);
+    if (values.empty() || s.contains("prefixItems"))
+      throw schema_error(path + "/uniqueItems", "uniqueItems: true is enforced only for items that are an enum or const of at most " +
+                                                    std::to_string(max_unique_values) + " strings, integers, booleans or null (or with maxItems <= 1)");
+    compile(*items, path + "/items", depth + 1);  // its own keywords are still checked
+    return unique_array_rule(b_, path, values, min, max);
   }
 
   int enum_rule(const json::Value& e, const std::string& path) {
@@ -335,6 +354,11 @@ class SchemaCompiler {
     for (int r : {object_any_rule(), array, plain_string_rule(), number_rule(), literal_rule("json-literal", {"true", "false", "null"})})
       b_.add_alt(value_, {Element::ref(r)});
     return value_;
+  }
+  int object_counted_any_rule(const std::string& path, std::size_t min, long long max) {
+    std::vector<Element> member = {Element::ref(plain_string_rule()), Element::byte(':'), Element::ref(value_rule())};
+    const int members = b_.repeat(path + "/members", member, literal(","), min, max);
+    return b_.rule_of(path, {{Element::byte('{'), Element::ref(members), Element::byte('}')}});
   }
   int object_any_rule() {
     if (object_ >= 0) return object_;
