@@ -161,8 +161,10 @@ TEST_CASE("chi-squared: sampled speculative decoding draws the target's joint di
       {"the target drafts", {.draft = setup.target.get(), .max_draft = 2, .p_min = 0.0f, .lookup = 0}},
       {"another model drafts", {.draft = setup.other.get(), .max_draft = 2, .p_min = 0.0f, .lookup = 0}},
       {"prompt lookup", {.draft = nullptr, .max_draft = 2, .p_min = 0.0f, .lookup = 3}}};
-  for (const auto& [name, spec] : modes) {
-    CAPTURE(std::string(name));
+  for (const auto& mode : modes) {
+    const std::string name = mode.first;  // a named copy: clang 14 cannot capture a structured binding (CAPTURE)
+    const kylin::SpeculativeOptions& spec = mode.second;
+    CAPTURE(name);
     const Sampled s = sample(*setup.target, setup.prompt, spec, temperature, runs);
     const ChiSquared chi = chi_squared(s.counts, expected, runs);
     INFO("chi2 " << chi.statistic << " dof " << chi.dof << " critical " << chi.critical() << "; drafted " << s.drafted << ", accepted "
