@@ -54,6 +54,17 @@ class ResponseStore {
     return erase_locked(id);
   }
 
+  // The output item `item_id` of a stored response (an input item_reference names one), newest
+  // response first; a linear scan, the store being bounded.
+  std::optional<json::Value> find_item(const std::string& item_id) const {
+    std::lock_guard lock(mutex_);
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+      if (const json::Value* output = it->value.response.find("output"); output && output->is_array())
+        for (const json::Value& item : output->as_array())
+          if (const json::Value* id = item.find("id"); id && id->is_string() && id->as_string() == item_id) return item;
+    return std::nullopt;
+  }
+
   std::size_t size() const {
     std::lock_guard lock(mutex_);
     return order_.size();

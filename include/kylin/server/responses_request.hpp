@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -76,9 +77,26 @@ inline std::string content_text(const json::Value& content, bool assistant, cons
   return text;
 }
 
+// `find_item`: a stored response's output item by id, for the item_reference items clients send
+// instead of resending what a stored response said (null: none are stored).
+using ItemLookup = std::function<std::optional<json::Value>(const std::string&)>;
+
+// The stored output item an item_reference names; nullopt when `item` is no reference.
+inline std::optional<json::Value> referenced_item(const json::Value& item, const std::string& at, const ItemLookup& find_item) {
+  if (!item.is_object()) throw invalid(at, "each input item must be an object");
+  const json::Value* type = detail::field(item, "type");
+  if (!type || !type->is_string() || type->as_string() != "item_reference") return std::nullopt;
+  const std::string& id = string_at(item, "id", at);
+  std::optional<json::Value> found = find_item ? find_item(id) : std::nullopt;
+  if (!found)
+    throw invalid(at + ".id", "item '" + id + "' is not an output item of a stored response (never made, made with store false, "
+                              "deleted or evicted from the bounded store)");
+  return found;
+}
+
 // The input items as chat messages. Consecutive assistant items (a reasoning item, an assistant
 // message, function calls) make one assistant turn, as the model wrote them.
-inline json::Value input_messages(const json::Value& input) {
+inline json::Value input_messages(const json::Value& input, const ItemLookup& find_item = nullptr) {
   json::Value out = json::Array{};
   if (input.is_string()) {
     out.push_back(message("user", input.as_string()));
@@ -91,9 +109,9 @@ inline json::Value input_messages(const json::Value& input) {
     return out.as_array().back();
   };
   for (std::size_t i = 0; i < input.size(); ++i) {
-    const json::Value& item = input.as_array()[i];
     const std::string at = "input[" + std::to_string(i) + "]";
-    if (!item.is_object()) throw invalid(at, "each input item must be an object");
+    const std::optional<json::Value> referenced = referenced_item(input.as_array()[i], at, find_item);
+    const json::Value& item = referenced ? *referenced : input.as_array()[i];
     const json::Value* type_field = detail::field(item, "type");
     const std::string type = type_field && type_field->is_string() ? type_field->as_string() : type_field ? "" : "message";
     if (type == "message") {
@@ -141,7 +159,7 @@ inline json::Value input_messages(const json::Value& input) {
       out.push_back(std::move(m)), assistant_open = false;
     } else {
       throw invalid(at + ".type", "input item type '" + type +
-                                      "' is not supported (message, function_call, function_call_output, reasoning)");
+                                      "' is not supported (message, function_call, function_call_output, reasoning, item_reference)");
     }
   }
   return out;
@@ -277,7 +295,8 @@ inline void refuse_unsupported(const json::Value& body) {
 
 }  // namespace responses
 
-inline ResponsesRequest parse_responses_request(std::string_view text, const SamplingParams& defaults, ResponsesEndpoint endpoint) {
+inline ResponsesRequest parse_responses_request(std::string_view text, const SamplingParams& defaults, ResponsesEndpoint endpoint,
+                                                const responses::ItemLookup& find_item = nullptr) {
   const json::Value body = detail::parse_body(text);
   responses::check_fields(body, endpoint);
   responses::refuse_unsupported(body);
@@ -290,7 +309,7 @@ inline ResponsesRequest parse_responses_request(std::string_view text, const Sam
   r.previous_response_id = responses::string_at(body, "previous_response_id", "", false);
   const json::Value* input = detail::field(body, "input");
   if (input == nullptr && r.previous_response_id.empty()) throw invalid("input", "'input' is required");
-  r.input = input ? responses::input_messages(*input) : json::Value(json::Array{});
+  r.input = input ? responses::input_messages(*input, find_item) : json::Value(json::Array{});
   if (endpoint == ResponsesEndpoint::create) {
     detail::parse_sampling(body, r.chat, defaults);  // only temperature and top_p pass check_fields
     if (auto n = detail::int_field(body, "max_output_tokens")) {

@@ -5,6 +5,7 @@
 // KV prefix a slot still holds.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,6 +15,14 @@
 namespace kylin::server {
 
 namespace responses {
+
+// The events' texts joined. Each event takes the next sequence number as it is made, so they are
+// made here in order: a braced list is evaluated left to right, the operands of + are not.
+inline std::string in_order(std::initializer_list<std::string> events) {
+  std::string out;
+  for (const std::string& e : events) out += e;
+  return out;
+}
 
 // The typed events of one streamed response, or its whole object; stored once finished.
 class ResponseAnswer final : public Answer {
@@ -28,21 +37,21 @@ class ResponseAnswer final : public Answer {
     json::Value created = event("response.created"), progress = event("response.in_progress");
     created.set("response", response_object(c_, json::Array{}, nullptr));
     progress.set("response", response_object(c_, json::Array{}, nullptr));
-    return emit(std::move(created)) + emit(std::move(progress));
+    return in_order({emit(std::move(created)), emit(std::move(progress))});
   }
 
   std::string piece(std::size_t, const Piece& p) override {
     if (!stream) return {};
-    if (p.channel == Channel::reasoning) return open(Kind::reasoning) + delta(std::string(p.text));
+    if (p.channel == Channel::reasoning) return in_order({open(Kind::reasoning), delta(std::string(p.text))});
     const std::string text = c_.tools ? hold_.push(p.text) : std::string(p.text);
-    return text.empty() ? std::string() : open(Kind::message) + delta(text);
+    return text.empty() ? std::string() : in_order({open(Kind::message), delta(text)});
   }
 
   std::string end(std::size_t, const Generation& g) override {
     std::string out = close();
     if (!c_.tools || !hold_.holding()) return out;
     const ParsedToolCalls parsed = answer_calls(std::string_view(hold_.text()).substr(hold_.released()), c_);
-    if (!parsed.content.empty()) out += open(Kind::message) + delta(parsed.content) + close();
+    if (!parsed.content.empty()) out += in_order({open(Kind::message), delta(parsed.content), close()});
     for (const ToolCall& call : parsed.calls) out += function_call(call);
     (void)g;
     return out;
@@ -56,7 +65,7 @@ class ResponseAnswer final : public Answer {
       return json::dump(response);
     }
     std::string out;
-    if (!made_message_ && !made_call_) out += open(Kind::message) + close();  // an empty answer is an empty message
+    if (!made_message_ && !made_call_) out += in_order({open(Kind::message), close()});  // an empty answer is an empty message
     const json::Value response = response_object(c_, items_, &g);
     keep(response);
     json::Value done = event(response.find("status")->as_string() == "completed" ? "response.completed" : "response.incomplete");
@@ -107,7 +116,7 @@ class ResponseAnswer final : public Answer {
     added.set("item", kind == Kind::reasoning ? reasoning_item(id_, json::Array{}, json::Array{}) : message_item(id_, "in_progress", json::Array{}));
     json::Value part = about("response.content_part.added");
     part.set("part", text_part(kind == Kind::reasoning ? "reasoning_text" : "output_text", ""));
-    return out + emit(std::move(added)) + emit(std::move(part));
+    return in_order({std::move(out), emit(std::move(added)), emit(std::move(part))});
   }
 
   std::string delta(std::string text) {
@@ -127,7 +136,7 @@ class ResponseAnswer final : public Answer {
     if (!reasoning) done.set("logprobs", json::Array{});
     json::Value part = about("response.content_part.done");
     part.set("part", text_part(part_type, text_));
-    std::string out = emit(std::move(done)) + emit(std::move(part));
+    std::string out = in_order({emit(std::move(done)), emit(std::move(part))});
     json::Value summary = json::Array{};
     if (reasoning && request_->reasoning_summary) {
       out += summary_events();
@@ -180,7 +189,7 @@ class ResponseAnswer final : public Answer {
     json::Value item_done = event("response.output_item.done");
     item_done.set("output_index", static_cast<std::int64_t>(items_.size()));
     item_done.set("item", item);
-    std::string out = emit(std::move(added)) + emit(std::move(d)) + emit(std::move(done)) + emit(std::move(item_done));
+    std::string out = in_order({emit(std::move(added)), emit(std::move(d)), emit(std::move(done)), emit(std::move(item_done))});
     items_.push_back(item);
     return out;
   }
@@ -242,7 +251,7 @@ inline json::Value Service::response_conversation(ResponsesRequest& r) const {
 inline Started Service::create_response(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
   return guarded(error_body, [&]() -> Started {
     require_task(options_.task, ServerTask::generate, "/v1/responses");
-    auto r = std::make_shared<ResponsesRequest>(parse_responses_request(text, engine_.default_sampling(), ResponsesEndpoint::create));
+    auto r = std::make_shared<ResponsesRequest>(parse_responses_request(text, engine_.default_sampling(), ResponsesEndpoint::create, stored_items()));
     check_model(r->chat.model);
     json::Value conversation = response_conversation(*r);
     const OutputRules rules = responses::rules_of(*r);
@@ -290,7 +299,7 @@ inline Reply Service::delete_response(std::string_view id) {
 inline Reply Service::response_input_tokens(std::string_view text) {
   return guarded(error_body, [&] {
     require_task(options_.task, ServerTask::generate, "/v1/responses/input_tokens");
-    ResponsesRequest r = parse_responses_request(text, engine_.default_sampling(), ResponsesEndpoint::input_tokens);
+    ResponsesRequest r = parse_responses_request(text, engine_.default_sampling(), ResponsesEndpoint::input_tokens, stored_items());
     check_model(r.chat.model);
     (void)response_conversation(r);
     const PromptIds prompt = chat_prompt(r.chat, responses::rules_of(r), "input");

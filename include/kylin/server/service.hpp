@@ -194,6 +194,9 @@ class Service {
 
   Reply run_engine_task(std::function<void()> work, const std::shared_ptr<ClientWatch>& watch);  // retrieval.hpp
   json::Value response_conversation(ResponsesRequest& r) const;  // responses_service.hpp
+  std::function<std::optional<json::Value>(const std::string&)> stored_items() const {
+    return [this](const std::string& id) { return stored_.find_item(id); };
+  }
 
   // The prompt of a chat request, as Session::render_chat_prompt makes it: the text and the byte
   // ranges that came from the request.
