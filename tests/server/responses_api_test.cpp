@@ -117,3 +117,35 @@ TEST_CASE("a streamed response: typed events in the items' order, sequence numbe
 }
 
 }  // namespace responses_api_test
+
+namespace responses_api_test {
+
+StoredResponse stored_of(std::size_t text_bytes) {
+  Value response = kylin::json::Object{};
+  response.set("output", kylin::json::Array{});
+  Value messages = kylin::json::Array{};
+  messages.push_back(std::string(text_bytes, 'x'));
+  return {response, messages};
+}
+
+TEST_CASE("the response store is bounded in count and in bytes, the oldest evicted first; one over the byte bound is not kept") {
+  ResponseStore by_count({.max_responses = 2, .max_bytes = 1 << 20});
+  for (const char* id : {"a", "b", "c"}) by_count.put(id, stored_of(10));
+  CHECK_FALSE(by_count.get("a").has_value());
+  CHECK(by_count.get("b").has_value());
+  CHECK(by_count.get("c").has_value());
+  ResponseStore by_bytes({.max_responses = 100, .max_bytes = 2500});
+  for (const char* id : {"a", "b", "c"}) by_bytes.put(id, stored_of(1000));  // ~1020 bytes each: two fit
+  CHECK_FALSE(by_bytes.get("a").has_value());
+  CHECK(by_bytes.get("b").has_value());
+  CHECK(by_bytes.get("c").has_value());
+  CHECK(by_bytes.bytes() <= 2500);
+  by_bytes.put("big", stored_of(3000));
+  CHECK_FALSE(by_bytes.get("big").has_value());
+  CHECK(by_bytes.size() == 2);
+  CHECK(by_bytes.erase("b"));
+  CHECK_FALSE(by_bytes.erase("b"));
+  CHECK(by_bytes.size() == 1);
+}
+
+}  // namespace responses_api_test

@@ -8,6 +8,7 @@
 
 #include <future>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -128,76 +129,84 @@ inline Service::Prepared Service::prepare(const GenerationRequest& r, PromptIds 
   return p;
 }
 
+// What one request's choices share; used on the inference thread only (the callbacks).
+struct AnswerState {
+  std::shared_ptr<Answer> answer;
+  std::vector<Generation> done;  // [n]
+  std::size_t remaining = 0;
+  std::optional<Failure> failure;
+  std::promise<Reply> reply;          // whole answers
+  std::weak_ptr<EventStream> stream;  // streamed ones
+  std::vector<std::weak_ptr<Job>> jobs;
+  std::shared_ptr<ClientWatch> watch;
+
+  void emit(std::string events) {
+    if (events.empty()) return;
+    if (auto s = stream.lock()) s->push(std::move(events));
+  }
+  // The first failure wins and cancels the other choices.
+  void fail(Failure f) {
+    if (failure) return;
+    failure = std::move(f);
+    for (const auto& weak : jobs)
+      if (auto sibling = weak.lock()) sibling->cancelled = true;
+  }
+  // Every choice has ended: the whole reply, or the stream's last events.
+  void end() {
+    const bool ran = !failure && done.front().stats.prompt_tokens > 0;
+    if (watch && ran) watch->record(combined_stats(done));  // for the access log and metrics, before the answer
+    if (!answer->stream) {
+      reply.set_value(failure ? Reply{failure->status, answer->error_body(*failure)} : Reply{status::ok, answer->finish(done)});
+      return;
+    }
+    emit(failure ? answer->error_events(*failure) : answer->finish(done));
+    if (auto s = stream.lock()) s->close();
+  }
+};
+
+// Choice i's job tells `state` its prefill, pieces and end.
+inline void Service::wire(Job& job, std::size_t i, const std::shared_ptr<AnswerState>& state, std::int64_t prompt_tokens) {
+  job.options.on_prefill = [state, i, prompt_tokens](std::int64_t done, std::int64_t total) {
+    if (done == total) state->emit(state->answer->prefilled(i, prompt_tokens - total));
+  };
+  job.on_piece = [state, i](const Piece& piece) {
+    if (state->answer->stream && state->stream.expired()) return false;  // the client is gone
+    state->emit(state->answer->piece(i, piece));
+    return true;
+  };
+  job.on_done = [this, state, i](Generation&& g, std::optional<Failure> error) {
+    if (error) state->fail(*error);
+    else if (aborting_ && g.stop_reason == StopReason::cancelled) state->fail(shutdown_failure());
+    if (!state->failure && state->answer->stream) state->emit(state->answer->end(i, g));
+    state->done[i] = std::move(g);
+    if (--state->remaining == 0) state->end();
+  };
+}
+
 // The reply path: wires every choice's job to `answer`, queues them together, and answers the
 // client (whole: once all are done; streamed: an EventStream now). A choice that fails cancels
 // its siblings; the client then gets the failure in the API's shape.
 inline Started Service::answer(Prepared p, std::shared_ptr<Answer> answer, const std::shared_ptr<ClientWatch>& watch) {
-  struct Request {  // shared by the choices' callbacks, all on the inference thread
-    std::shared_ptr<Answer> answer;
-    std::vector<Generation> done;  // [n]
-    std::size_t remaining = 0;
-    std::optional<Failure> failure;
-    std::promise<Reply> reply;           // whole answers
-    std::weak_ptr<EventStream> stream;   // streamed ones
-    std::vector<std::weak_ptr<Job>> jobs;
-    std::shared_ptr<ClientWatch> watch;
-  };
-  auto req = std::make_shared<Request>();
-  req->answer = std::move(answer);
-  req->done.resize(p.jobs.size());
-  req->remaining = p.jobs.size();
-  req->watch = watch;
-  for (const auto& job : p.jobs) req->jobs.push_back(job);
+  auto state = std::make_shared<AnswerState>();
+  state->answer = std::move(answer);
+  state->done.resize(p.jobs.size());
+  state->remaining = p.jobs.size();
+  state->watch = watch;
+  for (const auto& job : p.jobs) state->jobs.push_back(job);
   std::shared_ptr<EventStream> stream;
-  if (req->answer->stream) {
+  if (state->answer->stream) {
     ++in_flight_;  // a stream is in flight until its last event was written (or dropped)
     stream = std::make_shared<EventStream>(p.jobs, [this] { --in_flight_; });
-    req->stream = stream;
+    state->stream = stream;
   }
-  auto emit = [req](std::string events) {
-    if (events.empty()) return;
-    if (auto s = req->stream.lock()) s->push(std::move(events));
-  };
-  auto end_request = [this, req, emit] {
-    const bool ran = !req->failure && req->done.front().stats.prompt_tokens > 0;
-    if (req->watch && ran) req->watch->record(combined_stats(req->done));  // for the access log and metrics, before the answer
-    if (!req->answer->stream) {
-      req->reply.set_value(req->failure ? Reply{req->failure->status, req->answer->error_body(*req->failure)}
-                                        : Reply{status::ok, req->answer->finish(req->done)});
-      return;
-    }
-    emit(req->failure ? req->answer->error_events(*req->failure) : req->answer->finish(req->done));
-    if (auto s = req->stream.lock()) s->close();
-  };
-  for (std::size_t i = 0; i < p.jobs.size(); ++i) {
-    Job& job = *p.jobs[i];
-    const std::int64_t prompt_tokens = p.prompt_tokens;
-    job.options.on_prefill = [req, i, emit, prompt_tokens](std::int64_t done, std::int64_t total) {
-      if (done == total) emit(req->answer->prefilled(i, prompt_tokens - total));
-    };
-    job.on_piece = [req, i, emit](const Piece& piece) {
-      if (req->answer->stream && req->stream.expired()) return false;  // the client is gone
-      emit(req->answer->piece(i, piece));
-      return true;
-    };
-    job.on_done = [this, req, i, emit, end_request](Generation&& g, std::optional<Failure> error) {
-      if ((error || (aborting_ && g.stop_reason == StopReason::cancelled)) && !req->failure) {
-        req->failure = error ? *error : shutdown_failure();
-        for (const auto& weak : req->jobs)
-          if (auto sibling = weak.lock()) sibling->cancelled = true;
-      }
-      if (!req->failure && req->answer->stream) emit(req->answer->end(i, g));
-      req->done[i] = std::move(g);
-      if (--req->remaining == 0) end_request();
-    };
-  }
+  for (std::size_t i = 0; i < p.jobs.size(); ++i) wire(*p.jobs[i], i, state, p.prompt_tokens);
   if (watch)
-    watch->on_gone([jobs = req->jobs] {
+    watch->on_gone([jobs = state->jobs] {
       for (const auto& weak : jobs)
         if (auto j = weak.lock()) j->cancelled = true;
     });
-  if (!stream) return {submit_and_wait(p.jobs, req->reply.get_future()), nullptr};
-  emit(req->answer->start());
+  if (!stream) return {submit_and_wait(p.jobs, state->reply.get_future()), nullptr};
+  state->emit(state->answer->start());
   submit(p.jobs);
   return {{}, stream};
 }

@@ -94,6 +94,30 @@ inline std::optional<json::Value> referenced_item(const json::Value& item, const
   return found;
 }
 
+// A reasoning item's text: its content parts, or else its summary parts, joined.
+inline std::string reasoning_text(const json::Value& item, const std::string& at) {
+  std::string thinking;
+  for (const char* list : {"content", "summary"}) {
+    const json::Value* parts = detail::field(item, list);
+    if (parts != nullptr && !parts->is_array()) throw invalid(at + "." + list, std::string("'") + list + "' must be an array");
+    if (parts != nullptr && thinking.empty())
+      for (std::size_t k = 0; k < parts->size(); ++k) thinking += string_at(parts->as_array()[k], "text", at + "." + list + "[" + std::to_string(k) + "]");
+  }
+  return thinking;
+}
+
+// A function_call item as a chat tool call {id, type: "function", function: {name, arguments}}.
+inline json::Value tool_call(const json::Value& item, const std::string& at) {
+  json::Value fn = json::Object{};
+  fn.set("name", string_at(item, "name", at));
+  fn.set("arguments", string_at(item, "arguments", at));
+  json::Value call = json::Object{};
+  call.set("id", string_at(item, "call_id", at));
+  call.set("type", "function");
+  call.set("function", std::move(fn));
+  return call;
+}
+
 // The input items as chat messages. Consecutive assistant items (a reasoning item, an assistant
 // message, function calls) make one assistant turn, as the model wrote them.
 inline json::Value input_messages(const json::Value& input, const ItemLookup& find_item = nullptr) {
@@ -129,27 +153,12 @@ inline json::Value input_messages(const json::Value& input, const ItemLookup& fi
         out.push_back(message(role, std::move(text))), assistant_open = false;
       }
     } else if (type == "reasoning") {
-      std::string thinking;
-      for (const char* list : {"content", "summary"}) {
-        const json::Value* parts = detail::field(item, list);
-        if (parts != nullptr && !parts->is_array()) throw invalid(at + "." + list, std::string("'") + list + "' must be an array");
-        if (parts != nullptr && thinking.empty())
-          for (std::size_t k = 0; k < parts->size(); ++k) thinking += string_at(parts->as_array()[k], "text", at + "." + list + "[" + std::to_string(k) + "]");
-      }
       json::Value& m = assistant();
-      m.set("reasoning_content", (m.find("reasoning_content") ? m.find("reasoning_content")->as_string() : "") + thinking);
+      m.set("reasoning_content", (m.find("reasoning_content") ? m.find("reasoning_content")->as_string() : "") + reasoning_text(item, at));
     } else if (type == "function_call") {
-      json::Value fn = json::Object{};
-      fn.set("name", string_at(item, "name", at));
-      fn.set("arguments", string_at(item, "arguments", at));
-      json::Value call = json::Object{};
-      call.set("id", string_at(item, "call_id", at));
-      call.set("type", "function");
-      call.set("function", std::move(fn));
       json::Value& m = assistant();
-      if (!m.find("tool_calls")) m.set("tool_calls", json::Array{});
-      json::Value calls = *m.find("tool_calls");
-      calls.push_back(std::move(call));
+      json::Value calls = m.find("tool_calls") ? *m.find("tool_calls") : json::Value(json::Array{});
+      calls.push_back(tool_call(item, at));
       m.set("tool_calls", std::move(calls));
     } else if (type == "function_call_output") {
       const json::Value* output = detail::field(item, "output");

@@ -48,6 +48,7 @@ struct PromptIds {
 };
 
 class Answer;            // server/front.hpp
+struct AnswerState;      // server/front.hpp
 struct ResponsesRequest;  // server/responses_request.hpp
 
 struct ServiceOptions {
@@ -178,6 +179,7 @@ class Service {
   PromptIds text_prompt(std::string_view text, const char* param) const;
   Prepared prepare(const GenerationRequest& r, PromptIds prompt, const OutputRules& rules, std::string id, const char* param) const;
   Started answer(Prepared p, std::shared_ptr<Answer> answer, const std::shared_ptr<ClientWatch>& watch);
+  void wire(Job& job, std::size_t choice, const std::shared_ptr<AnswerState>& state, std::int64_t prompt_tokens);
 
   // The name a request's `model` is answered under: one of the served names (404 for any other;
   // `required`: an empty name is refused too), or the first when the request named none.
