@@ -20,7 +20,7 @@ if(TARGET kylin_server)
   add_test(NAME server_responses_client
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/responses_client.sh $<TARGET_FILE:kylin_server>
                    ${CMAKE_CURRENT_SOURCE_DIR}/data)
-  set_tests_properties(server_responses_client PROPERTIES TIMEOUT 300)
+  set_tests_properties(server_responses_client PROPERTIES TIMEOUT 600)  # npm ci of 119 packages
 endif()
 if(TARGET kylin_cli)
   add_dependencies(test_${area} kylin_cli)  # logprobs_http_test compares with `kylin logits`

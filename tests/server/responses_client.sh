@@ -38,7 +38,7 @@ wait_healthy() {  # port pid log
 wait_healthy "$port" "$pid" "$work/server.log"
 
 cd "$here/responses-client"
-npm ci --no-audit --no-fund --loglevel=error
+npm ci --no-audit --no-fund --loglevel=error --fetch-timeout=60000 --fetch-retries=3  # a stalled registry fails the test instead of hanging it
 KYLIN_SERVER_URL="http://127.0.0.1:$port/v1" node check.mjs || { tail -n 40 "$work/server.log" >&2; exit 1; }
 
 kill -TERM "$pid"
