@@ -45,7 +45,7 @@ std::vector<Event> create_streamed(const std::string& body) {
     if (end == std::string::npos) end = r->body.size();
     const std::string block = r->body.substr(pos, end - pos);
     pos = end + 2;
-    if (block.empty()) continue;
+    if (block.empty() || block.front() == ':') continue;  // an SSE comment: the keep-alive sent while a request waits
     REQUIRE(block.rfind("event: ", 0) == 0);
     const auto nl = block.find('\n');
     REQUIRE(block.compare(nl + 1, 6, "data: ") == 0);
