@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "kylin-server/routes.hpp"
 #include "kylin/backends/cuda/module.hpp"
@@ -43,6 +46,9 @@ struct Options {
   int draft_max = kylin::SpeculativeOptions{}.max_draft;
   float draft_p_min = kylin::SpeculativeOptions{}.p_min;
   int lookup = 0;
+  std::vector<std::string> served_names;  // --served-model-name; empty: the directory's name
+  std::size_t response_store_count = 1024;
+  std::string response_store_bytes = "64MiB";
   kylin::server::http::Limits limits;
 };
 
@@ -68,6 +74,16 @@ bool wait_for(F done, Ms timeout) {
     std::this_thread::sleep_for(Ms(20));
   }
   return true;
+}
+
+// A hash of this executable, so that system_fingerprint changes with the build.
+std::string build_id() {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  kylin::Xxh64 h;
+  std::vector<char> buf(std::size_t{1} << 20);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0)
+    h.update(std::as_bytes(std::span(buf.data(), static_cast<std::size_t>(in.gcount()))));
+  return std::to_string(h.digest());
 }
 
 // --task, checked against the model at startup so that a wrong pairing fails before serving.
@@ -120,7 +136,12 @@ int serve(const Options& o) {
   std::string id = std::filesystem::weakly_canonical(o.model).filename().string();
   kylin::server::Service service(*engine, scheduler, id.empty() ? o.model : id,
                                  {.content_tokens = o.special_in_content ? kylin::ContentTokens::special : kylin::ContentTokens::plain,
-                                  .prompt_cache = prompt_cache.get(), .task = task});
+                                  .prompt_cache = prompt_cache.get(),
+                                  .task = task,
+                                  .served_names = o.served_names,
+                                  .build_id = build_id(),
+                                  .response_store = {.max_responses = o.response_store_count,
+                                                     .max_bytes = kylin::parse_byte_size(o.response_store_bytes)}});
 
   kylin::server::http::Limits limits = o.limits;
   limits.max_body = o.max_body;
@@ -202,6 +223,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0f, 1.0f));
   app.add_option("--lookup", o.lookup, "Prompt lookup drafts: longest n-gram matched in the prompt and output (0: off)")
       ->check(CLI::Range(0, kylin::SpeculativeOptions::max_lookup));
+  app.add_option("--served-model-name", o.served_names,
+                 "A model id clients may send (repeatable: aliases, all listed by /v1/models; the first is the server's own). "
+                 "Default: the model directory's name. Other names get 404");
+  app.add_option("--response-store-count", o.response_store_count, "Most stored Responses API responses (store: true); oldest evicted first");
+  app.add_option("--response-store-bytes", o.response_store_bytes, "Most bytes of stored responses and their conversations (64MiB, ...)");
   app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
   app.add_flag("--no-access-log", o.no_access_log, "Write no line per request on stderr");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")

@@ -1,6 +1,7 @@
 // Routes of kylin-server; every handler answers with a JSON body, errors in OpenAI's shape.
 #include "kylin-server/routes.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -44,6 +45,7 @@ http::Response reply(const srv::Reply& r) {
   http::Response out;
   out.status = r.status;
   out.body = r.body;
+  if (r.status == srv::status::unavailable) out.set_header("Retry-After", "1");
   return out;
 }
 
@@ -112,46 +114,76 @@ http::Response metrics(const srv::Service& service) {
   return r;
 }
 
+using Generate = srv::Started (srv::Service::*)(std::string_view, const std::shared_ptr<srv::ClientWatch>&);
+
+// A generation endpoint at `path`.
+Route generating(std::string_view path, srv::Service& service, Generate member) {
+  return {path, false, "POST", [&service, member](http::Request& q, std::string_view) { return generation((service.*member)(q.body, q.watch)); }};
+}
+
+// Paths are matched in order, so an exact path comes before a prefix that would cover it. The
+// OpenAI routes also answer without /v1, as llama.cpp's server does.
 std::vector<Route> routes(srv::Service& service) {
+  using S = srv::Service;
   return {
       {"/health", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.health()); }},
       {"/metrics", false, "GET", [&service](http::Request&, std::string_view) { return metrics(service); }},
       {"/v1/models", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.models()); }},
       {"/v1/models/", true, "GET", [&service](http::Request&, std::string_view id) { return reply(service.model(id)); }},
-      {"/v1/chat/completions", false, "POST",
-       [&service](http::Request& q, std::string_view) { return generation(service.chat(q.body, q.watch)); }},
-      {"/v1/completions", false, "POST",
-       [&service](http::Request& q, std::string_view) { return generation(service.complete(q.body, q.watch)); }},
-      {"/v1/messages", false, "POST",
-       [&service](http::Request& q, std::string_view) { return generation(service.messages(q.body, q.watch)); }},
+      generating("/v1/chat/completions", service, &S::chat),
+      generating("/chat/completions", service, &S::chat),
+      generating("/v1/completions", service, &S::complete),
+      generating("/completions", service, &S::complete),
+      generating("/infill", service, &S::infill),
+      generating("/v1/messages", service, &S::messages),
       {"/v1/messages/count_tokens", false, "POST",
        [&service](http::Request& q, std::string_view) { return reply(service.count_message_tokens(q.body)); }},
+      generating("/v1/responses", service, &S::create_response),
+      generating("/responses", service, &S::create_response),
+      {"/v1/responses/input_tokens", false, "POST",
+       [&service](http::Request& q, std::string_view) { return reply(service.response_input_tokens(q.body)); }},
+      {"/v1/responses/", true, "GET", [&service](http::Request&, std::string_view id) { return reply(service.response(id)); }},
+      {"/v1/responses/", true, "DELETE", [&service](http::Request&, std::string_view id) { return reply(service.delete_response(id)); }},
       {"/v1/embeddings", false, "POST",
        [&service](http::Request& q, std::string_view) { return reply(service.embeddings(q.body, q.watch)); }},
+      {"/embeddings", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.embeddings(q.body, q.watch)); }},
       {"/v1/rerank", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.rerank(q.body, q.watch)); }},
       {"/rerank", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.rerank(q.body, q.watch)); }},
       {"/tokenize", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.tokenize(q.body)); }},
       {"/detokenize", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.detokenize(q.body)); }},
+      {"/apply-template", false, "POST", [&service](http::Request& q, std::string_view) { return reply(service.apply_template(q.body)); }},
       {"/slots/", true, "POST",
        [&service](http::Request& q, std::string_view id) { return reply(service.slot(id, query_value(q.target, "action"), q.body)); }},
   };
 }
 
-const Route* find_route(const std::vector<Route>& table, const std::string& path) {
-  for (const auto& r : table)
-    if (r.prefix ? path.size() > r.path.size() && path.starts_with(r.path) : path == r.path) return &r;
-  return nullptr;
+bool matches(const Route& r, const std::string& path) {
+  return r.prefix ? path.size() > r.path.size() && path.starts_with(r.path) : path == r.path;
 }
 
-std::string allowed(const Route& r) { return r.method == "GET" ? "GET, HEAD, OPTIONS" : "POST, OPTIONS"; }
+// The routes of `path` (one per method), in table order; empty when it is not a route.
+std::vector<const Route*> find_routes(const std::vector<Route>& table, const std::string& path) {
+  std::vector<const Route*> out;
+  for (const auto& r : table)
+    if (matches(r, path) && (out.empty() || out.front()->path == r.path)) out.push_back(&r);
+  return out;
+}
+
+bool answers(const Route& r, const std::string& method) { return method == r.method || (r.method == "GET" && method == "HEAD"); }
+
+std::string allowed(const std::vector<const Route*>& routes) {
+  std::string out;
+  for (const Route* r : routes) out += std::string(r->method) + (r->method == "GET" ? ", HEAD" : "") + ", ";
+  return out + "OPTIONS";
+}
 
 // A CORS preflight: answered without the API key (browsers never send it on a preflight).
-http::Response preflight(const Route& route, const http::Request& req, const HttpOptions& o) {
+http::Response preflight(const std::vector<const Route*>& routes, const http::Request& req, const HttpOptions& o) {
   http::Response r;
   r.status = 204;
-  r.set_header("Allow", allowed(route));
+  r.set_header("Allow", allowed(routes));
   if (!o.cors_origin.empty()) {
-    r.set_header("Access-Control-Allow-Methods", allowed(route));
+    r.set_header("Access-Control-Allow-Methods", allowed(routes));
     const std::string asked = req.header_value("access-control-request-headers");
     r.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
     r.set_header("Access-Control-Max-Age", "600");
@@ -160,23 +192,25 @@ http::Response preflight(const Route& route, const http::Request& req, const Htt
 }
 
 http::Response dispatch(const std::vector<Route>& table, http::Request& req, const HttpOptions& o) {
-  const Route* route = find_route(table, req.path);
-  if (req.method == "OPTIONS" && route != nullptr) return preflight(*route, req, o);
+  const std::vector<const Route*> routes = find_routes(table, req.path);
+  if (req.method == "OPTIONS" && !routes.empty()) return preflight(routes, req, o);
   if (!o.api_key.empty() && req.path != "/health" && !same_key(bearer(req), o.api_key)) {
     http::Response r = error_response(srv::status::unauthorized, "invalid or missing API key (Authorization: Bearer <key>)", {},
                                       "invalid_api_key");
     r.set_header("WWW-Authenticate", "Bearer");
     return r;
   }
-  if (route == nullptr) return error_response(srv::status::not_found, "unknown route: " + req.method + " " + req.path, {}, "unknown_url");
-  if (req.method != route->method && !(route->method == "GET" && req.method == "HEAD")) {
-    http::Response r = error_response(srv::status::method_not_allowed, req.method + " is not allowed on " + req.path + " (use " +
-                                                                             std::string(route->method) + ")");
-    r.set_header("Allow", allowed(*route));
+  if (routes.empty()) return error_response(srv::status::not_found, "unknown route: " + req.method + " " + req.path, {}, "unknown_url");
+  const auto route = std::find_if(routes.begin(), routes.end(), [&](const Route* r) { return answers(*r, req.method); });
+  if (route == routes.end()) {
+    std::string methods;
+    for (const Route* r : routes) methods += (methods.empty() ? "" : " or ") + std::string(r->method);
+    http::Response r = error_response(srv::status::method_not_allowed, req.method + " is not allowed on " + req.path + " (use " + methods + ")");
+    r.set_header("Allow", allowed(routes));
     return r;
   }
-  const std::string_view tail = std::string_view(req.path).substr(route->prefix ? route->path.size() : req.path.size());
-  return guarded([&] { return route->handle(req, tail); });
+  const std::string_view tail = std::string_view(req.path).substr((*route)->prefix ? (*route)->path.size() : req.path.size());
+  return guarded([&] { return (*route)->handle(req, tail); });
 }
 
 // What the access log and the metrics get of one request, written once its last byte is out or
@@ -216,9 +250,9 @@ class RequestRecord {
 
 // The label of a request's route: its path pattern, so label values stay a fixed set.
 std::string endpoint_of(const std::vector<Route>& table, const http::Request& req) {
-  const Route* route = find_route(table, req.path);
-  if (route == nullptr) return "other";
-  return route->prefix ? std::string(route->path) + "{id}" : std::string(route->path);
+  const std::vector<const Route*> routes = find_routes(table, req.path);
+  if (routes.empty()) return "other";
+  return routes.front()->prefix ? std::string(routes.front()->path) + "{id}" : std::string(routes.front()->path);
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 #include "kylin/server/anthropic_service.hpp"
 #include "kylin/server/http/server.hpp"
 #include "kylin/server/openai_service.hpp"
+#include "kylin/server/responses_service.hpp"
 #include "kylin/server/retrieval.hpp"
 #include "kylin/server/service.hpp"
+#include "kylin/server/text_endpoints.hpp"
 
 namespace kylin_server {
 

@@ -42,6 +42,7 @@ struct RebuiltMessage {
   std::string stop_reason;
   Value stop_sequence;
   std::int64_t input_tokens = -1, output_tokens = -1;
+  std::int64_t cache_read = -1, prompt_tokens = -1;  // prompt_tokens: input + cache read + cache creation
 };
 
 RebuiltMessage post_streamed_message(httplib::Client& c, const std::string& body) {
@@ -62,7 +63,12 @@ RebuiltMessage post_streamed_message(httplib::Client& c, const std::string& body
     pos = end;
     CHECK(at(e, "type").as_string() == name);
     names.push_back(name);
-    if (name == "message_start") m.input_tokens = at(at(at(e, "message"), "usage"), "input_tokens").as_int();
+    if (name == "message_start") {
+      const Value& u = at(at(e, "message"), "usage");
+      m.input_tokens = at(u, "input_tokens").as_int();
+      m.cache_read = at(u, "cache_read_input_tokens").as_int();
+      m.prompt_tokens = m.input_tokens + m.cache_read + at(u, "cache_creation_input_tokens").as_int();
+    }
     if (name == "content_block_start") {
       CHECK_FALSE(open);
       CHECK(at(e, "index").as_int() == static_cast<std::int64_t>(m.block_types.size()));
@@ -103,7 +109,9 @@ std::string trimmed_newlines(const std::string& s) {
 
 // The cases stay in the namespace too, so a unity build of tests/server sees none of these names.
 
-TEST_CASE("/v1/messages: the streamed greedy answer equals the whole one; usage equals count_tokens and max_tokens") {
+// Anthropic's input_tokens are the prompt tokens computed for this request; with the two cache
+// counts they add up to count_tokens, and the second request on the same prompt reads its prefix.
+TEST_CASE("/v1/messages: the streamed greedy answer equals the whole one; usage adds up to count_tokens; a repeat reads the cache") {
   auto c = plain_server().client();
   const Value m = post_message(c, messages_body(R"("max_tokens": 10, "temperature": 0)"));
   CHECK(at(m, "id").as_string().rfind("msg_", 0) == 0);
@@ -115,9 +123,14 @@ TEST_CASE("/v1/messages: the streamed greedy answer equals the whole one; usage 
   CHECK(s.text == text_of_message(m));
   CHECK(s.stop_reason == "max_tokens");
   CHECK(s.output_tokens == 10);
-  CHECK(s.input_tokens == at(at(m, "usage"), "input_tokens").as_int());
+  const Value& u = at(m, "usage");
+  const std::int64_t whole_prompt =
+      at(u, "input_tokens").as_int() + at(u, "cache_read_input_tokens").as_int() + at(u, "cache_creation_input_tokens").as_int();
   const Value counted = post_message(c, messages_body(""), "/v1/messages/count_tokens");
-  CHECK(at(counted, "input_tokens").as_int() == s.input_tokens);
+  CHECK(at(counted, "input_tokens").as_int() == whole_prompt);
+  CHECK(s.prompt_tokens == whole_prompt);
+  CHECK(s.cache_read > 0);  // the streamed request came second, on the same prompt
+  CHECK(s.input_tokens == whole_prompt - s.cache_read);
 }
 
 TEST_CASE("/v1/messages: a stop sequence ends the answer before it, with stop_reason stop_sequence naming it") {

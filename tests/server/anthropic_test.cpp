@@ -13,7 +13,7 @@ using kylin::json::Value;
 
 namespace anthropic_test {
 
-const ResponseHead msg_head{"msg_test", 0, "e2e"};
+const ResponseHead msg_head{"msg_test", 0, "e2e", ""};
 
 MessagesRequest parse(const std::string& body, MessagesEndpoint e = MessagesEndpoint::create) {
   return parse_messages_request(body, kylin::SamplingParams{}, e);

@@ -1,6 +1,7 @@
 # test_server talks HTTP through cpp-httplib (the same pkg-config flags as kylin-server) and runs
-# the built kylin-server; server_openai_client and server_anthropic_client run the official openai
-# and @anthropic-ai/sdk npm clients against it.
+# the built kylin-server; server_openai_client, server_anthropic_client and server_responses_client
+# run the official openai, @anthropic-ai/sdk and Responses API (openai, @openai/agents,
+# @ai-sdk/openai) npm clients against it.
 find_package(PkgConfig REQUIRED)
 if(NOT TARGET PkgConfig::CPP_HTTPLIB)
   pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
@@ -16,6 +17,10 @@ if(TARGET kylin_server)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/anthropic_client.sh $<TARGET_FILE:kylin_server>
                    ${CMAKE_CURRENT_SOURCE_DIR}/data)
   set_tests_properties(server_anthropic_client PROPERTIES TIMEOUT 300)
+  add_test(NAME server_responses_client
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/responses_client.sh $<TARGET_FILE:kylin_server>
+                   ${CMAKE_CURRENT_SOURCE_DIR}/data)
+  set_tests_properties(server_responses_client PROPERTIES TIMEOUT 600)  # npm ci of 119 packages
 endif()
 if(TARGET kylin_cli)
   add_dependencies(test_${area} kylin_cli)  # logprobs_http_test compares with `kylin logits`

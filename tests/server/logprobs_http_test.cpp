@@ -208,7 +208,7 @@ TEST_CASE("tool_choice none leaves the tools out of the prompt; unsupported para
   CHECK(prompt_tokens(with) > prompt_tokens(without));
   CHECK(prompt_tokens(none) == prompt_tokens(without));
   for (const auto& [extra_, param] : std::vector<std::pair<std::string, std::string>>{
-           {R"(, "n": 2)", "n"},
+           {R"(, "n": 0)", "n"},
            {R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a(?=b)c"}}})",
             "response_format.json_schema.schema"},
            {tools + R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}})", "tool_choice"},
@@ -220,7 +220,7 @@ TEST_CASE("tool_choice none leaves the tools out of the prompt; unsupported para
     CHECK(at(e, "type").as_string() == "invalid_request_error");
   }
   for (const auto& [extra_, param] : std::vector<std::pair<std::string, std::string>>{
-           {R"(, "echo": true)", "echo"}, {R"(, "suffix": "end")", "suffix"}, {R"(, "best_of": 2)", "best_of"},
+           {R"(, "echo": true)", "echo"}, {R"(, "suffix": 5)", "suffix"}, {R"(, "best_of": 2)", "best_of"},
            {R"(, "logprobs": 6)", "logprobs"}}) {
     const std::string& extra = extra_;
     CAPTURE(extra);

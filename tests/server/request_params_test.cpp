@@ -119,15 +119,16 @@ TEST_CASE("response_format text, json_object and json_schema parse; malformed on
 }
 
 TEST_CASE("parameters kylin cannot honour are a 400 naming them; harmless labels are accepted") {
-  for (const char* p : {R"("n": 2)", R"("store": true)", R"("service_tier": "flex")", R"("audio": {"voice": "x"})",
+  for (const char* p : {R"("n": 0)", R"("n": 129)", R"("store": true)", R"("service_tier": "flex")", R"("audio": {"voice": "x"})",
                         R"("prediction": {"type": "content", "content": "x"})", R"("web_search_options": {})",
                         R"("functions": [])", R"("function_call": "auto")", R"("modalities": ["text", "audio"])",
-                        R"("verbosity": "low")", R"("guided_json": {})", R"("grammar": "root ::= x")"}) {
+                        R"("verbosity": "low")", R"("guided_json": {})", R"("grammar": 5)",
+                        R"("grammar": "root ::= x", "response_format": {"type": "json_object"})"}) {
     CAPTURE(p);
     const std::string name = std::string(p).substr(1, std::string(p).find('"', 1) - 1);
     CHECK(chat_refused(p) == name);
   }
-  for (const char* p : {R"("n": 1)", R"("store": false)", R"("service_tier": "auto")", R"("user": "u1")",
+  for (const char* p : {R"("n": 1)", R"("n": 2)", R"("grammar": "root ::= \"x\"")", R"("store": false)", R"("service_tier": "auto")", R"("user": "u1")",
                         R"("metadata": {"k": "v"})", R"("safety_identifier": "s")", R"("prompt_cache_key": "k")",
                         R"("modalities": ["text"])", R"("some_unknown_field": 1)"}) {
     CAPTURE(p);
@@ -135,12 +136,13 @@ TEST_CASE("parameters kylin cannot honour are a 400 naming them; harmless labels
   }
 }
 
-TEST_CASE("/v1/completions refuses echo, suffix and best_of other than 1, and accepts their neutral values") {
+// suffix (fill in the middle) and n > 1 parse; whether the model can do FIM is the service's check.
+TEST_CASE("/v1/completions refuses echo and best_of other than 1, a suffix that is no string, and accepts the rest") {
   CHECK(completion_refused(R"("echo": true)") == "echo");
-  CHECK(completion_refused(R"("suffix": "tail")") == "suffix");
+  CHECK(completion_refused(R"("suffix": 3)") == "suffix");
   CHECK(completion_refused(R"("best_of": 3)") == "best_of");
-  CHECK(completion_refused(R"("n": 2)") == "n");
-  CHECK(completion_refused(R"("echo": false, "suffix": "", "best_of": 1, "n": 1)").empty());
+  CHECK(completion_refused(R"("n": 0)") == "n");
+  CHECK(completion_refused(R"("echo": false, "suffix": "tail", "best_of": 1, "n": 2)").empty());
 }
 
 TEST_CASE("parallel_tool_calls false returns only the first of several parsed calls, whole and streamed") {
@@ -149,7 +151,7 @@ TEST_CASE("parallel_tool_calls false returns only the first of several parsed ca
   kylin::Generation g;
   g.content = two;
   g.stop_reason = kylin::StopReason::eos;  // the answer ended; one cut by max_tokens is "length"
-  const ResponseHead head{"chatcmpl-x", 0, "m"};
+  const ResponseHead head{"chatcmpl-x", 0, "m", ""};
   const auto calls_of = [](const kylin::json::Value& r) {
     return r.find("choices")->as_array().at(0).find("message")->find("tool_calls")->size();
   };

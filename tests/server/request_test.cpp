@@ -80,7 +80,7 @@ TEST_CASE("each invalid field is a 400 naming it") {
   for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
            {"temperature", "\"hot\""}, {"temperature", "-1"}, {"top_p", "0"}, {"top_k", "1.5"}, {"min_p", "2"},
            {"max_tokens", "0"}, {"max_tokens", "\"5\""}, {"stop", "3"}, {"stream", "1"}, {"seed", "\"s\""},
-           {"n", "2"}, {"tools", "{}"}, {"reasoning_effort", "\"extreme\""}, {"chat_template_kwargs", "[]"},
+           {"n", "0"}, {"n", "129"}, {"grammar", "1"}, {"tools", "{}"}, {"reasoning_effort", "\"extreme\""}, {"chat_template_kwargs", "[]"},
            {"repetition_penalty", "0"}, {"model", "7"}}) {
     const std::string& f = field;  // CAPTURE cannot take a structured binding in clang 14
     const std::string& v = value;

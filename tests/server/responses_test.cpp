@@ -12,7 +12,7 @@ using kylin::json::Value;
 
 namespace {
 
-const ResponseHead head{"chatcmpl-test", 1700000000, "e2e"};
+const ResponseHead head{"chatcmpl-test", 1700000000, "e2e", "fp_test"};
 
 Generation answer(std::string content, StopReason r = StopReason::eos) {
   Generation g;

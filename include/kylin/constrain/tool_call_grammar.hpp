@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,10 +21,13 @@ struct ToolGrammar {
   Grammar arguments;
 };
 
-// How many calls the answer holds: at least `min`, at most `max` (0: no upper bound).
+// "No upper bound" on a number of tool calls: the one spelling of it, here and in kylin-server.
+inline constexpr std::size_t any_number_of_calls = SIZE_MAX;
+
+// How many calls the answer holds: at least `min`, at most `max`.
 struct ToolCallCount {
   std::size_t min = 1;
-  std::size_t max = 0;
+  std::size_t max = any_number_of_calls;
 };
 
 // The answer is `count` tool calls and nothing else (OpenAI's tool_choice "required" or a named
@@ -31,8 +35,8 @@ struct ToolCallCount {
 // <tool_call> and </tool_call> as text so the model can write them as its single tokens.
 inline Grammar tool_calls_grammar(std::span<const ToolGrammar> tools, ToolCallCount count = {}, GrammarLimits limits = {}) {
   if (tools.empty()) throw detail::grammar_error("tool calls", "no tool to call");
-  if (count.min == 0 || (count.max != 0 && count.max < count.min))
-    throw detail::grammar_error("tool calls", "the call count must be at least 1 and max (0: any) at least min");
+  if (count.min == 0 || count.max < count.min)
+    throw detail::grammar_error("tool calls", "the call count must be at least 1 and max at least min");
   detail::GrammarBuilder b(limits);
   const int call = b.new_rule("tool-call");
   for (const ToolGrammar& t : tools) {
@@ -43,7 +47,7 @@ inline Grammar tool_calls_grammar(std::span<const ToolGrammar> tools, ToolCallCo
     seq.insert(seq.end(), close.begin(), close.end());
     b.add_alt(call, seq);
   }
-  const long long max = count.max == 0 ? -1 : static_cast<long long>(count.max);
+  const long long max = count.max == any_number_of_calls ? -1 : static_cast<long long>(count.max);
   return b.finish(b.repeat("tool-calls", {Element::ref(call)}, detail::literal("\n"), count.min, max));
 }
 

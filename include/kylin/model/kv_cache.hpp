@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -104,6 +105,23 @@ class KVCache {
   }
   std::span<const std::byte> head_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n) const {
     return const_cast<KVCache*>(this)->head_rows(layer, kv, head, n);
+  }
+  // Holds the first n positions of `from`, a cache of the same shape and dtype, copied (a sibling
+  // generation on the same prompt starts from them). False, changing nothing, when either cache
+  // lives in device memory.
+  bool copy_prefix(const KVCache& from, std::int64_t n) {
+    if (data_.placement() != Placement::host || from.data_.placement() != Placement::host) return false;
+    if (n < 0 || n > from.size() || n > capacity_ || from.dtype_ != dtype_ || from.n_layers_ != n_layers_ ||
+        from.n_kv_heads_ != n_kv_heads_ || from.head_dim_ != head_dim_)
+      throw Error(ErrorCategory::runtime, "kv cache", "cannot copy " + std::to_string(n) + " positions from a cache of another shape");
+    for (std::int64_t layer = 0; layer < n_layers_; ++layer)
+      for (int kv = 0; kv < 2; ++kv)
+        for (std::int64_t head = 0; head < n_kv_heads_; ++head) {
+          const std::span<const std::byte> rows = from.head_rows(layer, kv, head, n);
+          std::memcpy(head_rows(layer, kv, head, n).data(), rows.data(), rows.size());
+        }
+    tokens_.assign(from.tokens_.begin(), from.tokens_.begin() + n);
+    return true;
   }
   // After head_rows of positions [0, tokens.size()) were filled by a restore: the cache holds `tokens`.
   void restore(std::span<const int> tokens) {

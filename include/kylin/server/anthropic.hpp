@@ -63,11 +63,11 @@ inline json::Value error_json(int http_status, const std::string& message) {
   return body;
 }
 
-// An ApiError in Anthropic's shape; the offending parameter is named in the message.
-inline std::string error_body(const ApiError& e) {
-  const std::string message = e.param().empty() ? e.message() : e.param() + ": " + e.message();
-  return json::dump(error_json(e.status(), message));
+// A failure in Anthropic's shape; the offending parameter is named in the message.
+inline std::string error_body(const Failure& f) {
+  return json::dump(error_json(f.status, f.param.empty() ? f.message : f.param + ": " + f.message));
 }
+inline std::string error_body(const ApiError& e) { return anthropic::error_body(Failure{e.status(), e.message(), e.param(), e.code()}); }
 
 // An OpenAI-shaped error body (what Service::failure makes) re-shaped for Anthropic clients.
 inline json::Value error_from_openai(int http_status, const std::string& openai_body) {

@@ -1,128 +1,104 @@
-// Service::messages and Service::count_message_tokens: the Anthropic endpoints on the same
-// render, tokenize and queue path as /v1/chat/completions. Every error leaves in Anthropic's
+// Service::messages and Service::count_message_tokens: the Anthropic endpoints, an adapter over
+// the same front (server/front.hpp) as /v1/chat/completions. Every error leaves in Anthropic's
 // shape ({"type": "error", "error": {type, message}}), streamed ones as an `error` event.
 #pragma once
 
-#include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "kylin/server/anthropic_stream.hpp"
-#include "kylin/server/service.hpp"
+#include "kylin/server/front.hpp"
 
 namespace kylin::server {
 
 namespace anthropic {
 
-// Runs `body`, answering an exception as Anthropic does (the OpenAI path's statuses and texts,
-// current_failure(), in the other shape; the offending parameter named in the message).
-template <class F>
-auto guarded(F&& body) -> decltype(body()) {
-  using Out = decltype(body());
-  try {
-    return body();
-  } catch (...) {
-    const Failure f = current_failure();
-    Reply r{f.status, json::dump(error_json(f.status, f.param.empty() ? f.message : f.param + ": " + f.message))};
-    if constexpr (std::is_same_v<Out, Reply>) return r;
-    else return Out{r, nullptr};
-  }
-}
+// The message object, or its named SSE events (message_start once the prompt ran, so that its
+// usage counts the cached tokens).
+class MessageAnswer final : public Answer {
+ public:
+  MessageAnswer(bool stream, ResponseHead head, bool tools, std::size_t max_calls, std::int64_t prompt_tokens,
+                std::vector<std::string> stops, const Tokenizer& tokenizer)
+      : Answer(stream), head_(std::move(head)), tools_(tools), max_calls_(max_calls), prompt_tokens_(prompt_tokens),
+        stops_(std::move(stops)), tokenizer_(tokenizer) {}
 
-// A reply of the OpenAI path (success or error) in Anthropic's error shape when it is an error.
-inline Reply reshape(Reply r) {
-  if (r.status != status::ok) r.body = json::dump(error_from_openai(r.status, r.body));
-  return r;
+  std::string prefilled(std::size_t, std::int64_t cached_tokens) override {
+    if (!stream || events_) return {};
+    events_.emplace(head_, tools_, prompt_tokens_, max_calls_, cached_tokens);
+    return events_->take();
+  }
+
+  std::string piece(std::size_t choice, const Piece& p) override {
+    if (!stream) return {};
+    std::string out = prefilled(choice, 0);  // (already open once the prompt ran)
+    events_->push(p);
+    return out + events_->take();
+  }
+
+  std::string end(std::size_t, const Generation& g) override {
+    std::string out = events_ ? "" : prefilled(0, g.stats.cached_tokens);
+    events_->finish(g, output(g), stops_);
+    return out + events_->take();
+  }
+
+  std::string finish(std::span<const Generation> all) override {
+    if (stream) return {};  // message_stop came with the end
+    return json::dump(message_response(head_, all.front(), tools_, output(all.front()), stops_, max_calls_));
+  }
+
+  std::string error_body(const Failure& f) const override { return anthropic::error_body(f); }
+  std::string error_events(const Failure& f) const override { return event("error", json::parse(error_body(f))); }
+
+ private:
+  // The decoded output, only needed to tell which stop sequence matched.
+  std::string output(const Generation& g) const {
+    return g.stop_reason == StopReason::stop_string ? tokenizer_.decode(g.tokens) : std::string();
+  }
+
+  ResponseHead head_;
+  bool tools_;
+  std::size_t max_calls_;
+  std::int64_t prompt_tokens_;
+  std::vector<std::string> stops_;
+  const Tokenizer& tokenizer_;
+  std::optional<MessageStream> events_;
+};
+
+inline OutputRules message_rules(const MessagesRequest& r) {
+  return {.format = {},
+          .tool_choice = r.chat.tool_choice,
+          .tools = &r.chat.chat.tools,
+          .max_calls = r.chat.parallel_tool_calls ? any_number_of_calls : 1,
+          .thinking = r.chat.chat.enable_thinking,
+          .tool_schema_param = "input_schema"};
 }
 
 }  // namespace anthropic
 
 inline Reply Service::count_message_tokens(std::string_view text) {
-  return anthropic::guarded([&] {
+  return guarded(anthropic::error_body, [&] {
     require_task(options_.task, ServerTask::generate, "/v1/messages/count_tokens");
     MessagesRequest r = parse_messages_request(text, engine_.default_sampling(), MessagesEndpoint::count_tokens);
     check_model(r.chat.model);
-    check_prompt_bytes(json::dump(r.chat.messages).size(), "messages");
-    if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template");
-    auto [ids, channel] = tokenize(render(r.chat));
+    const PromptIds prompt = chat_prompt(r.chat, {}, "messages");
     json::Value out = json::Object{};
-    out.set("input_tokens", static_cast<std::int64_t>(ids.size()));
+    out.set("input_tokens", static_cast<std::int64_t>(prompt.ids.size()));
     return Reply{status::ok, json::dump(out)};
   });
 }
 
 inline Started Service::messages(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
-  return anthropic::guarded([&]() -> Started {
+  return guarded(anthropic::error_body, [&]() -> Started {
     require_task(options_.task, ServerTask::generate, "/v1/messages");
     MessagesRequest r = parse_messages_request(text, engine_.default_sampling(), MessagesEndpoint::create);
     check_model(r.chat.model);
-    check_prompt_bytes(json::dump(r.chat.messages).size(), "messages");
-    if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template");
-    const OutputRules rules{.format = {},
-                            .tool_choice = r.chat.tool_choice,
-                            .tools = &r.chat.chat.tools,
-                            .max_calls = r.chat.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
-                            .thinking = r.chat.chat.enable_thinking,
-                            .tool_schema_param = "input_schema"};
-    ConstraintFactory::check_cost(rules);  // schemas too large to compile: refused before any rendering
-    RenderedPrompt prompt;
-    try {
-      prompt = render(r.chat);
-    } catch (const ApiError&) {
-      throw;
-    } catch (const Error& e) {
-      throw ApiError(status::bad_request, client_text(e), "messages");
-    }
-    auto [ids, channel] = tokenize(prompt);
-    const auto input_tokens = static_cast<std::int64_t>(ids.size());
-    Prepared p = prepare(r.chat, std::move(ids), channel, "messages");
-    p.head.id = anthropic::new_id("msg");
-    const bool tools = r.tools_in_prompt;
-    const std::size_t max_calls = r.chat.parallel_tool_calls ? any_number_of_calls : 1;
-    constrain(*p.job, rules);
-    // The decoded output, only needed to tell which stop sequence matched.
-    auto output = [this](const Generation& g) {
-      return g.stop_reason == StopReason::stop_string ? engine_.tokenizer().decode(g.tokens) : std::string();
-    };
-    if (!r.chat.stream) {
-      auto promise = std::make_shared<std::promise<Reply>>();
-      auto future = promise->get_future();
-      p.job->on_done = [this, promise, head = p.head, tools, max_calls, stops = r.chat.stop, output](Generation&& g, std::optional<Failure> error) {
-        promise->set_value(anthropic::reshape(result(std::move(g), error, [&](Generation& done) {
-          return json::dump(anthropic::message_response(head, done, tools, output(done), stops, max_calls));
-        })));
-      };
-      watch_client(watch, p.job);
-      return {anthropic::reshape(submit_and_wait(p.job, std::move(future))), nullptr};
-    }
-    auto stream = open_stream(p.job);
-    std::weak_ptr<EventStream> weak = stream;
-    auto events = std::make_shared<anthropic::MessageStream>(p.head, tools, input_tokens, max_calls);
-    p.job->on_piece = [weak, events](const Piece& piece) {
-      auto s = weak.lock();
-      if (!s) return false;
-      events->push(piece);
-      if (std::string out = events->take(); !out.empty()) s->push(std::move(out));
-      return true;
-    };
-    p.job->on_done = [this, weak, events, stops = r.chat.stop, output](Generation&& g, std::optional<Failure> error) {
-      auto s = weak.lock();
-      if (!s) return;
-      if (error || aborted(g)) {
-        const Reply failed = error ? failure(*error) : shutdown_reply();
-        s->push(anthropic::event("error", anthropic::error_from_openai(failed.status, failed.body)));
-      } else {
-        events->finish(g, output(g), stops);
-        s->push(events->take());
-      }
-      s->close();
-    };
-    stream->push(events->take());  // message_start
-    watch_client(watch, p.job);
-    submit(p.job);
-    return {{}, stream};
+    const OutputRules rules = anthropic::message_rules(r);
+    Prepared p = prepare(r.chat, chat_prompt(r.chat, rules, "messages"), rules, anthropic::new_id("msg"), "messages");
+    auto out = std::make_shared<anthropic::MessageAnswer>(r.chat.stream, p.head, r.tools_in_prompt, rules.max_calls, p.prompt_tokens,
+                                                          r.chat.stop, engine_.tokenizer());
+    return answer(std::move(p), std::move(out), watch);
   });
 }
 

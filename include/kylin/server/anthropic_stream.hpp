@@ -78,12 +78,20 @@ inline json::Value tool_use_block(const ToolUse& t, bool with_input) {
   return b;
 }
 
-inline json::Value usage_json(std::int64_t input, std::int64_t output) {
+// Anthropic's usage: the prompt tokens split as its prompt caching counts them, input_tokens
+// being those computed for this request (the three add up to the prompt): cache_read_input_tokens
+// the prompt tokens reused from a slot's KV cache or the disk prompt cache, and
+// cache_creation_input_tokens 0 (kylin keeps every prompt's KV at no extra cost, so no token is a
+// cache write).
+inline json::Value usage_json(std::int64_t prompt_tokens, std::int64_t cached_tokens, std::int64_t output) {
   json::Value u = json::Object{};
-  u.set("input_tokens", input);
+  u.set("input_tokens", prompt_tokens - cached_tokens);
+  u.set("cache_creation_input_tokens", 0);
+  u.set("cache_read_input_tokens", cached_tokens);
   u.set("output_tokens", output);
   return u;
 }
+inline json::Value usage_json(const GenerationStats& s) { return usage_json(s.prompt_tokens, s.cached_tokens, s.generated_tokens); }
 
 // The message object; `content` is filled by the caller (empty for message_start).
 inline json::Value message_object(const ResponseHead& h, json::Value content, const std::optional<Ending>& end, json::Value usage) {
@@ -114,21 +122,22 @@ inline json::Value message_response(const ResponseHead& h, const Generation& g, 
   if (!g.reasoning.empty()) content.push_back(thinking_block(g.reasoning));
   if (!parsed.content.empty() || (uses.empty() && content.size() == 0)) content.push_back(text_block(parsed.content));
   for (const auto& u : uses) content.push_back(tool_use_block(u, true));
-  return message_object(h, std::move(content), ending(g.stop_reason, !uses.empty(), output, stops),
-                        usage_json(g.stats.prompt_tokens, g.stats.generated_tokens));
+  return message_object(h, std::move(content), ending(g.stop_reason, !uses.empty(), output, stops), usage_json(g.stats));
 }
 
 inline std::string event(std::string_view name, const json::Value& payload) {
   return "event: " + std::string(name) + "\ndata: " + json::dump(payload) + "\n\n";
 }
 
-// The events of one streamed message. push() takes the pieces as they come; finish() the end.
+// The events of one streamed message, from message_start (made once the prompt ran, so its usage
+// counts the cached tokens). push() takes the pieces as they come; finish() the end.
 class MessageStream {
  public:
-  MessageStream(ResponseHead head, bool tools, std::int64_t input_tokens, std::size_t max_calls = any_number_of_calls)
-      : head_(std::move(head)), tools_(tools), max_calls_(max_calls) {
+  MessageStream(ResponseHead head, bool tools, std::int64_t prompt_tokens, std::size_t max_calls = any_number_of_calls,
+                std::int64_t cached_tokens = 0)
+      : head_(std::move(head)), tools_(tools), max_calls_(max_calls), prompt_tokens_(prompt_tokens), cached_tokens_(cached_tokens) {
     json::Value start = block("message_start");
-    start.set("message", message_object(head_, json::Array{}, std::nullopt, usage_json(input_tokens, 0)));
+    start.set("message", message_object(head_, json::Array{}, std::nullopt, usage_json(prompt_tokens, cached_tokens, 0)));
     out_.push_back(event("message_start", start));
   }
 
@@ -164,9 +173,7 @@ class MessageStream {
     d.set("stop_sequence", end.stop_sequence ? json::Value(*end.stop_sequence) : json::Value());
     json::Value md = block("message_delta");
     md.set("delta", std::move(d));
-    json::Value u = json::Object{};
-    u.set("output_tokens", g.stats.generated_tokens);
-    md.set("usage", std::move(u));
+    md.set("usage", usage_json(prompt_tokens_, cached_tokens_, g.stats.generated_tokens));
     out_.push_back(event("message_delta", md));
     out_.push_back(event("message_stop", block("message_stop")));
   }
@@ -216,6 +223,7 @@ class MessageStream {
   ResponseHead head_;
   bool tools_;
   std::size_t max_calls_;
+  std::int64_t prompt_tokens_, cached_tokens_;
   ToolCallHold hold_;
   Kind open_ = Kind::none;
   std::int64_t blocks_ = 0;

@@ -1,6 +1,6 @@
 // EventStream: the hand-off of one streamed response. The inference thread pushes finished SSE
-// events; the HTTP thread drains and writes them, and cancels the job when the client is gone,
-// so a slow or vanished client never blocks the model.
+// events; the HTTP thread drains and writes them, and cancels the jobs (a request's choices) when
+// the client is gone, so a slow or vanished client never blocks the model.
 #pragma once
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kylin/server/scheduler.hpp"
 
@@ -17,8 +18,8 @@ namespace kylin::server {
 
 class EventStream {
  public:
-  EventStream(std::shared_ptr<Job> job, std::function<void()> on_release)
-      : job_(std::move(job)), on_release_(std::move(on_release)) {}
+  EventStream(std::vector<std::shared_ptr<Job>> jobs, std::function<void()> on_release)
+      : jobs_(std::move(jobs)), on_release_(std::move(on_release)) {}
   EventStream(const EventStream&) = delete;
   EventStream& operator=(const EventStream&) = delete;
   ~EventStream() {
@@ -51,12 +52,13 @@ class EventStream {
     return !(out.empty() && closed_);
   }
 
-  // The client went away: the job stops at its next token (or is skipped if still queued).
-  void cancel() { job_->cancelled.store(true); }
-  bool cancelled() const { return job_->cancelled.load(); }
+  // The client went away: the jobs stop at their next token (or are skipped if still queued).
+  void cancel() {
+    for (const auto& job : jobs_) job->cancelled.store(true);
+  }
 
  private:
-  std::shared_ptr<Job> job_;
+  std::vector<std::shared_ptr<Job>> jobs_;
   std::function<void()> on_release_;
   std::mutex mutex_;
   std::condition_variable ready_;

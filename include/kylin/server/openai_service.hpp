@@ -1,201 +1,253 @@
-// Service::chat and Service::complete: POST /v1/chat/completions and /v1/completions, whole or
-// streamed, with tool calls, logprobs and logit_bias. A streamed chunk carries the logprobs of the
-// tokens whose text it brings; tokens whose text is held back (a tool call, a possible stop
-// string) have theirs on a later chunk, at the latest on the one with the finish reason.
+// Service::chat, Service::complete and Service::infill: POST /v1/chat/completions,
+// /v1/completions and llama.cpp's /infill, as adapters over the front (server/front.hpp). A
+// streamed chunk carries its choice's `index` and the logprobs of the tokens whose text it brings;
+// tokens whose text is held back (a tool call, a possible stop string) have theirs on a later
+// chunk, at the latest on the one with the finish reason.
 #pragma once
 
-#include <future>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "kylin/server/logprobs.hpp"
-#include "kylin/server/service.hpp"
+#include "kylin/server/front.hpp"
 
 namespace kylin::server {
 
+// How a chat answer is shaped: tool calls parsed (at most max_calls of them).
+struct ChatShape {
+  bool tools = false;
+  std::size_t max_calls = any_number_of_calls;
+};
+
+using Recorders = std::vector<std::shared_ptr<LogprobRecorder>>;  // [choices] null: no logprobs
+
+// chat.completion and chat.completion.chunk for every choice.
+class ChatAnswer final : public Answer {
+ public:
+  ChatAnswer(bool stream, ResponseHead head, ChatShape shape, Recorders logprobs, bool usage, const Tokenizer& tokenizer)
+      : Answer(stream), head_(std::move(head)), shape_(shape), logprobs_(std::move(logprobs)), usage_(usage), tokenizer_(tokenizer),
+        holds_(logprobs_.size()) {}
+
+  std::string start() override {
+    std::string out;
+    for (std::size_t i = 0; i < holds_.size(); ++i) {
+      json::Value role = json::Object{};
+      role.set("role", "assistant");
+      role.set("content", "");
+      out += sse(chat_chunk(head_, std::move(role), std::nullopt, {}, index(i)));
+    }
+    return out;
+  }
+
+  std::string piece(std::size_t i, const Piece& p) override {
+    if (!stream) return {};
+    const bool reasoning = p.channel == Channel::reasoning;
+    std::string out = reasoning || !shape_.tools ? std::string(p.text) : holds_[i].push(p.text);
+    if (out.empty()) return {};
+    return sse(chat_chunk(head_, delta(reasoning ? "reasoning_content" : "content", std::move(out)), std::nullopt, pending(i), index(i)));
+  }
+
+  std::string end(std::size_t i, const Generation& g) override {
+    std::string out;
+    bool calls = false;
+    if (shape_.tools)
+      for (const auto& chunk : tool_call_chunks(head_, holds_[i], calls, shape_.max_calls, index(i))) out += sse(chunk);
+    json::Value last = chat_chunk(head_, json::Object{}, finish_reason(g.stop_reason, calls), pending(i), index(i));
+    last.set("timings", timings(g.stats));
+    return out + sse(last);
+  }
+
+  std::string finish(std::span<const Generation> all) override {
+    if (stream) return (usage_ ? sse(usage_chunk(head_, "chat.completion.chunk", combined_stats(all))) : "") + std::string(sse_done);
+    json::Value choices = json::Array{};
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      json::Value lp;
+      if (logprobs_[i] && logprobs_[i]->logprobs()) lp = chat_logprobs(tokenizer_, logprobs_[i]->all());
+      choices.push_back(chat_choice(index(i), all[i], shape_.tools, std::move(lp), shape_.max_calls));
+    }
+    return json::dump(chat_completion(head_, std::move(choices), combined_stats(all)));
+  }
+
+ private:
+  static std::int64_t index(std::size_t i) { return static_cast<std::int64_t>(i); }
+  // The logprobs of choice i's tokens not yet sent; null when none are asked for or waiting.
+  json::Value pending(std::size_t i) {
+    LogprobRecorder* r = logprobs_[i].get();
+    if (r == nullptr || !r->logprobs()) return {};
+    const auto entries = r->take();
+    return entries.empty() ? json::Value() : chat_logprobs(tokenizer_, entries);
+  }
+
+  ResponseHead head_;
+  ChatShape shape_;
+  Recorders logprobs_;
+  bool usage_;
+  const Tokenizer& tokenizer_;
+  std::vector<ToolCallHold> holds_;  // [choices]
+};
+
+// text_completion objects and chunks. Raw completions return all generated text, reasoning
+// included, in the order it came.
+class CompletionAnswer final : public Answer {
+ public:
+  CompletionAnswer(bool stream, ResponseHead head, Recorders logprobs, bool usage, const Tokenizer& tokenizer)
+      : Answer(stream), head_(std::move(head)), logprobs_(std::move(logprobs)), usage_(usage), tokenizer_(tokenizer),
+        texts_(logprobs_.size()), offsets_(logprobs_.size(), 0) {}
+
+  std::string piece(std::size_t i, const Piece& p) override {
+    if (!stream) {
+      texts_[i] += p.text;
+      return {};
+    }
+    return sse(text_chunk(head_, std::string(p.text), std::nullopt, pending(i), static_cast<std::int64_t>(i)));
+  }
+
+  std::string end(std::size_t i, const Generation& g) override {
+    json::Value last = text_chunk(head_, "", finish_reason(g.stop_reason, false), pending(i), static_cast<std::int64_t>(i));
+    last.set("timings", timings(g.stats));
+    return sse(last);
+  }
+
+  std::string finish(std::span<const Generation> all) override {
+    if (stream) return (usage_ ? sse(usage_chunk(head_, "text_completion", combined_stats(all))) : "") + std::string(sse_done);
+    json::Value choices = json::Array{};
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      json::Value lp;
+      std::int64_t offset = 0;
+      if (logprobs_[i] && logprobs_[i]->logprobs()) lp = completion_logprobs(tokenizer_, logprobs_[i]->all(), offset);
+      choices.push_back(text_choice(texts_[i], finish_reason(all[i].stop_reason, false), std::move(lp), static_cast<std::int64_t>(i)));
+    }
+    return json::dump(text_completion(head_, std::move(choices), combined_stats(all)));
+  }
+
+ private:
+  json::Value pending(std::size_t i) {
+    LogprobRecorder* r = logprobs_[i].get();
+    if (r == nullptr || !r->logprobs()) return {};
+    const auto entries = r->take();
+    return entries.empty() ? json::Value() : completion_logprobs(tokenizer_, entries, offsets_[i]);
+  }
+
+  ResponseHead head_;
+  Recorders logprobs_;
+  bool usage_;
+  const Tokenizer& tokenizer_;
+  std::vector<std::string> texts_;     // [choices] whole answers: the text so far
+  std::vector<std::int64_t> offsets_;  // [choices] text_offset of the next streamed token
+};
+
+// llama.cpp's /completion shape, which /infill answers in: {"content", "stop", "stop_type",
+// "tokens_predicted", "tokens_evaluated", "timings", ...}; streamed, one such object per piece
+// (stop false) and a last one with stop true.
+class InfillAnswer final : public Answer {
+ public:
+  InfillAnswer(bool stream, ResponseHead head) : Answer(stream), head_(std::move(head)) {}
+
+  std::string piece(std::size_t, const Piece& p) override {
+    if (!stream) {
+      text_ += p.text;
+      return {};
+    }
+    json::Value chunk = json::Object{};
+    chunk.set("content", std::string(p.text));
+    chunk.set("stop", false);
+    return sse(chunk);
+  }
+
+  std::string finish(std::span<const Generation> all) override { return stream ? sse(result(all.front(), "")) : json::dump(result(all.front(), text_)); }
+
+ private:
+  json::Value result(const Generation& g, std::string content) const {
+    json::Value out = json::Object{};
+    out.set("content", std::move(content));
+    out.set("model", head_.model);
+    out.set("stop", true);
+    out.set("stop_type", g.stop_reason == StopReason::stop_string ? "word"
+                         : g.stop_reason == StopReason::max_tokens || g.stop_reason == StopReason::context_full ? "limit" : "eos");
+    out.set("tokens_predicted", g.stats.generated_tokens);
+    out.set("tokens_evaluated", g.stats.prompt_tokens);
+    out.set("tokens_cached", g.stats.cached_tokens);
+    out.set("timings", timings(g.stats));
+    return out;
+  }
+
+  ResponseHead head_;
+  std::string text_;
+};
+
 namespace detail {
 
-// The logprobs of the tokens not yet sent, for a streamed chunk; null when none are asked for or
-// none are waiting.
-inline json::Value pending_chat_logprobs(LogprobRecorder* r, const Tokenizer& tokenizer) {
-  if (r == nullptr || !r->logprobs()) return {};
-  const auto entries = r->take();
-  return entries.empty() ? json::Value() : chat_logprobs(tokenizer, entries);
-}
-
-inline json::Value pending_completion_logprobs(LogprobRecorder* r, const Tokenizer& tokenizer, std::int64_t& offset) {
-  if (r == nullptr || !r->logprobs()) return {};
-  const auto entries = r->take();
-  return entries.empty() ? json::Value() : completion_logprobs(tokenizer, entries, offset);
+// What a chat request demands of its answer, for ConstraintFactory.
+inline OutputRules chat_rules(const ChatRequest& r) {
+  OutputRules rules{.format = r.response_format,
+                    .tool_choice = r.tool_choice,
+                    .tools = &r.chat.tools,
+                    .max_calls = r.parallel_tool_calls ? any_number_of_calls : 1,
+                    .thinking = r.chat.enable_thinking};
+  if (r.response_format.type == ResponseFormat::Type::gbnf) rules.schema_param = "grammar";
+  return rules;
 }
 
 }  // namespace detail
 
 inline Started Service::chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
-  require_task(options_.task, ServerTask::generate, "/v1/chat/completions");
-  ChatRequest r = parse_chat_request(text, engine_.default_sampling());
-  check_model(r.model);
-  detail::check_logit_bias(r.logprob, engine_.tokenizer().vocab_size());
-  std::size_t bytes = 0;
-  for (const auto& m : r.messages.as_array()) bytes += m.find("content")->as_string().size();
-  check_prompt_bytes(bytes, "messages");
-  if (!engine_.has_chat_template()) throw ApiError(status::bad_request, "this model has no chat template; use /v1/completions");
-  const OutputRules rules{.format = r.response_format,
-                          .tool_choice = r.tool_choice,
-                          .tools = &r.chat.tools,
-                          .max_calls = r.parallel_tool_calls ? std::size_t{0} : std::size_t{1},
-                          .thinking = r.chat.enable_thinking};
-  ConstraintFactory::check_cost(rules);  // schemas too large to compile: refused before any rendering
-  RenderedPrompt prompt;
-  try {
-    prompt = render(r);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ApiError(status::bad_request, client_text(e), "messages");
-  }
-  auto [ids, channel] = tokenize(prompt);
-  Prepared p = prepare(r, std::move(ids), channel, "messages");
-  p.head.id = new_id("chatcmpl");
-  ChatShape shape;
-  shape.tools = !r.chat.tools.is_null();
-  shape.max_calls = r.parallel_tool_calls ? any_number_of_calls : 1;
-  shape.logprobs = attach_logprobs(p.job->options, r.logprob, engine_.sampleable_ids());
-  constrain(*p.job, rules);
-  return r.stream ? chat_stream(p, shape, r.include_usage, watch) : chat_reply(p, shape, watch);
-}
-
-inline Started Service::chat_reply(Prepared& p, const ChatShape& shape, const std::shared_ptr<ClientWatch>& watch) {
-  auto promise = std::make_shared<std::promise<Reply>>();
-  auto future = promise->get_future();
-  p.job->on_done = [this, promise, head = p.head, shape](Generation&& g, std::optional<Failure> error) {
-    promise->set_value(result(std::move(g), error, [&](Generation& done) {
-      json::Value logprobs;
-      if (shape.logprobs && shape.logprobs->logprobs()) logprobs = chat_logprobs(engine_.tokenizer(), shape.logprobs->all());
-      return json::dump(chat_completion(head, done, shape.tools, std::move(logprobs), shape.max_calls));
-    }));
-  };
-  watch_client(watch, p.job);
-  return {submit_and_wait(p.job, std::move(future)), nullptr};
-}
-
-inline Started Service::chat_stream(Prepared& p, const ChatShape& shape, bool usage, const std::shared_ptr<ClientWatch>& watch) {
-  auto stream = open_stream(p.job);
-  std::weak_ptr<EventStream> weak = stream;
-  auto hold = std::make_shared<ToolCallHold>();
-  const Tokenizer* tokenizer = &engine_.tokenizer();
-  p.job->on_piece = [weak, head = p.head, shape, hold, tokenizer](const Piece& piece) {
-    auto s = weak.lock();
-    if (!s) return false;
-    const bool reasoning = piece.channel == Channel::reasoning;
-    std::string out = reasoning || !shape.tools ? std::string(piece.text) : hold->push(piece.text);
-    if (!out.empty()) {
-      json::Value logprobs = detail::pending_chat_logprobs(shape.logprobs.get(), *tokenizer);
-      s->push(sse(chat_chunk(head, delta(reasoning ? "reasoning_content" : "content", std::move(out)), std::nullopt, std::move(logprobs))));
-    }
-    return true;
-  };
-  p.job->on_done = [this, weak, head = p.head, shape, hold, usage, tokenizer](Generation&& g, std::optional<Failure> error) {
-    auto s = weak.lock();
-    if (!s) return;
-    if (error || aborted(g)) {
-      s->push(sse(json::parse(error ? failure(*error).body : shutdown_reply().body)));
-    } else {
-      bool calls = false;
-      if (shape.tools)
-        for (const auto& chunk : tool_call_chunks(head, *hold, calls, shape.max_calls)) s->push(sse(chunk));
-      json::Value logprobs = detail::pending_chat_logprobs(shape.logprobs.get(), *tokenizer);
-      json::Value last = chat_chunk(head, json::Object{}, finish_reason(g.stop_reason, calls), std::move(logprobs));
-      last.set("timings", timings(g.stats));
-      s->push(sse(last));
-      if (usage) s->push(sse(usage_chunk(head, "chat.completion.chunk", g.stats)));
-    }
-    s->push(std::string(sse_done));
-    s->close();
-  };
-  json::Value role = json::Object{};
-  role.set("role", "assistant");
-  role.set("content", "");
-  stream->push(sse(chat_chunk(p.head, std::move(role))));
-  watch_client(watch, p.job);
-  submit(p.job);
-  return {{}, stream};
+  return guarded(error_body, [&]() -> Started {
+    require_task(options_.task, ServerTask::generate, "/v1/chat/completions");
+    ChatRequest r = parse_chat_request(text, engine_.default_sampling());
+    check_model(r.model);
+    detail::check_logit_bias(r.logprob, engine_.tokenizer().vocab_size());
+    const OutputRules rules = detail::chat_rules(r);
+    Prepared p = prepare(r, chat_prompt(r, rules, "messages"), rules, new_id("chatcmpl"), "messages");
+    const ChatShape shape{.tools = !r.chat.tools.is_null(), .max_calls = rules.max_calls};
+    auto out = std::make_shared<ChatAnswer>(r.stream, p.head, shape, p.logprobs, r.include_usage, engine_.tokenizer());
+    return answer(std::move(p), std::move(out), watch);
+  });
 }
 
 inline Started Service::complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
-  require_task(options_.task, ServerTask::generate, "/v1/completions");
-  CompletionRequest r = parse_completion_request(text, engine_.default_sampling(), engine_.tokenizer().vocab_size());
-  check_model(r.model);
-  check_prompt_bytes(r.prompt.size(), "prompt");
-  std::vector<int> tokens = r.prompt_tokens;
-  if (tokens.empty()) {
-    try {
-      tokens = engine_.tokenizer().encode(r.prompt);
-    } catch (const Error& e) {
-      throw invalid("prompt", client_text(e));
+  return guarded(error_body, [&]() -> Started {
+    require_task(options_.task, ServerTask::generate, "/v1/completions");
+    CompletionRequest r = parse_completion_request(text, engine_.default_sampling(), engine_.tokenizer().vocab_size());
+    check_model(r.model);
+    PromptIds prompt;
+    if (r.prompt_tokens.empty()) prompt = text_prompt(r.prompt, "prompt");
+    else prompt.ids = std::move(r.prompt_tokens);
+    if (!r.suffix.empty()) {
+      const auto fim = fim_tokens(engine_.tokenizer());
+      if (!fim)
+        throw invalid("suffix", "'suffix' (fill in the middle) needs a model whose tokenizer has <|fim_prefix|>, <|fim_suffix|> and "
+                                "<|fim_middle|>; this one has not");
+      check_prompt_bytes(r.prompt.size() + r.suffix.size(), "suffix");
+      prompt.ids = fim_prompt(engine_.tokenizer(), *fim, prompt.ids, r.suffix, options_.content_tokens == ContentTokens::plain);
     }
-  }
-  Prepared p = prepare(r, std::move(tokens), Channel::answer, "prompt");
-  p.head.id = new_id("cmpl");
-  auto logprobs = attach_logprobs(p.job->options, r.logprob, engine_.sampleable_ids());
-  return r.stream ? completion_stream(p, std::move(logprobs), r.include_usage, watch)
-                  : completion_reply(p, std::move(logprobs), watch);
+    OutputRules rules;
+    rules.format = r.format;
+    rules.schema_param = "grammar";
+    Prepared p = prepare(r, std::move(prompt), rules, new_id("cmpl"), "prompt");
+    auto out = std::make_shared<CompletionAnswer>(r.stream, p.head, p.logprobs, r.include_usage, engine_.tokenizer());
+    return answer(std::move(p), std::move(out), watch);
+  });
 }
 
-inline Started Service::completion_reply(Prepared& p, std::shared_ptr<LogprobRecorder> logprobs,
-                                         const std::shared_ptr<ClientWatch>& watch) {
-  // Raw completions return all generated text, reasoning included, in the order it came.
-  auto text_so_far = std::make_shared<std::string>();
-  p.job->on_piece = [text_so_far](const Piece& piece) {
-    *text_so_far += piece.text;
-    return true;
-  };
-  auto promise = std::make_shared<std::promise<Reply>>();
-  auto future = promise->get_future();
-  p.job->on_done = [this, promise, text_so_far, head = p.head, logprobs](Generation&& g, std::optional<Failure> error) {
-    promise->set_value(result(std::move(g), error, [&](Generation& done) {
-      json::Value lp;
-      std::int64_t offset = 0;
-      if (logprobs && logprobs->logprobs()) lp = completion_logprobs(engine_.tokenizer(), logprobs->all(), offset);
-      return json::dump(text_completion(head, *text_so_far, done, std::move(lp)));
-    }));
-  };
-  watch_client(watch, p.job);
-  return {submit_and_wait(p.job, std::move(future)), nullptr};
-}
-
-inline Started Service::completion_stream(Prepared& p, std::shared_ptr<LogprobRecorder> logprobs, bool usage,
-                                          const std::shared_ptr<ClientWatch>& watch) {
-  auto stream = open_stream(p.job);
-  std::weak_ptr<EventStream> weak = stream;
-  const Tokenizer* tokenizer = &engine_.tokenizer();
-  auto offset = std::make_shared<std::int64_t>(0);  // text_offset of the next token
-  p.job->on_piece = [weak, head = p.head, logprobs, tokenizer, offset](const Piece& piece) {
-    auto s = weak.lock();
-    if (!s) return false;
-    json::Value lp = detail::pending_completion_logprobs(logprobs.get(), *tokenizer, *offset);
-    s->push(sse(text_chunk(head, std::string(piece.text), std::nullopt, std::move(lp))));
-    return true;
-  };
-  p.job->on_done = [this, weak, head = p.head, usage, logprobs, tokenizer, offset](Generation&& g, std::optional<Failure> error) {
-    auto s = weak.lock();
-    if (!s) return;
-    if (error || aborted(g)) {
-      s->push(sse(json::parse(error ? failure(*error).body : shutdown_reply().body)));
-    } else {
-      json::Value lp = detail::pending_completion_logprobs(logprobs.get(), *tokenizer, *offset);
-      json::Value last = text_chunk(head, "", finish_reason(g.stop_reason, false), std::move(lp));
-      last.set("timings", timings(g.stats));
-      s->push(sse(last));
-      if (usage) s->push(sse(usage_chunk(head, "text_completion", g.stats)));
-    }
-    s->push(std::string(sse_done));
-    s->close();
-  };
-  watch_client(watch, p.job);
-  submit(p.job);
-  return {{}, stream};
+inline Started Service::infill(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
+  return guarded(error_body, [&]() -> Started {
+    require_task(options_.task, ServerTask::generate, "/infill");
+    InfillRequest r = parse_infill_request(text, engine_.default_sampling());
+    check_model(r.model);
+    const auto fim = fim_tokens(engine_.tokenizer());
+    if (!fim)
+      throw invalid("input_suffix", "/infill needs a model whose tokenizer has <|fim_prefix|>, <|fim_suffix|> and <|fim_middle|>; this one has not");
+    std::size_t bytes = r.input_prefix.size() + r.prompt.size() + r.input_suffix.size();
+    for (const auto& f : r.input_extra) bytes += f.filename.size() + f.text.size();
+    check_prompt_bytes(bytes, "input_prefix");
+    PromptIds prompt{infill_prompt(engine_.tokenizer(), *fim, r.input_prefix, r.prompt, r.input_suffix, r.input_extra,
+                                   options_.content_tokens == ContentTokens::plain),
+                     Channel::answer};
+    Prepared p = prepare(r, std::move(prompt), {}, new_id("cmpl"), "input_prefix");
+    auto out = std::make_shared<InfillAnswer>(r.stream, p.head);
+    return answer(std::move(p), std::move(out), watch);
+  });
 }
 
 }  // namespace kylin::server

@@ -1,6 +1,7 @@
-// What a chat request demands of its answer (response_format: JSON, under a schema or not;
-// tool_choice: a call must be made, or a named one) and the constrain::Constraint that enforces it
-// while the answer is sampled. Schemas compile on the request thread, so a bad one is a 400.
+// What a request demands of its answer (response_format or text.format: JSON, under a schema or
+// not; grammar: a GBNF sentence; tool_choice: a call must be made, or a named one) and the
+// constrain::Constraint that enforces it while the answer is sampled. Grammars compile on the
+// request thread, so a bad one is a 400.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kylin/constrain/constraint.hpp"
+#include "kylin/constrain/gbnf.hpp"
 #include "kylin/constrain/json_schema.hpp"
 #include "kylin/constrain/tool_call_grammar.hpp"
 #include "kylin/generate/engine.hpp"
@@ -18,9 +20,10 @@
 namespace kylin::server {
 
 struct ResponseFormat {
-  enum class Type { text, json_object, json_schema };
+  enum class Type { text, json_object, json_schema, gbnf };
   Type type = Type::text;
   json::Value schema;  // json_schema: the schema; null: any JSON value
+  std::string gbnf;    // gbnf: the grammar (llama.cpp's `grammar` field)
 };
 
 enum class ToolChoiceMode { automatic, none, required, named };
@@ -38,9 +41,9 @@ struct OutputRules {
   ResponseFormat format;
   ToolChoice tool_choice;
   const json::Value* tools = nullptr;
-  std::size_t max_calls = 0;  // 0: any number
+  std::size_t max_calls = constrain::any_number_of_calls;
   bool thinking = false;      // Qwen3 thinking on: a free <think> block may come first
-  std::string schema_param = "response_format.json_schema.schema";
+  std::string schema_param = "response_format.json_schema.schema";  // or "grammar" for a GBNF
   std::string tool_schema_param = "function.parameters";  // after "tools[i]."
 };
 
@@ -50,20 +53,23 @@ class ConstraintFactory {
  public:
   explicit ConstraintFactory(const Engine& engine) : engine_(engine) {}
 
-  // Null when the answer is free: text format and no forced call. Throws ApiError (400) naming
-  // the field whose schema cannot be compiled.
-  std::shared_ptr<constrain::Constraint> make(const OutputRules& rules) const {
-    const bool json = rules.format.type != ResponseFormat::Type::text;
-    if (!json && !rules.tool_choice.forces_call()) return nullptr;
+  // One constraint for each of `n` generations (choices) of the request, the grammar compiled
+  // once; none when the answer is free: text format and no forced call. Throws ApiError (400)
+  // naming the field whose schema or grammar cannot be compiled.
+  std::vector<std::shared_ptr<constrain::Constraint>> make(const OutputRules& rules, std::size_t n = 1) const {
+    const bool formatted = rules.format.type != ResponseFormat::Type::text;
+    if (!formatted && !rules.tool_choice.forces_call()) return {};
     check_cost(rules);
     const bool calls = makes_calls(rules);
     constrain::ConstraintOptions options;
     options.thinking = rules.thinking ? constrain::ThinkingPolicy::allow : constrain::ThinkingPolicy::none;
-    // With a JSON format, calls stay possible (tool_choice auto) as the grammar's other branch.
-    if (!calls) return std::make_shared<constrain::Constraint>(answer_grammar(rules), text_trie(), options);
-    constrain::Grammar g = call_grammar(rules);
-    if (json && !rules.tool_choice.forces_call()) g = constrain::either(g, answer_grammar(rules));
-    return std::make_shared<constrain::Constraint>(std::move(g), tool_trie(), options);
+    // With a format, calls stay possible (tool_choice auto) as the grammar's other branch.
+    constrain::Grammar g = calls ? call_grammar(rules) : answer_grammar(rules);
+    if (calls && formatted && !rules.tool_choice.forces_call()) g = constrain::either(g, answer_grammar(rules));
+    const auto trie = calls ? tool_trie() : text_trie();
+    std::vector<std::shared_ptr<constrain::Constraint>> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(std::make_shared<constrain::Constraint>(g, trie, options));
+    return out;
   }
 
   // Every schema make() would compile, measured on its JSON (SchemaCost) before any is, and before
@@ -100,6 +106,13 @@ class ConstraintFactory {
  private:
   static constrain::Grammar answer_grammar(const OutputRules& rules) {
     if (rules.format.type == ResponseFormat::Type::json_object) return constrain::json_object_grammar();
+    if (rules.format.type == ResponseFormat::Type::gbnf) {
+      try {
+        return constrain::parse_gbnf(rules.format.gbnf);
+      } catch (const Error& e) {
+        throw invalid(rules.schema_param, "'" + rules.schema_param + "' cannot be enforced: " + client_text(e));
+      }
+    }
     if (rules.format.schema.is_null()) return constrain::json_value_grammar();
     return compile(rules.format.schema, rules.schema_param);
   }

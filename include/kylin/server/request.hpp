@@ -13,14 +13,16 @@
 #include "kylin/generate/sampler_params.hpp"
 #include "kylin/generate/session.hpp"
 #include "kylin/server/api_error.hpp"
+#include "kylin/server/fill_in_middle.hpp"
 #include "kylin/server/request_fields.hpp"
 #include "kylin/server/request_params.hpp"
 
 namespace kylin::server {
 
-// Fields /v1/chat/completions and /v1/completions share.
+// Fields every generation request has (chat, completions, messages, responses).
 struct GenerationRequest {
   std::string model;                       // empty: the request named none (accepted)
+  std::int64_t n = 1;                      // choices: n sequences on one prompt, choice i seeded seed + i
   SamplingOverrides sampling;
   std::optional<std::int64_t> max_tokens;  // absent: up to the end of the context
   std::vector<std::string> stop;
@@ -34,13 +36,22 @@ struct ChatRequest : GenerationRequest {
   json::Value messages;  // normalized: content is always a string, roles checked
   ChatOptions chat;      // enable_thinking, tools, other chat_template_kwargs
   bool parallel_tool_calls = true;  // false: at most one call (enforced when a call is forced)
-  ResponseFormat response_format;   // text, or JSON enforced by a constraint
+  ResponseFormat response_format;   // text, or JSON or a GBNF grammar enforced by a constraint
   ToolChoice tool_choice;
 };
 
 struct CompletionRequest : GenerationRequest {
   std::string prompt;
   std::vector<int> prompt_tokens;  // set instead of `prompt` when the request sent token ids
+  std::string suffix;              // fill in the middle between the prompt and this
+  ResponseFormat format;           // text, or a GBNF grammar (`grammar`)
+};
+
+// llama.cpp's POST /infill: the code before and after the gap, the text typed so far (`prompt`,
+// appended to the prefix) and other files of the project.
+struct InfillRequest : GenerationRequest {
+  std::string input_prefix, input_suffix, prompt;
+  std::vector<FimFile> input_extra;
 };
 
 // What a server answers (kylin-server --task): generations (chat, completions), embeddings or
@@ -63,6 +74,25 @@ inline void require_task(ServerTask have, ServerTask need, std::string_view what
 namespace detail {
 
 constexpr std::size_t max_stop_strings = 16;
+constexpr std::int64_t max_choices = 128;  // OpenAI's limit on n
+
+inline std::int64_t parse_n(const json::Value& body) {
+  const auto n = int_field(body, "n").value_or(1);
+  if (n < 1 || n > max_choices) throw invalid("n", "'n' must be between 1 and " + std::to_string(max_choices) + ", got " + std::to_string(n));
+  return n;
+}
+
+// llama.cpp's `grammar`: a GBNF grammar the answer must follow (compiled in ConstraintFactory).
+inline ResponseFormat parse_grammar(const json::Value& body) {
+  ResponseFormat out;
+  const json::Value* g = field(body, "grammar");
+  if (g == nullptr) return out;
+  if (!g->is_string()) throw invalid("grammar", "'grammar' must be a GBNF grammar (a string)");
+  if (g->as_string().empty()) return out;
+  out.type = ResponseFormat::Type::gbnf;
+  out.gbnf = g->as_string();
+  return out;
+}
 
 inline void parse_sampling(const json::Value& body, GenerationRequest& r, const SamplingParams& defaults) {
   auto& s = r.sampling;
@@ -116,6 +146,7 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
     if (!so->is_object()) throw invalid("stream_options", "'stream_options' must be an object");
     r.include_usage = bool_field(*so, "include_usage", "stream_options.include_usage").value_or(false);
   }
+  r.n = parse_n(body);
   refuse_common(body);
 }
 
@@ -238,6 +269,11 @@ inline ChatRequest parse_chat_request(std::string_view text, const SamplingParam
   detail::refuse_chat(body);
   detail::parse_chat_logprobs(body, r.logprob);
   r.response_format = detail::parse_response_format(body);
+  if (const ResponseFormat g = detail::parse_grammar(body); g.type != ResponseFormat::Type::text) {
+    if (r.response_format.type != ResponseFormat::Type::text)
+      throw invalid("grammar", "'grammar' and 'response_format' both constrain the answer: give one of them");
+    r.response_format = g;
+  }
   r.tool_choice = detail::parse_tool_choice(body);
   if (r.tool_choice.mode == ToolChoiceMode::none) r.chat.tools = json::Value();
   detail::check_tool_choice(r.tool_choice, r.chat.tools, "tool_choice");
@@ -270,8 +306,43 @@ inline CompletionRequest parse_completion_request(std::string_view text, const S
   }
   detail::parse_common(body, r, defaults);
   detail::refuse_completion(body);
+  if (const json::Value* s = detail::field(body, "suffix")) {
+    if (!s->is_string()) throw invalid("suffix", "'suffix' must be a string");
+    r.suffix = s->as_string();
+  }
+  r.format = detail::parse_grammar(body);
   detail::parse_completion_logprobs(body, r.logprob);
   detail::check_logit_bias(r.logprob, vocab_size);
+  return r;
+}
+
+// llama.cpp's /infill body: input_prefix, input_suffix, input_extra ([{"filename", "text"}]),
+// prompt, n_predict (or max_tokens), and the sampling and streaming fields of /v1/completions.
+inline InfillRequest parse_infill_request(std::string_view text, const SamplingParams& defaults) {
+  const json::Value body = detail::parse_body(text);
+  InfillRequest r;
+  for (auto [name, out] : {std::pair{"input_prefix", &r.input_prefix}, {"input_suffix", &r.input_suffix}, {"prompt", &r.prompt}})
+    if (const json::Value* v = detail::field(body, name)) {
+      if (!v->is_string()) throw invalid(name, std::string("'") + name + "' must be a string");
+      *out = v->as_string();
+    }
+  if (const json::Value* extra = detail::field(body, "input_extra")) {
+    if (!extra->is_array()) throw invalid("input_extra", "'input_extra' must be an array of {\"filename\", \"text\"}");
+    for (std::size_t i = 0; i < extra->size(); ++i) {
+      const json::Value& chunk = extra->as_array()[i];
+      const std::string at = "input_extra[" + std::to_string(i) + "]";
+      const json::Value* t = chunk.is_object() ? detail::field(chunk, "text") : nullptr;
+      const json::Value* f = chunk.is_object() ? detail::field(chunk, "filename") : nullptr;
+      if (t == nullptr || !t->is_string() || (f != nullptr && !f->is_string()))
+        throw invalid(at, "each input_extra chunk must be {\"filename\": string, \"text\": string}");
+      r.input_extra.push_back({f ? f->as_string() : "tmp", t->as_string()});
+    }
+  }
+  if (auto n = detail::int_field(body, "n_predict"); n && *n >= 0) {
+    if (*n < 1) throw invalid("n_predict", "'n_predict' must be at least 1 (or -1: no limit)");
+    r.max_tokens = *n;
+  }
+  detail::parse_common(body, r, defaults);
   return r;
 }
 

@@ -75,17 +75,15 @@ inline void check_logit_bias(const LogprobRequest& r, int vocab_size) {
 // Parameters both endpoints refuse, and the few harmless ones they accept: user, metadata,
 // safety_identifier, prompt_cache_key (labels, no effect), store false, service_tier auto/default.
 inline void refuse_common(const json::Value& body) {
-  if (auto n = int_field(body, "n"); n && *n != 1) refuse("n", "must be 1: kylin answers one choice per request");
   if (const json::Value* s = field(body, "store"); s && !(s->is_bool() && !s->as_bool()))
     refuse("store", "must be false: kylin stores no completions");
   if (const json::Value* t = field(body, "service_tier");
       t && !(t->is_string() && (t->as_string() == "auto" || t->as_string() == "default")))
     refuse("service_tier", "must be auto or default: kylin has one tier");
   // Other servers' constrained-decoding extensions: a client sending them expects them enforced.
-  for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "grammar", "json_schema",
-                           "structured_outputs"})
+  for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "json_schema", "structured_outputs"})
     if (field(body, name) != nullptr)
-      refuse(name, "is another server's extension, not supported by kylin-server: use response_format (json_schema)");
+      refuse(name, "is another server's extension, not supported by kylin-server: use response_format (json_schema) or grammar (GBNF)");
 }
 
 // Chat parameters with no meaning for a text-only local model, refused when set.
@@ -98,14 +96,12 @@ inline void refuse_chat(const json::Value& body) {
   }
 }
 
-// /v1/completions parameters kylin cannot honour: echo (of the prompt), suffix (fill in the
-// middle), best_of other than 1.
+// /v1/completions parameters kylin cannot honour: echo (of the prompt), best_of other than 1.
+// (`suffix` is refused by the service when the tokenizer has no fill-in-the-middle tokens.)
 inline void refuse_completion(const json::Value& body) {
   if (const json::Value* e = field(body, "echo"); e && !(e->is_bool() && !e->as_bool()))
     refuse("echo", "is not supported: only the completion is returned");
-  if (const json::Value* s = field(body, "suffix"); s && !(s->is_string() && s->as_string().empty()))
-    refuse("suffix", "is not supported: kylin does not fill in the middle");
-  if (auto b = int_field(body, "best_of"); b && *b != 1) refuse("best_of", "must be 1: kylin answers one choice per request");
+  if (auto b = int_field(body, "best_of"); b && *b != 1) refuse("best_of", "must be 1: kylin does not generate candidates to rank (n gives several choices)");
 }
 
 // response_format: {"type": "text"}, {"type": "json_object"} (any JSON object), or

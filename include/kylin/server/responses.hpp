@@ -1,5 +1,6 @@
-// OpenAI response bodies: chat.completion, chat.completion.chunk, text_completion (and its
-// chunks), usage, model lists, and the Server-Sent Events framing of streamed chunks.
+// OpenAI chat and completions bodies: chat.completion, chat.completion.chunk, text_completion
+// (and its chunks), usage, model lists, and the Server-Sent Events framing of streamed chunks.
+// (The Responses API's objects are in openai_responses.hpp.)
 #pragma once
 
 #include <atomic>
@@ -34,11 +35,13 @@ inline std::int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// What every chunk and response of one request repeats.
+// What every chunk and response of one request repeats. system_fingerprint (empty: left out)
+// names the build, model and weight format that answered (Service::system_fingerprint).
 struct ResponseHead {
   std::string id;
   std::int64_t created = 0;
   std::string model;
+  std::string system_fingerprint;
 };
 
 // "length" for the token limit or a full context, whatever was parsed (the answer was cut);
@@ -103,16 +106,15 @@ inline json::Value head_object(const ResponseHead& h, std::string_view object) {
   o.set("object", object);
   o.set("created", h.created);
   o.set("model", h.model);
+  if (!h.system_fingerprint.empty()) o.set("system_fingerprint", h.system_fingerprint);
   return o;
 }
 
-inline constexpr std::size_t any_number_of_calls = SIZE_MAX;
-
-// Non-streaming chat answer. With `tools`, <tool_call> blocks of the answer become tool_calls
+// One choice of a chat answer. With `tools`, <tool_call> blocks of the answer become tool_calls
 // (the first `max_calls` of them: parallel_tool_calls false keeps one). `logprobs`: the
 // choice's logprobs object (logprobs.hpp) or null.
-inline json::Value chat_completion(const ResponseHead& h, const Generation& g, bool tools, json::Value logprobs = {},
-                                   std::size_t max_calls = any_number_of_calls) {
+inline json::Value chat_choice(std::int64_t index, const Generation& g, bool tools, json::Value logprobs = {},
+                               std::size_t max_calls = any_number_of_calls) {
   json::Value message = json::Object{};
   message.set("role", "assistant");
   ParsedToolCalls parsed;
@@ -128,23 +130,35 @@ inline json::Value chat_completion(const ResponseHead& h, const Generation& g, b
     message.set("tool_calls", std::move(list));
   }
   json::Value choice = json::Object{};
-  choice.set("index", 0);
+  choice.set("index", index);
   choice.set("message", std::move(message));
   choice.set("logprobs", std::move(logprobs));
   choice.set("finish_reason", finish_reason(g.stop_reason, calls));
+  return choice;
+}
+
+// A chat answer of `choices` (chat_choice each); `stats` counts the prompt once and every
+// choice's tokens (Service's combined_stats).
+inline json::Value chat_completion(const ResponseHead& h, json::Value choices, const GenerationStats& stats) {
   json::Value out = head_object(h, "chat.completion");
-  out.set("choices", json::Array{std::move(choice)});
-  out.set("usage", usage(g.stats));
-  out.set("timings", timings(g.stats));
+  out.set("choices", std::move(choices));
+  out.set("usage", usage(stats));
+  out.set("timings", timings(stats));
   return out;
 }
 
-// One chat.completion.chunk; `delta` is {"role"}, {"content"}, {"reasoning_content"},
-// {"tool_calls"} or {} with the finish reason.
+// A chat answer of one choice.
+inline json::Value chat_completion(const ResponseHead& h, const Generation& g, bool tools, json::Value logprobs = {},
+                                   std::size_t max_calls = any_number_of_calls) {
+  return chat_completion(h, json::Array{chat_choice(0, g, tools, std::move(logprobs), max_calls)}, g.stats);
+}
+
+// One chat.completion.chunk of choice `index`; `delta` is {"role"}, {"content"},
+// {"reasoning_content"}, {"tool_calls"} or {} with the finish reason.
 inline json::Value chat_chunk(const ResponseHead& h, json::Value delta, std::optional<std::string> finish = std::nullopt,
-                              json::Value logprobs = {}) {
+                              json::Value logprobs = {}, std::int64_t index = 0) {
   json::Value choice = json::Object{};
-  choice.set("index", 0);
+  choice.set("index", index);
   choice.set("delta", std::move(delta));
   choice.set("logprobs", std::move(logprobs));
   choice.set("finish_reason", finish ? json::Value(*finish) : json::Value());
@@ -171,40 +185,46 @@ inline json::Value usage_chunk(const ResponseHead& h, std::string_view object, c
 // a content chunk (text outside valid blocks, if any) and one tool_calls chunk per call.
 // Returns the chunks; `calls` tells whether any call was parsed (finish_reason "tool_calls").
 inline std::vector<json::Value> tool_call_chunks(const ResponseHead& h, const ToolCallHold& hold, bool& calls,
-                                                std::size_t max_calls = any_number_of_calls) {
+                                                std::size_t max_calls = any_number_of_calls, std::int64_t index = 0) {
   std::vector<json::Value> out;
   calls = false;
   if (!hold.holding()) return out;
   ParsedToolCalls parsed = parse_tool_calls(std::string_view(hold.text()).substr(hold.released()));
   if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   calls = !parsed.calls.empty();
-  if (!parsed.content.empty()) out.push_back(chat_chunk(h, delta("content", parsed.content)));
+  if (!parsed.content.empty()) out.push_back(chat_chunk(h, delta("content", parsed.content), std::nullopt, {}, index));
   for (std::size_t i = 0; i < parsed.calls.size(); ++i)
-    out.push_back(chat_chunk(h, delta("tool_calls", json::Array{tool_call_json(parsed.calls[i], i)})));
+    out.push_back(chat_chunk(h, delta("tool_calls", json::Array{tool_call_json(parsed.calls[i], i)}), std::nullopt, {}, index));
   return out;
 }
 
-inline json::Value text_choice(std::string text, std::optional<std::string> finish, json::Value logprobs = {}) {
+inline json::Value text_choice(std::string text, std::optional<std::string> finish, json::Value logprobs = {},
+                               std::int64_t index = 0) {
   json::Value choice = json::Object{};
-  choice.set("index", 0);
+  choice.set("index", index);
   choice.set("text", std::move(text));
   choice.set("logprobs", std::move(logprobs));
   choice.set("finish_reason", finish ? json::Value(*finish) : json::Value());
   return choice;
 }
 
-inline json::Value text_completion(const ResponseHead& h, std::string text, const Generation& g, json::Value logprobs = {}) {
+// A legacy completion of `choices` (text_choice each); `stats` as for chat_completion.
+inline json::Value text_completion(const ResponseHead& h, json::Value choices, const GenerationStats& stats) {
   json::Value out = head_object(h, "text_completion");
-  out.set("choices", json::Array{text_choice(std::move(text), finish_reason(g.stop_reason, false), std::move(logprobs))});
-  out.set("usage", usage(g.stats));
-  out.set("timings", timings(g.stats));
+  out.set("choices", std::move(choices));
+  out.set("usage", usage(stats));
+  out.set("timings", timings(stats));
   return out;
 }
 
+inline json::Value text_completion(const ResponseHead& h, std::string text, const Generation& g, json::Value logprobs = {}) {
+  return text_completion(h, json::Array{text_choice(std::move(text), finish_reason(g.stop_reason, false), std::move(logprobs))}, g.stats);
+}
+
 inline json::Value text_chunk(const ResponseHead& h, std::string text, std::optional<std::string> finish = std::nullopt,
-                              json::Value logprobs = {}) {
+                              json::Value logprobs = {}, std::int64_t index = 0) {
   json::Value out = head_object(h, "text_completion");
-  out.set("choices", json::Array{text_choice(std::move(text), std::move(finish), std::move(logprobs))});
+  out.set("choices", json::Array{text_choice(std::move(text), std::move(finish), std::move(logprobs), index)});
   return out;
 }
 

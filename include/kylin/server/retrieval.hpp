@@ -244,7 +244,7 @@ inline Reply Service::run_engine_task(std::function<void()> work, const std::sha
     else promise->set_value({status::ok, {}});
   };
   watch_client(watch, job);
-  return submit_and_wait(job, std::move(future));
+  return submit_and_wait({job}, std::move(future));
 }
 
 inline Reply Service::embeddings(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
@@ -266,7 +266,7 @@ inline Reply Service::embeddings(std::string_view text, const std::shared_ptr<Cl
   auto result = std::make_shared<EmbedResult>();
   const EmbedOptions o{.prompt_name = "", .dimensions = r.dimensions};
   Reply reply = run_engine_task([this, ids, result, o] { *result = engine_.embed_tokens(*ids, o); }, watch);
-  if (reply.status == status::ok) reply.body = json::dump(embeddings_response(*result, r.encoding, model_id_));
+  if (reply.status == status::ok) reply.body = json::dump(embeddings_response(*result, r.encoding, served_name(r.model)));
   return reply;
 }
 
@@ -295,7 +295,7 @@ inline Reply Service::rerank(std::string_view text, const std::shared_ptr<Client
   auto result = std::make_shared<Reranking>();
   Reply reply = run_engine_task(
       [this, ids, result, answer, top_n = r.options.top_n] { *result = rerank_scores(engine_.model(), answer, *ids, top_n); }, watch);
-  if (reply.status == status::ok) reply.body = json::dump(rerank_response(*result, r, model_id_));
+  if (reply.status == status::ok) reply.body = json::dump(rerank_response(*result, r, served_name(r.model)));
   return reply;
 }
 

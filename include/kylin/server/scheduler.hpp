@@ -6,6 +6,8 @@
 // chunk of each prefilling one, within a token budget, so a long prompt does not stall the others.
 // With speculative decoding, the draft model's forwards of all slots run batched before each step
 // and each slot's drafts are rows of that step's one verification pass.
+// The choices of one request (n > 1) are sibling jobs on one prompt: the first prefills it, the
+// others start from a copy of its KV prefix.
 #pragma once
 
 #include <algorithm>
@@ -68,6 +70,9 @@ struct Job {
   std::function<bool(const Piece&)> on_piece;
   std::function<void(Generation&&, std::optional<Failure>)> on_done;
   std::atomic<bool> cancelled{false};
+  // Another choice of the same request, on the same prompt: this job starts once that job's
+  // prompt is in its slot's cache, and copies it from there instead of prefilling it again.
+  std::weak_ptr<const Job> prompt_leader;
   // Instead of a generation: work on slot `slot`'s Session between generations (slot save,
   // restore, erase); on_done gets an empty Generation and its error, if any.
   std::function<void(Session&)> slot_task;
@@ -96,11 +101,13 @@ class Scheduler {
   ~Scheduler() { shutdown(); }
 
   // False when the queue is full or the scheduler is shutting down: the caller answers 503.
-  bool submit(std::shared_ptr<Job> job) {
+  bool submit(std::shared_ptr<Job> job) { return submit(std::vector<std::shared_ptr<Job>>{std::move(job)}); }
+  // The jobs of one request (its choices) queue together, all or none, as one request.
+  bool submit(const std::vector<std::shared_ptr<Job>>& jobs) {
     {
       std::lock_guard lock(mutex_);
       if (stopping_ || queue_.size() >= max_queued_) return false;
-      queue_.push_back(std::move(job));
+      queue_.insert(queue_.end(), jobs.begin(), jobs.end());
     }
     wake_.notify_one();
     return true;
@@ -190,7 +197,7 @@ class Scheduler {
         const Job& head = *queue_.front();
         const bool alone = head.slot_task || (head.engine_task && !head.cancelled.load());
         const bool generation = !alone && !head.cancelled.load();
-        if ((alone && active_ > 0) || (generation && active_ == slots())) return true;
+        if ((alone && active_ > 0) || (generation && (active_ == slots() || leader_prefilling(head)))) return true;
         job = std::move(queue_.front());
         queue_.pop_front();
         busy_ = true;
@@ -199,10 +206,35 @@ class Scheduler {
     }
   }
 
+  // The slot running `job`, or null.
+  Slot* slot_of(const Job* job) {
+    for (auto& s : slots_)
+      if (s.job.get() == job) return &s;
+    return nullptr;
+  }
+
+  // A sibling choice waits while its leader's prompt is still being prefilled (the leader, queued
+  // ahead of it, has started by then).
+  bool leader_prefilling(const Job& job) {
+    const auto leader = job.prompt_leader.lock();
+    const Slot* s = leader ? slot_of(leader.get()) : nullptr;
+    return s != nullptr && s->run && s->run->prefilling();
+  }
+
+  // Starts `slot` from the leader's cached prompt when that holds more of it than the slot does.
+  void copy_leader_prefix(const Job& job, Slot& slot) {
+    const auto leader = job.prompt_leader.lock();
+    const Slot* from = leader ? slot_of(leader.get()) : nullptr;
+    if (from == nullptr || from == &slot) return;
+    const std::int64_t n = from->session->cache().common_prefix(job.prompt);
+    if (n > slot.session->cache().common_prefix(job.prompt)) slot.session->copy_prefix(*from->session, n);
+  }
+
   // Runs a task or a skip to its end now; starts a generation in a free slot.
   void start(const std::shared_ptr<Job>& job) {
     if (job->slot_task || job->engine_task || job->cancelled.load()) return execute(*job);
     Slot& slot = pick_free_slot(job->prompt);
+    copy_leader_prefix(*job, slot);
     GenerateOptions o = job->options;
     o.on_piece = [j = job.get()](const Piece& p) { return !j->cancelled.load() && (!j->on_piece || j->on_piece(p)); };
     o.prompt_cache = prompt_cache_;

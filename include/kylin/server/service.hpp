@@ -1,6 +1,8 @@
-// Service: the OpenAI-compatible endpoints without the HTTP transport. Each call validates the
-// body (ApiError on a bad one, before anything is queued), renders and tokenizes the prompt on
-// the calling thread, then queues the generation; a streamed call returns its EventStream at once.
+// Service: kylin-server's endpoints without the HTTP transport. Every generation API (OpenAI chat
+// and completions, Anthropic messages, the Responses API, llama.cpp's /infill) is a thin adapter
+// over one request preparation and one reply/stream path (server/front.hpp): the body is validated
+// (a 400 before anything is queued), the prompt rendered and tokenized on the calling thread, the
+// generations queued, and a streamed call returns its EventStream at once.
 #pragma once
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kylin/server/client_watch.hpp"
 #include "kylin/server/event_stream.hpp"
@@ -16,6 +19,7 @@
 #include "kylin/server/metrics.hpp"
 #include "kylin/server/output_constraint.hpp"
 #include "kylin/server/request.hpp"
+#include "kylin/server/response_store.hpp"
 #include "kylin/server/responses.hpp"
 #include "kylin/server/scheduler.hpp"
 #include "kylin/server/slots.hpp"
@@ -33,13 +37,19 @@ struct Started {
   std::shared_ptr<EventStream> stream;
 };
 
-// How a chat answer is shaped: tool calls parsed (at most max_calls of them), logprobs recorded
-// (null: none asked for).
-struct ChatShape {
-  bool tools = false;
-  std::size_t max_calls = any_number_of_calls;
-  std::shared_ptr<LogprobRecorder> logprobs;
+// How an API writes an error body: OpenAI's shape (error_body) or Anthropic's (anthropic.hpp).
+using ErrorShape = std::string (*)(const Failure&);
+
+// The prompt of a request, tokenized: its ids and the channel its answer starts in (a prompt that
+// ends inside <think> continues the reasoning).
+struct PromptIds {
+  std::vector<int> ids;
+  Channel start = Channel::answer;
 };
+
+class Answer;            // server/front.hpp
+struct AnswerState;      // server/front.hpp
+struct ResponsesRequest;  // server/responses_request.hpp
 
 struct ServiceOptions {
   // plain (the server's default): text in messages, and in rerank queries, documents and
@@ -49,27 +59,39 @@ struct ServiceOptions {
   ContentTokens content_tokens = ContentTokens::plain;
   PromptCache* prompt_cache = nullptr;  // --cache-dir: also where slot files go
   ServerTask task = ServerTask::generate;  // the endpoints that answer; the others say how to get them
+  // --served-model-name: the model ids clients may send, all listed by /v1/models; empty: the
+  // directory's name. Any other `model` is a 404.
+  std::vector<std::string> served_names;
+  // Whatever identifies the build (kylin-server: a hash of its executable): system_fingerprint
+  // changes with it, with the model files and with the weight format.
+  std::string build_id;
+  ResponseStoreLimits response_store;  // the Responses API's stored responses
 };
 
 class Service {
  public:
   Service(Engine& engine, Scheduler& scheduler, std::string model_id, const ServiceOptions& options = {})
-      : engine_(engine), scheduler_(scheduler), model_id_(std::move(model_id)), created_(unix_time()),
-        max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())), options_(options),
-        constraints_(engine) {}
+      : engine_(engine), scheduler_(scheduler),
+        names_(options.served_names.empty() ? std::vector<std::string>{std::move(model_id)} : options.served_names),
+        created_(unix_time()), max_prompt_bytes_(max_prompt_bytes(engine.tokenizer(), scheduler.context_length())),
+        options_(options), constraints_(engine), fingerprint_(system_fingerprint(engine, options.build_id)),
+        stored_(options.response_store) {}
 
-  const std::string& model_id() const { return model_id_; }
+  // The first served name: what the server calls its model (logs, answers to requests naming none).
+  const std::string& model_id() const { return names_.front(); }
+  const std::string& fingerprint() const { return fingerprint_; }
 
   Reply models() const {
+    json::Value data = json::Array{};
+    for (const auto& name : names_) data.push_back(model_card(name, created_, scheduler_.context_length()));
     json::Value out = json::Object{};
     out.set("object", "list");
-    out.set("data", json::Array{model_card(model_id_, created_, scheduler_.context_length())});
+    out.set("data", std::move(data));
     return {status::ok, json::dump(out)};
   }
 
   Reply model(std::string_view id) const {
-    if (id != model_id_) throw ApiError(status::not_found, "model '" + std::string(id) + "' not found", "model", "model_not_found");
-    return {status::ok, json::dump(model_card(model_id_, created_, scheduler_.context_length()))};
+    return {status::ok, json::dump(model_card(served_name(std::string(id), true), created_, scheduler_.context_length()))};
   }
 
   Reply health() const {
@@ -95,54 +117,30 @@ class Service {
                             .kv_capacity = slots * scheduler_.context_length()});
   }
 
-  // {"content" | "text": "...", "parse_special": true} -> {"tokens": [...]}
-  Reply tokenize(std::string_view text) const {
-    const json::Value body = detail::parse_body(text);
-    const json::Value* content = detail::field(body, "content");
-    const char* param = "content";
-    if (content == nullptr) content = detail::field(body, "text"), param = "text";
-    if (content == nullptr || !content->is_string()) throw invalid(param, "'content' (or 'text') must be a string");
-    EncodeOptions options;
-    options.parse_special = detail::bool_field(body, "parse_special").value_or(true);
-    json::Value tokens = json::Array{};
-    try {
-      for (int id : engine_.tokenizer().encode(content->as_string(), options)) tokens.push_back(id);
-    } catch (const Error& e) {
-      throw invalid(param, client_text(e));
-    }
-    json::Value out = json::Object{};
-    out.set("tokens", std::move(tokens));
-    return {status::ok, json::dump(out)};
-  }
-
-  // {"tokens": [...]} -> {"content": "..."}
-  Reply detokenize(std::string_view text) const {
-    const json::Value body = detail::parse_body(text);
-    const json::Value* tokens = detail::field(body, "tokens");
-    if (tokens == nullptr || !tokens->is_array()) throw invalid("tokens", "'tokens' must be an array of token ids");
-    std::vector<int> ids;
-    const std::int64_t vocab = engine_.tokenizer().vocab_size();
-    for (const auto& t : tokens->as_array()) {
-      if (!t.is_int() || t.as_int() < 0 || t.as_int() >= vocab)
-        throw invalid("tokens", "token ids must be integers in [0, " + std::to_string(vocab) + ")");
-      ids.push_back(static_cast<int>(t.as_int()));
-    }
-    json::Value out = json::Object{};
-    out.set("content", engine_.tokenizer().decode(ids));
-    return {status::ok, json::dump(out)};
-  }
+  // POST /tokenize, /detokenize, /apply-template in llama.cpp's shapes (server/text_endpoints.hpp).
+  Reply tokenize(std::string_view text) const;
+  Reply detokenize(std::string_view text) const;
+  Reply apply_template(std::string_view text) const;
 
   // `watch` (from the transport, optional): when the client goes away, the job is cancelled,
-  // queued or running, streamed or not.
-  // POST /v1/chat/completions and /v1/completions, defined in server/openai_service.hpp.
+  // queued or running, streamed or not. Every generation endpoint answers errors in its own API's
+  // shape instead of throwing.
+  // POST /v1/chat/completions, /v1/completions and /infill (server/openai_service.hpp).
   Started chat(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   Started complete(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
-  // POST /v1/embeddings and /v1/rerank, defined in server/retrieval.hpp.
-  Reply embeddings(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
-  Reply rerank(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
-  // POST /v1/messages and /v1/messages/count_tokens (Anthropic), defined in server/anthropic_service.hpp.
+  Started infill(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  // POST /v1/messages and /v1/messages/count_tokens, Anthropic's (server/anthropic_service.hpp).
   Started messages(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
   Reply count_message_tokens(std::string_view text);
+  // The Responses API (server/responses_service.hpp): POST /v1/responses, GET and DELETE
+  // /v1/responses/{id}, POST /v1/responses/input_tokens.
+  Started create_response(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  Reply response(std::string_view id) const;
+  Reply delete_response(std::string_view id);
+  Reply response_input_tokens(std::string_view text);
+  // POST /v1/embeddings and /v1/rerank (server/retrieval.hpp).
+  Reply embeddings(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
+  Reply rerank(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
 
   // POST /slots/{id}?action=save|restore|erase (server/slots.hpp).
   Reply slot(std::string_view id, std::string_view action, std::string_view body) {
@@ -165,49 +163,50 @@ class Service {
   std::size_t prompt_byte_limit() const { return max_prompt_bytes_; }
 
  private:
+  // A request ready to queue: one job per choice, all on one prompt (server/front.hpp).
   struct Prepared {
-    std::shared_ptr<Job> job;
+    std::vector<std::shared_ptr<Job>> jobs;                  // [n]
+    std::vector<std::shared_ptr<LogprobRecorder>> logprobs;  // [n] null when none are asked for
     ResponseHead head;
+    std::int64_t prompt_tokens = 0;
   };
-  // The non-streamed and streamed halves of chat() and complete() (server/openai_service.hpp).
-  Started chat_reply(Prepared& p, const ChatShape& shape, const std::shared_ptr<ClientWatch>& watch);
-  Started chat_stream(Prepared& p, const ChatShape& shape, bool usage, const std::shared_ptr<ClientWatch>& watch);
-  Started completion_reply(Prepared& p, std::shared_ptr<LogprobRecorder> logprobs, const std::shared_ptr<ClientWatch>& watch);
-  Started completion_stream(Prepared& p, std::shared_ptr<LogprobRecorder> logprobs, bool usage,
-                            const std::shared_ptr<ClientWatch>& watch);
 
-  void check_model(const std::string& model) const {
-    if (!model.empty() && model != model_id_)
-      throw ApiError(status::not_found, "model '" + model + "' not found (this server serves '" + model_id_ + "')",
-                     "model", "model_not_found");
+  // The one preparation and reply path (server/front.hpp).
+  template <class F>
+  static auto guarded(ErrorShape shape, F&& body) -> decltype(body());
+  void check_chat_template() const;
+  PromptIds chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param) const;
+  PromptIds text_prompt(std::string_view text, const char* param) const;
+  Prepared prepare(const GenerationRequest& r, PromptIds prompt, const OutputRules& rules, std::string id, const char* param) const;
+  Started answer(Prepared p, std::shared_ptr<Answer> answer, const std::shared_ptr<ClientWatch>& watch);
+  void wire(Job& job, std::size_t choice, const std::shared_ptr<AnswerState>& state, std::int64_t prompt_tokens);
+
+  // The name a request's `model` is answered under: one of the served names (404 for any other;
+  // `required`: an empty name is refused too), or the first when the request named none.
+  const std::string& served_name(const std::string& model, bool required = false) const {
+    for (const auto& n : names_)
+      if (n == model) return n;
+    if (model.empty() && !required) return names_.front();
+    std::string served;
+    for (const auto& n : names_) served += (served.empty() ? "'" : ", '") + n + "'";
+    throw ApiError(status::not_found, "model '" + model + "' not found (this server serves " + served + ")", "model",
+                   "model_not_found");
   }
+  void check_model(const std::string& model) const { (void)served_name(model); }
 
   Reply run_engine_task(std::function<void()> work, const std::shared_ptr<ClientWatch>& watch);  // retrieval.hpp
-  Prepared prepare(const GenerationRequest& r, std::vector<int> prompt, Channel start, const char* prompt_param) const {
-    const std::int64_t ctx = scheduler_.context_length();
-    const auto n = static_cast<std::int64_t>(prompt.size());
-    if (n == 0) throw invalid(prompt_param, "the prompt is empty");
-    if (n >= ctx)
-      throw ApiError(status::bad_request,
-                     "this model's context is " + std::to_string(ctx) + " tokens; the prompt has " + std::to_string(n),
-                     prompt_param, "context_length_exceeded");
-    auto job = std::make_shared<Job>();
-    job->prompt = std::move(prompt);
-    job->start = start;
-    job->options.sampling = r.sampling;
-    job->options.stop = r.stop;
-    job->options.max_new_tokens = r.max_tokens.value_or(ctx - n);
-    job->speculative = r.speculative;
-    return {std::move(job), ResponseHead{"", unix_time(), model_id_}};
+  json::Value response_conversation(ResponsesRequest& r) const;  // responses_service.hpp
+  std::function<std::optional<json::Value>(const std::string&)> stored_items() const {
+    return [this](const std::string& id) { return stored_.find_item(id); };
   }
 
   // The prompt of a chat request, as Session::render_chat_prompt makes it: the text and the byte
   // ranges that came from the request.
-  RenderedPrompt render(const ChatRequest& r) const {
+  RenderedPrompt render(const ChatRequest& r, bool generation_prompt = true) const {
     json::Value kwargs = r.chat.extra_kwargs.is_object() ? r.chat.extra_kwargs : json::Value(json::Object{});
     kwargs.set("enable_thinking", r.chat.enable_thinking);
     RenderOptions options;
-    options.add_generation_prompt = true;
+    options.add_generation_prompt = generation_prompt;
     options.tools = r.chat.tools;
     options.kwargs = std::move(kwargs);
     return engine_.chat_template().render_prompt(r.messages, options);
@@ -215,7 +214,7 @@ class Service {
 
   // The prompt's ids under options_.content_tokens, and whether they leave a <think> block open
   // (decided by token: in plain mode a "<think>" typed by the client is text).
-  std::pair<std::vector<int>, Channel> tokenize(const RenderedPrompt& p) const {
+  PromptIds tokenize(const RenderedPrompt& p) const {
     const Tokenizer& t = engine_.tokenizer();
     std::vector<int> ids = options_.content_tokens == ContentTokens::plain ? t.encode_with_plain(p.text, p.from_request) : t.encode(p.text);
     const int open = t.token_to_id("<think>").value_or(-1), close = t.token_to_id("</think>").value_or(-1);
@@ -225,8 +224,8 @@ class Service {
 
   // A prompt of more than context × (longest token's bytes) × 3 bytes cannot fit: each token
   // covers at most the longest token's bytes of normalized text, and NFC shrinks text at most
-  // threefold (Hangul jamo L+V+T, 9 bytes, compose to one 3-byte syllable). Checked before any
-  // tokenizing, so a huge prompt costs no BPE work.
+  // threefold (Hangul jamo L+V+T, 9 bytes, compose to one 3-byte syllable). Checked on the text
+  // about to be tokenized (a chat's rendered template), so a huge prompt costs no BPE work.
   static std::size_t max_prompt_bytes(const Tokenizer& tokenizer, std::int64_t context) {
     std::size_t longest = 1;
     for (int id = 0; id < tokenizer.vocab_size(); ++id)
@@ -235,7 +234,7 @@ class Service {
     return static_cast<std::size_t>(context) * longest * 3;
   }
 
-  void check_prompt_bytes(std::size_t bytes, const char* param) const {
+  void check_prompt_bytes(std::size_t bytes, const std::string& param) const {
     if (bytes > max_prompt_bytes_)
       throw ApiError(status::bad_request,
                      "the prompt text has " + std::to_string(bytes) + " bytes; at most " + std::to_string(max_prompt_bytes_) +
@@ -243,72 +242,63 @@ class Service {
                      param, "context_length_exceeded");
   }
 
-  void submit(const std::shared_ptr<Job>& job) {
-    if (draining_) throw ApiError(status::unavailable, "the server is shutting down", {}, "server_shutting_down");
-    if (!scheduler_.submit(job))
-      throw ApiError(status::unavailable, "the request queue is full; retry later", {}, "server_overloaded");
-    std::lock_guard lock(jobs_mutex_);
-    std::erase_if(jobs_, [](const std::weak_ptr<Job>& w) { return w.expired(); });
-    jobs_.push_back(job);
+  // "fp_" and 16 hex digits of a hash of the model's files, backend, weight format and layout
+  // (the prompt cache's engine identity) and the build.
+  static std::string system_fingerprint(const Engine& engine, const std::string& build_id) {
+    Xxh64 h;
+    h.add(engine_identity(engine));
+    h.add(build_id.size()).update(std::as_bytes(std::span(build_id)));
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out = "fp_";
+    for (int shift = 60; shift >= 0; shift -= 4) out += hex[(h.digest() >> shift) & 0xF];
+    return out;
   }
 
-  // Cancels the job when the client goes away; hands the generation's statistics to the
-  // transport (access log, metrics) before the job's own on_done answers.
+  // Queues a request's jobs together (all or none): 503 when draining or the queue is full.
+  void submit(const std::vector<std::shared_ptr<Job>>& jobs) {
+    if (draining_) throw ApiError(status::unavailable, "the server is shutting down", {}, "server_shutting_down");
+    if (!scheduler_.submit(jobs)) throw ApiError(status::unavailable, "the request queue is full; retry later", {}, "server_overloaded");
+    std::lock_guard lock(jobs_mutex_);
+    std::erase_if(jobs_, [](const std::weak_ptr<Job>& w) { return w.expired(); });
+    jobs_.insert(jobs_.end(), jobs.begin(), jobs.end());
+  }
+
+  // For a single job that is not a generation (embeddings, rerank): cancels it when the client
+  // goes away.
   static void watch_client(const std::shared_ptr<ClientWatch>& watch, const std::shared_ptr<Job>& job) {
     if (!watch) return;
     watch->on_gone([weak = std::weak_ptr<Job>(job)] {
       if (auto j = weak.lock()) j->cancelled = true;
     });
-    job->on_done = [watch, done = std::move(job->on_done)](Generation&& g, std::optional<Failure> error) {
-      if (!error && g.stats.prompt_tokens > 0) watch->record(g.stats);  // a generation ran
-      done(std::move(g), std::move(error));
-    };
   }
 
-  // Puts `rules`' constraint (if the answer is not free) on the job, which owns it.
-  void constrain(Job& job, const OutputRules& rules) const {
-    job.constraint = constraints_.make(rules);
-    job.options.constraint = job.constraint.get();
+  static Failure shutdown_failure() {
+    return {status::unavailable, "the server shut down before this request finished", {}, "server_shutting_down"};
   }
+  static Reply shutdown_reply() { return {status::unavailable, error_body(shutdown_failure())}; }
 
-  // A job cut short by abort(): its client is told the server shut down.
-  bool aborted(const Generation& g) const { return aborting_ && g.stop_reason == StopReason::cancelled; }
-  static Reply shutdown_reply() {
-    return {status::unavailable, error_body(status::unavailable, "the server shut down before this request finished", {},
-                                            "server_shutting_down")};
-  }
-  Reply result(Generation&& g, const std::optional<Failure>& error, const std::function<std::string(Generation&)>& body) const {
-    if (error) return failure(*error);
-    if (aborted(g)) return shutdown_reply();
-    return {status::ok, body(g)};
-  }
-
-  // A non-streamed request is answered here, on the calling thread, once its job is done.
-  Reply submit_and_wait(const std::shared_ptr<Job>& job, std::future<Reply> reply) {
+  // A non-streamed request is answered here, on the calling thread, once its jobs are done.
+  Reply submit_and_wait(const std::vector<std::shared_ptr<Job>>& jobs, std::future<Reply> reply) {
     ++in_flight_;
     struct Done {
       std::atomic<int>& n;
       ~Done() { --n; }
     } done{in_flight_};
-    submit(job);
+    submit(jobs);
     return reply.get();
-  }
-
-  // A streamed request counts as in flight until its last event was written (or dropped).
-  std::shared_ptr<EventStream> open_stream(const std::shared_ptr<Job>& job) {
-    ++in_flight_;
-    return std::make_shared<EventStream>(job, [this] { --in_flight_; });
   }
 
   static Reply failure(const Failure& f) { return {f.status, error_body(f)}; }
 
   Engine& engine_;
   Scheduler& scheduler_;
-  std::string model_id_;
+  std::vector<std::string> names_;  // served model ids, the first the server's own
   std::int64_t created_;
   std::size_t max_prompt_bytes_;
   ServiceOptions options_;
   ConstraintFactory constraints_;
+  std::string fingerprint_;
+  ResponseStore stored_;
   Metrics metrics_;
   std::atomic<bool> draining_{false}, aborting_{false};
   std::atomic<int> in_flight_{0};

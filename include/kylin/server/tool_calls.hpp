@@ -8,9 +8,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kylin/constrain/tool_call_grammar.hpp"
 #include "kylin/core/json.hpp"
 
 namespace kylin::server {
+
+using constrain::any_number_of_calls;
 
 inline constexpr std::string_view tool_call_open = "<tool_call>";
 inline constexpr std::string_view tool_call_close = "</tool_call>";
