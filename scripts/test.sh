@@ -15,8 +15,7 @@ expected_tests() {
     case $area in data | fuzz | common) continue ;; esac
     if compgen -G "$dir*.cpp" >/dev/null; then echo "$area"; fi
   done
-  printf '%s
-' kernels_avx2 kernels_scalar constrain_ajv server_openai_client server_anthropic_client server_responses_client deploy_nginx package
+  printf '%s\n' kernels_avx2 kernels_scalar constrain_ajv server_openai_client server_anthropic_client server_responses_client deploy_nginx package
   # kernel variants that run only where the CPU has their instructions (tests/kernels/extra.cmake)
   local flags
   flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
