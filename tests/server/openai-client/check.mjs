@@ -127,7 +127,7 @@ let refusedParam = null;
 try {
   await client.chat.completions.create({
     ...request,
-    response_format: { type: "json_schema", json_schema: { name: "d", schema: { type: "string", format: "date" } } },
+    response_format: { type: "json_schema", json_schema: { name: "d", schema: { type: "string", pattern: "a(?=b)c" } } },  // lookahead: outside the pattern subset
   });
 } catch (e) {
   refusedParam = e instanceof OpenAI.BadRequestError ? e.param : null;
