@@ -4,60 +4,116 @@
 # reference checkpoint on --backend cuda against the float64 references with the emulated backend's
 # bars (kylin-gpu-check: <= 1e-4 relative L2 with an f32 KV cache and greedy tokens identical, <= 2e-3
 # with f16; q8/q4 weights within the CPU's agreement bars), the CLI on cpu and cuda (three sequences in one batch),
-# compute-sanitizer's memcheck and racecheck where it is installed, then `kylin bench --backend cuda`.
-# Usage: scripts/gpu-check.sh [--prebuilt DIR] [BENCH_MODEL_DIR]
+# compute-sanitizer's memcheck and racecheck where it is installed, the matvec's bandwidth against
+# the card's copy bandwidth, then `kylin bench --backend cuda` on the Qwen3-0.6B shape and on 12
+# layers of the Qwen3-8B shape (random weights made here), and llama.cpp's llama-bench on the same
+# checkpoints converted to GGUF when --llama gives its binaries. Results go to --out as JSON lines.
+# Usage: scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST] [--no-8b]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a
-#                   GPU machine without the packages (docs/CUDA.md, "Running on a GPU"); the checkout
-#                   must sit at the path DIR was built from, where kylin-gpu-check finds tests/data
-#   BENCH_MODEL_DIR default: a random Qwen3-0.6B-shaped checkpoint
+#                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
+#                   of the checkout it was built from (link it there)
+#   --out DIR       where log.txt, matvec.jsonl, bench.jsonl and llama.jsonl go (default gpu-check-out/)
+#   --llama DIR     llama-bench, llama-quantize, gguf-py/, convert_qwen3_gguf.py and tokenizer/ (the
+#                   Qwen3 tokenizer.json) of a llama.cpp CUDA build (docs/CUDA.md says how it was made)
+#   --models DIR    where the random checkpoints are made and kept (default: a temporary folder)
+#   --steps LIST    comma-separated subset of check,matvec,bench,llama (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build-gpu/bin
-if [ "${1:-}" = "--prebuilt" ]; then bin=$2; shift 2; fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
+bin=build-gpu/bin out=gpu-check-out llama="" big=1 models="" steps=check,matvec,bench,llama
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prebuilt) bin=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --llama) llama=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --no-8b) big=0; shift ;;
+    *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+exec > >(tee -a "$out/log.txt") 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader ||
   { echo "gpu-check: no NVIDIA GPU visible (nvidia-smi failed)" >&2; exit 1; }
 if [ "$bin" = build-gpu/bin ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKYLIN_CUDA=ON -DKYLIN_BUILD_TESTS=ON \
         -DKYLIN_BUILD_BENCHMARKS=OFF -DKYLIN_BUILD_EXAMPLES=ON >/dev/null
   cmake --build build-gpu -j"$(nproc)" --target kylin_cli kylin_gpu_check kylin_cuda_module
 fi
+failed=0
+step() { [[ ",$steps," == *",$1,"* ]]; }
+work=${models:-$(mktemp -d)}
+mkdir -p "$work"
+tok=${llama:+$llama/tokenizer}
+make_model() {  # preset, layers or "", folder name
+  [ -f "$work/$3/config.json" ] ||
+    "$bin/kylin" make-test-model --preset "$1" ${2:+--layers "$2"} --seed 1 --out "$work/$3" ${tok:+--tokenizer-from "$tok"} >/dev/null
+}
 
-echo "== every reference checkpoint on --backend cuda"
-"$bin/kylin-gpu-check"
+if step check; then
+echo "== every reference checkpoint on --backend cuda (CUDA graphs on, then off)"
+"$bin/kylin-gpu-check" || failed=1
+KYLIN_CUDA_GRAPHS=0 "$bin/kylin-gpu-check" | tail -1 || failed=1
 
 echo "== kylin generate --backend cuda == --backend cpu (greedy, three sequences in one batch)"
 model=tests/data/models/small-qwen3
 gen() { "$bin/kylin" generate --model "$model" --tokens 1,2,3,4 --tokens 9,8 --tokens 5,6,7,8,9,10,11 -n 12 --greedy --format json "$@"; }
 cpu=$(gen --backend cpu)
 gpu=$(gen --backend cuda)
-[ "$cpu" = "$gpu" ] || { echo "gpu-check: greedy tokens differ: cpu $cpu, cuda $gpu" >&2; exit 1; }
-echo "identical: $gpu"
+if [ "$cpu" = "$gpu" ]; then echo "identical: $gpu"; else echo "gpu-check: greedy tokens differ: cpu $cpu, cuda $gpu"; failed=1; fi
 
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$sanitizer" ]; then
   echo "== compute-sanitizer memcheck and racecheck"
-  mem=$("$sanitizer" --tool memcheck --leak-check full "$bin/kylin" generate --model "$model" --tokens 1,2,3,4 --tokens 9,8 -n 3 \
+  mem=$("$sanitizer" --tool memcheck --leak-check full "$bin/kylin" generate --model "$model" --tokens 1,2,3,4 --tokens 9,8 -n 4 \
         --greedy --backend cuda 2>&1) || true
-  grep -q "ERROR SUMMARY: 0 errors" <<<"$mem" || { echo "$mem" >&2; echo "gpu-check: memcheck found errors" >&2; exit 1; }
-  race=$("$sanitizer" --tool racecheck "$bin/kylin" generate --model tests/data/models/tiny-qwen3-untied --tokens 1,2,3,4 -n 2 \
+  if grep -q "ERROR SUMMARY: 0 errors" <<<"$mem"; then echo "memcheck: 0 errors"; else echo "$mem" | tail -40; echo "gpu-check: memcheck found errors"; failed=1; fi
+  race=$("$sanitizer" --tool racecheck "$bin/kylin" generate --model tests/data/models/tiny-qwen3-untied --tokens 1,2,3,4 -n 3 \
          --greedy --backend cuda 2>&1) || true
-  grep -q "RACECHECK SUMMARY: 0 hazards" <<<"$race" || { echo "$race" >&2; echo "gpu-check: racecheck found hazards" >&2; exit 1; }
-  echo "memcheck: 0 errors; racecheck: 0 hazards"
+  if grep -q "RACECHECK SUMMARY: 0 hazards" <<<"$race"; then echo "racecheck: 0 hazards"; else echo "$race" | tail -40; echo "gpu-check: racecheck found hazards"; failed=1; fi
 else
   echo "== compute-sanitizer not installed: memcheck and racecheck skipped"
 fi
-
-echo "== kylin bench --backend cuda"
-bench_model=${1:-}
-if [ -z "$bench_model" ]; then
-  bench_model=$(mktemp -d)/qwen3-0.6b
-  "$bin/kylin" make-test-model --preset qwen3-0.6b --seed 1 --out "$bench_model" >/dev/null
 fi
-for weights in stored q8 q4; do
-  "$bin/kylin" bench --model "$bench_model" -p 512 -n 128 -r 3 --backend cuda --weights "$weights" --format json
-done
-for batch in 8 32; do
-  "$bin/kylin" bench --model "$bench_model" -p 0 -n 64 -r 3 --backend cuda --batch "$batch" --format json
-done
-echo "gpu-check: passed"
+
+if step matvec; then
+  echo "== the matvec's bandwidth against the copy bandwidth"
+  "$bin/kylin-gpu-check" --matvec-bench | tee -a "$out/matvec.jsonl"
+fi
+
+m=$work/qwen3-0.6b
+if step bench; then
+echo "== kylin bench --backend cuda"
+make_model qwen3-0.6b "" qwen3-0.6b
+bench() { echo "-- $*" >&2; "$bin/kylin" bench --backend cuda --format json "$@" | tee -a "$out/bench.jsonl"; }
+bench --model "$m" -p 512 -n 128 -r 3
+(export KYLIN_CUDA_GRAPHS=0; bench --model "$m" -p 0 -n 128 -r 3)  # the same decode without CUDA graphs
+for weights in q8 q4; do bench --model "$m" -p 512 -n 128 -r 3 --weights "$weights"; done
+for batch in 8 32; do bench --model "$m" -p 0 -n 64 -r 3 --batch "$batch"; done
+if [ "$big" = 1 ]; then
+  make_model qwen3-8b 12 qwen3-8b-l12
+  bench --model "$work/qwen3-8b-l12" -p 512 -n 64 -r 3
+  bench --model "$work/qwen3-8b-l12" -p 0 -n 64 -r 3 --weights q8
+fi
+fi
+
+if step llama && [ -n "$llama" ] && [ ! -x "$llama/llama-bench" ]; then
+  echo "== llama.cpp: no $llama/llama-bench, skipped"
+elif step llama && [ -n "$llama" ]; then
+  echo "== llama.cpp (CUDA) on the same checkpoints, converted to GGUF"
+  conv() { PYTHONPATH="$llama/gguf-py" python3 "$llama/convert_qwen3_gguf.py" "$1" --outfile "$2" >/dev/null; }
+  lb() { echo "-- llama-bench $*" >&2; "$llama/llama-bench" -ngl 99 -r 3 -o jsonl "$@" | tee -a "$out/llama.jsonl"; }
+  make_model qwen3-0.6b "" qwen3-0.6b
+  conv "$m" "$work/q06-bf16.gguf"
+  "$llama/llama-quantize" --pure "$work/q06-bf16.gguf" "$work/q06-q8_0.gguf" Q8_0 >/dev/null 2>&1
+  lb -m "$work/q06-bf16.gguf" -p 512 -n 128
+  lb -m "$work/q06-q8_0.gguf" -p 512 -n 128
+  if [ "$big" = 1 ]; then
+    make_model qwen3-8b 12 qwen3-8b-l12
+    conv "$work/qwen3-8b-l12" "$work/q8b-bf16.gguf"
+    lb -m "$work/q8b-bf16.gguf" -p 512 -n 64
+  fi
+fi
+[ -n "$models" ] || rm -rf "$work"
+[ "$failed" = 0 ] && echo "gpu-check: passed" || { echo "gpu-check: FAILED (above)"; exit 1; }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,47 @@ TEST_CASE("CudaBackend (emulated device): every sequence of a mixed batch equals
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     CAPTURE(i);
     CHECK(relative_l2(got[i], expect[i]) <= 1e-6);
+  }
+}
+
+// KYLIN_CUDA_GRAPHS is read when a runtime is made: set it for one model's life.
+struct GraphsOff {
+  GraphsOff() { setenv("KYLIN_CUDA_GRAPHS", "0", 1); }
+  ~GraphsOff() { unsetenv("KYLIN_CUDA_GRAPHS"); }
+};
+
+TEST_CASE("CudaBackend (emulated device): decode steps replay as graphs with each step's token and position, equal to no graphs, dense and MoE") {
+  for (const char* name : {"small-qwen3", "tiny-qwen3-moe"}) {
+    CAPTURE(name);
+    // Two sequences in one batch, 10 steps: from the third step on the pass repeats the last one.
+    auto decode = [&](EmulatedModel& model) {
+      auto a = model.new_cache(64), b = model.new_cache(64);
+      std::vector<int> ta{1, 2, 3}, tb{7, 8};
+      std::vector<float> la(static_cast<std::size_t>(model.vocab_size())), lb = la;
+      std::vector<int> out;
+      for (int step = 0; step < 10; ++step) {
+        const kylin::SequenceInput batch[] = {{ta, a, {.logits = la}}, {tb, b, {.logits = lb}}};
+        model.forward(batch);
+        ta = {kylin::test::argmax(la.data(), la.size())};
+        tb = {kylin::test::argmax(lb.data(), lb.size())};
+        out.push_back(ta[0]);
+        out.push_back(tb[0]);
+      }
+      return out;
+    };
+    EmulatedModel with = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
+    const std::vector<int> replayed = decode(with);
+    std::vector<int> plain;
+    {
+      const GraphsOff off;
+      EmulatedModel without = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
+      plain = decode(without);
+      CHECK(without.backend().runtime().graphs() == 0);
+    }
+    CHECK(replayed == plain);
+    // Dense: the decode step is one graph. MoE: the router's logits go to the host mid-pass, and
+    // its segments repeat only where the same experts are chosen.
+    if (std::string(name) == "small-qwen3") CHECK(with.backend().runtime().graphs() >= 1);
   }
 }
 

@@ -143,7 +143,7 @@ TEST_CASE("StoreKVKernel writes the bytes of kernels::store_kv_ref into F32/F16/
       std::vector<std::uint8_t> expected(bytes, 0xAB), got(bytes, 0xAB);
       kernels::store_kv_ref({dt, expected.data()}, {n_kv, D, cap * D}, {rows.data(), T, pos0});
       run(cuda::StoreKVKernel{.cache = got.data(), .dtype = dt, .n_kv_heads = n_kv, .head_dim = D, .head_stride = cap * D,
-                              .rows = rows.data(), .n_tokens = T, .pos0 = pos0});
+                              .rows = rows.data(), .n_tokens = T, .pos0 = &pos0});
       CHECK(got == expected);
     }
 }
@@ -197,7 +197,7 @@ TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q
     for (std::int64_t id : {std::int64_t{0}, std::int64_t{7}, tb.rows - 1}) {
       auto expected = zeros(tb.cols), got = zeros(tb.cols);
       kernels::embed_row(table, id, expected.data());
-      run(cuda::EmbedKernel{.table = table.data, .dtype = tb.dt, .rows = tb.rows, .cols = tb.cols, .id = id, .out = got.data()});
+      run(cuda::EmbedKernel{.table = table.data, .dtype = tb.dt, .rows = tb.rows, .cols = tb.cols, .id = &id, .out = got.data()});
       CHECK(first_mismatch(got, expected) == -1);
     }
   }
@@ -213,8 +213,35 @@ double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n,
   const float* bias = with_bias ? bias_v.data() : nullptr;
   auto expected = zeros(n * out), got = zeros(n * out);
   kernels::matmul_ref(x, m, bias, expected.data(), n);
-  run(cuda::MatvecKernel{.x = x, .n = n, .w = m.data, .w_dtype = dt, .out_features = out, .in_features = in, .bias = bias, .y = got.data()});
+  run(cuda::MatvecKernel{.x = x, .n = n, .w_dtype = dt, .in_features = in, .outs = {{.w = m.data, .bias = bias, .y = got.data(), .rows = out}}, .n_outs = 1});
   return rel_l2(got, expected);
+}
+
+TEST_CASE("MatvecKernel with three outputs (q/k/v of different widths, one with bias) equals each output alone, and writes every element") {
+  const std::int64_t in = 192, n = 3;
+  const std::int64_t rows[3] = {136, 40, 41};  // the outputs' features split across warps and blocks
+  for (DType dt : {DType::bf16, DType::f32, DType::q8_0, DType::q4_0}) {
+    CAPTURE(dtype_name(dt));
+    std::vector<CaseWeights> ws;
+    for (int i = 0; i < 3; ++i) ws.push_back(case_weights(dt, rows[i], in, static_cast<unsigned>(30 + i)));
+    const auto x = test::random_floats(n * in, 33), bias = test::random_floats(rows[1], 34);
+    cuda::MatvecKernel all{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in, .outs = {}, .n_outs = 3};
+    std::vector<std::vector<float>> together, alone;
+    for (int i = 0; i < 3; ++i) {
+      together.push_back(std::vector<float>(static_cast<std::size_t>(n * rows[i]), std::nanf("")));
+      alone.push_back(zeros(n * rows[i]));
+    }
+    for (int i = 0; i < 3; ++i) {
+      const cuda::MatvecOut o{.w = ws[static_cast<std::size_t>(i)].ref.data, .bias = i == 1 ? bias.data() : nullptr, .y = nullptr, .rows = rows[i]};
+      all.outs[i] = o;
+      all.outs[i].y = together[static_cast<std::size_t>(i)].data();
+      cuda::MatvecKernel one{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in, .outs = {o}, .n_outs = 1};
+      one.outs[0].y = alone[static_cast<std::size_t>(i)].data();
+      run(one);
+    }
+    run(all);
+    for (int i = 0; i < 3; ++i) CHECK(first_mismatch(together[static_cast<std::size_t>(i)], alone[static_cast<std::size_t>(i)]) == -1);
+  }
 }
 
 TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16/F16/F32 weights, odd widths, 1..13 rows, bias or not") {
@@ -365,10 +392,12 @@ TEST_CASE("kernels write NaN, never a guess, for a dtype they have no path for")
   run(cuda::RmsNormKernel{.x = x.data(), .w = raw.data(), .w_dtype = DType::i8, .out = out.data(), .rows = 2, .dim = dim, .eps = 1e-6});
   CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
   out = zeros(2 * 8);
-  run(cuda::MatvecKernel{.x = x.data(), .n = 2, .w = raw.data(), .w_dtype = DType::u8, .out_features = 8, .in_features = dim, .bias = nullptr, .y = out.data()});
+  run(cuda::MatvecKernel{.x = x.data(), .n = 2, .w_dtype = DType::u8, .in_features = dim, .outs = {{.w = raw.data(), .bias = nullptr, .y = out.data(), .rows = 8}},
+                         .n_outs = 1});
   CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
   out = zeros(dim);
-  run(cuda::EmbedKernel{.table = raw.data(), .dtype = DType::f64, .rows = 4, .cols = dim, .id = 1, .out = out.data()});
+  const std::int64_t one = 1;
+  run(cuda::EmbedKernel{.table = raw.data(), .dtype = DType::f64, .rows = 4, .cols = dim, .id = &one, .out = out.data()});
   CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
   const cuda::DeviceAttentionSeq seq{.k = raw.data(), .v = raw.data(), .kv_stride = 4 * 32, .row0 = 0, .n_tokens = 2, .pos0 = 1};
   out = zeros(2 * 2 * 32);
@@ -390,8 +419,8 @@ TEST_CASE("launch shapes respect CUDA's limits at full model sizes and are valid
   CHECK(ok(cuda::AddBiasKernel{.y = nullptr, .bias = nullptr, .rows = 1'000'000, .cols = 151936}.shape()));
   CHECK(ok(cuda::GatherRowsKernel{.x = nullptr, .rows = nullptr, .n_rows = 0, .width = 64, .out = nullptr}.shape()));
   CHECK(ok(cuda::RopeKernel{.x = nullptr, .n_tokens = 100'000, .n_heads = 64, .head_dim = 256, .cos = nullptr, .sin = nullptr}.shape()));
-  CHECK(ok(cuda::MatvecKernel{.x = nullptr, .n = 512, .w = nullptr, .w_dtype = DType::q8_0, .out_features = 151936, .in_features = 5120,
-                              .bias = nullptr, .y = nullptr}.shape()));
+  CHECK(ok(cuda::MatvecKernel{.x = nullptr, .n = 512, .w_dtype = DType::q8_0, .in_features = 5120,
+                              .outs = {{.w = nullptr, .bias = nullptr, .y = nullptr, .rows = 151936}}, .n_outs = 1}.shape()));
   for (std::int64_t kv : {1, 4, 8})
     CHECK(ok(cuda::AttentionKernel{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64, .n_kv_heads = kv,
                                    .head_dim = 256, .scale = 1, .kv_dtype = DType::f16}.shape()));

@@ -124,7 +124,11 @@ class BasicModel {
     m.fed.assign(batch.size(), 0);
     while (plan_pass(batch)) {
       const Pass pass{m.pass_seqs, m.pass_rows, m.pass_decode_rows};
+      // A backend that holds a pass's work back (CUDA: to replay a repeated pass as one graph)
+      // is told where each pass starts and ends.
+      if constexpr (requires { m.backend.begin_pass(); }) m.backend.begin_pass();
       std::visit([&](auto& net) { net->forward(m.backend, m.workspace, pass); }, m.net);
+      if constexpr (requires { m.backend.end_pass(); }) m.backend.end_pass();
     }
   }
 

@@ -2,7 +2,8 @@
 // --backend cuda against the float64 references, with the bars the emulated CUDA backend meets in
 // tests/backends/cuda_backend_test.cpp: <= 1e-4 relative L2 with an f32 KV cache and greedy tokens
 // identical, <= 2e-3 with an f16 cache, and Q8_0/Q4_0 weights within the CPU's agreement bars
-// (tests/common/agreement.hpp). Exit 0 only if all pass; needs an NVIDIA GPU.
+// (tests/common/agreement.hpp). Exit 0 only if all pass; needs an NVIDIA GPU. With --matvec-bench:
+// the matvec's bandwidth instead (matvec_bench.hpp).
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "common/agreement.hpp"
 #include "common/reference.hpp"
+#include "backends/gpu/matvec_bench.hpp"
 #include "kylin/model/model.hpp"
 
 namespace {
@@ -67,7 +69,8 @@ bool check_quantized(kylin::WeightFormat weights, const kylin::test::AgreementBa
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--matvec-bench") return matvec_bench::run();
   try {
     bool all = true;
     for (const char* name : models)

@@ -32,6 +32,8 @@ struct AttentionKernel {
   float scale;                                                 // head_dim^-0.5
   DType kv_dtype;                                              // f32 or f16 (bf16 also)
 
+  bool operator==(const AttentionKernel&) const = default;
+
   std::int64_t groups() const { return n_heads / n_kv_heads; }
   std::int64_t head_blocks() const { return (groups() + detail::attn_heads - 1) / detail::attn_heads; }
   std::int64_t block_heads() const { return groups() < detail::attn_heads ? groups() : detail::attn_heads; }

@@ -28,6 +28,9 @@ concept Runtime = requires(R& r, std::size_t n, void* p, const void* cp, const G
   r.to_host(p, cp, n);                         // waits for earlier launches
   r.launch(k);                                 // any kernel of kernels.hpp, at k.shape()
   r.gemm(g);
+  { r.value(std::int64_t{}) } -> std::same_as<const std::int64_t*>;  // the value in device memory, for later launches of this pass
+  r.begin_pass();                              // a forward pass starts: its work may be held back ...
+  r.end_pass();                                // ... until here (or a copy to the host) issues it
 };
 
 template <Runtime R>
@@ -62,6 +65,9 @@ class CudaBackend {
 
   Memory allocate(std::size_t bytes) { return runtime_.allocate(bytes); }
   Memory allocate_weights(std::size_t bytes) { return runtime_.allocate(bytes); }
+  // One forward pass (model.hpp brackets each): the runtime may issue its work as one graph.
+  void begin_pass() { runtime_.begin_pass(); }
+  void end_pass() { runtime_.end_pass(); }
   void download(std::span<float> host, const float* src) { runtime_.to_host(host.data(), src, host.size_bytes()); }
   void upload(float* dst, std::span<const float> host) { runtime_.to_device(dst, host.data(), host.size_bytes()); }
 
@@ -74,8 +80,7 @@ class CudaBackend {
   // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
     const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.decode_rows;
-    if (plan.decode_rows > 0)
-      for (const kernels::MatmulOut& o : outs) matvec(x, plan.decode_rows, o);
+    if (plan.decode_rows > 0) matvec(x, plan.decode_rows, outs);
     if (T == 0) return;
     const float* xg = x + plan.decode_rows * K;  // [T, K]
     auto* hi = split_.as<std::uint16_t>();    // [T, K]
@@ -91,14 +96,15 @@ class CudaBackend {
       } else if (o.w.dtype == DType::f32) {
         runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K}));
       } else {
-        matvec(xg, T, {o.w, o.bias, yg});
+        const kernels::MatmulOut og{o.w, o.bias, yg};
+        matvec(xg, T, std::span<const kernels::MatmulOut>(&og, 1));
         continue;
       }
       if (o.bias) runtime_.launch(AddBiasKernel{.y = yg, .bias = resident(o.bias, N), .rows = T, .cols = N});
     }
   }
   void matmul_each(std::span<const kernels::DotProduct> products) {
-    for (const kernels::DotProduct& p : products) matvec(p.x, p.n, p.out);
+    for (const kernels::DotProduct& p : products) matvec(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
   }
 
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
@@ -109,7 +115,7 @@ class CudaBackend {
   }
   void store_kv(kernels::KVRef cache, const kernels::KVLayout& layout, const kernels::KVRows& rows) {
     runtime_.launch(StoreKVKernel{.cache = cache.data, .dtype = cache.dtype, .n_kv_heads = layout.n_kv_heads, .head_dim = layout.head_dim,
-                                  .head_stride = layout.head_stride, .rows = rows.rows, .n_tokens = rows.n_tokens, .pos0 = rows.pos0});
+                                  .head_stride = layout.head_stride, .rows = rows.rows, .n_tokens = rows.n_tokens, .pos0 = runtime_.value(rows.pos0)});
   }
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     host_seqs_.clear();
@@ -138,13 +144,22 @@ class CudaBackend {
                                         .n_rows = static_cast<std::int64_t>(sel.rows.size()), .width = width});
   }
   void embed(const kernels::MatRef& table, std::int64_t id, float* out) {
-    runtime_.launch(EmbedKernel{.table = resident(table), .dtype = table.dtype, .rows = table.rows, .cols = table.cols, .id = id, .out = out});
+    runtime_.launch(EmbedKernel{.table = resident(table), .dtype = table.dtype, .rows = table.rows, .cols = table.cols, .id = runtime_.value(id), .out = out});
   }
 
  private:
-  void matvec(const float* x, std::int64_t n, const kernels::MatmulOut& o) {
-    runtime_.launch(MatvecKernel{.x = x, .n = n, .w = resident(o.w), .w_dtype = o.w.dtype, .out_features = o.w.rows,
-                                 .in_features = o.w.cols, .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y});
+  // One launch for every run of up to matvec_max_outs consecutive outputs of one dtype.
+  void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs) {
+    MatvecKernel k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
+    for (const kernels::MatmulOut& o : outs) {
+      if (k.n_outs == detail::matvec_max_outs || o.w.dtype != k.w_dtype) {
+        runtime_.launch(k);
+        k.w_dtype = o.w.dtype;
+        k.n_outs = 0;
+      }
+      k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows};
+    }
+    runtime_.launch(k);
   }
 
   // The device copy of a weight (keyed by its host address: weights never change while a model

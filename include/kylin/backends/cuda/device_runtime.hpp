@@ -1,17 +1,21 @@
 // The GPU under CudaBackend: cudaMalloc'd memory, one stream for every copy, launch and
-// cublasGemmEx, and a named kylin::Error for any failing CUDA or cuBLAS call. Compiles with a plain
-// C++ compiler; the kernels' entry points come from kernels.cu, which nvcc compiles.
+// cublasGemmEx, a forward pass replayed as a CUDA graph when it repeats one seen before, and a
+// named kylin::Error for any failing CUDA or cuBLAS call. Compiles with a plain C++ compiler; the
+// kernels' entry points come from kernels.cu, which nvcc compiles.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "kylin/backends/cuda/gemm_call.hpp"
+#include "kylin/backends/cuda/pass_recording.hpp"
 #include "kylin/backends/cuda/portable.hpp"
 #include "kylin/model/backend.hpp"
 
@@ -39,6 +43,24 @@ inline cudaDataType_t blas_type(GemmType t) {
   return CUDA_R_32F;
 }
 
+// An instantiated CUDA graph, destroyed with its handle.
+class GraphExec {
+ public:
+  explicit GraphExec(cudaGraphExec_t e) : exec_(e) {}
+  GraphExec(GraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& o) noexcept {
+    std::swap(exec_, o.exec_);
+    return *this;
+  }
+  ~GraphExec() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 }  // namespace detail
 
 class DeviceRuntime {
@@ -60,7 +82,9 @@ class DeviceRuntime {
     try {
       detail::check(cublasSetStream(blas_, stream_), "cublasSetStream");
       detail::check(cudaMallocHost(&staging_, staging_bytes), "cudaMallocHost of the staging buffer");
+      detail::check(cudaMalloc(reinterpret_cast<void**>(&values_), ValueSlots::capacity * sizeof(std::int64_t)), "cudaMalloc of the value slots");
     } catch (...) {
+      cudaFreeHost(staging_);
       cublasDestroy(blas_);
       cudaStreamDestroy(stream_);
       throw;
@@ -69,6 +93,7 @@ class DeviceRuntime {
   DeviceRuntime(const DeviceRuntime&) = delete;
   DeviceRuntime& operator=(const DeviceRuntime&) = delete;
   ~DeviceRuntime() {
+    cudaFree(values_);
     cudaFreeHost(staging_);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
@@ -84,28 +109,96 @@ class DeviceRuntime {
   // the stream to drain, which would stall the launch queue at every layer.
   void to_device(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;  // an empty selection may come with a null source
-    const void* from = src;
-    if (bytes <= staging_bytes / 16) {
-      if (staged_ + bytes > staging_bytes) synchronize();  // every staged copy has run: start over
-      from = std::memcpy(static_cast<unsigned char*>(staging_) + staged_, src, bytes);
-      staged_ += (bytes + 255) / 256 * 256;
+    if (bytes > staging_bytes / 16) {  // pageable (a weight's upload): what the pass held back goes first
+      flush();
+      detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
+      return;
     }
-    detail::check(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
+    if (staged_ + bytes > staging_bytes) synchronize();  // every staged copy has run: start over
+    const void* from = std::memcpy(static_cast<unsigned char*>(staging_) + staged_, src, bytes);
+    staged_ += (bytes + 255) / 256 * 256;
+    if (queue_.holding()) return queue_.recording().copy(dst, from, bytes);
+    copy_async(dst, from, bytes);
   }
   void to_host(void* dst, const void* src, std::size_t bytes) {
+    flush();
     detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync to the host");
     synchronize();
   }
   template <class Kernel>
   void launch(const Kernel& k) {
-    const LaunchShape s = k.shape();
-    void* args[] = {const_cast<Kernel*>(&k)};
-    detail::check(cudaLaunchKernel(kernel_entry<Kernel>(), dim3(s.grid.x, s.grid.y, s.grid.z), dim3(s.block.x, s.block.y, s.block.z), args,
-                                   s.shared_bytes, stream_),
-                  "cudaLaunchKernel");
+    if (queue_.holding()) return queue_.recording().launch(kernel_entry<Kernel>(), k);
+    launch_raw(kernel_entry<Kernel>(), k.shape(), &k);
   }
   void gemm(const GemmCall& c) {
     cuda::detail::check_gemm(c);
+    if (queue_.holding()) return queue_.recording().gemm(c);
+    gemm_now(c);
+  }
+  // v in device memory for this pass's later launches: one slot per distinct value, so a decode
+  // step's positions and token ids come from the same slots every step and its graph replays.
+  const std::int64_t* value(std::int64_t v) {
+    if (slots_.full()) synchronize();  // every slot's readers have run: start over
+    const ValueSlots::Slot slot = slots_.find(v);
+    if (slot.fresh) to_device(values_ + slot.index, &v, sizeof v);
+    return values_ + slot.index;
+  }
+  // Between these the pass's launches and staged copies are recorded (PassQueue), then issued at
+  // the end or at a copy to the host (the MoE router's logits).
+  void begin_pass() {
+    slots_.reset();
+    queue_.begin(*this);
+  }
+  void end_pass() {
+    slots_.reset();
+    queue_.end(*this);
+  }
+  std::size_t graphs() const { return queue_.graphs(); }
+
+  // For PassQueue: issue a recording launch by launch, make it a graph, run a graph.
+  void issue(const PassRecording& r) {
+    for (const PassRecording::Op& op : r.ops()) switch (op.kind) {
+        case PassRecording::Kind::launch: launch_raw(op.entry, op.shape, r.params(op)); break;
+        case PassRecording::Kind::copy: copy_async(op.dst, op.src, op.bytes); break;
+        case PassRecording::Kind::gemm: gemm_now(*static_cast<const GemmCall*>(r.params(op))); break;
+      }
+  }
+  detail::GraphExec make_graph(const PassRecording& r) {
+    detail::check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    cudaGraph_t graph = nullptr;
+    try {
+      issue(r);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    detail::check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    detail::check(e, "cudaGraphInstantiate");
+    return detail::GraphExec(exec);
+  }
+  void run(const detail::GraphExec& g) { detail::check(cudaGraphLaunch(g.get(), stream_), "cudaGraphLaunch"); }
+
+ private:
+  static constexpr std::size_t staging_bytes = std::size_t{1} << 20;
+
+  // What the pass holds back is issued; the value slots' readers with it.
+  void flush() {
+    slots_.reset();
+    queue_.flush(*this);
+  }
+  void launch_raw(const void* entry, const LaunchShape& s, const void* params) {
+    void* args[] = {const_cast<void*>(params)};
+    detail::check(cudaLaunchKernel(entry, dim3(s.grid.x, s.grid.y, s.grid.z), dim3(s.block.x, s.block.y, s.block.z), args, s.shared_bytes, stream_),
+                  "cudaLaunchKernel");
+  }
+  void copy_async(void* dst, const void* src, std::size_t bytes) {
+    detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
+  }
+  void gemm_now(const GemmCall& c) {
     detail::check(cublasGemmEx(blas_, detail::blas_op(c.transa), detail::blas_op(c.transb), static_cast<int>(c.m), static_cast<int>(c.n),
                                static_cast<int>(c.k), &c.alpha, c.a, detail::blas_type(c.a_type), static_cast<int>(c.lda), c.b,
                                detail::blas_type(c.b_type), static_cast<int>(c.ldb), &c.beta, c.c, CUDA_R_32F, static_cast<int>(c.ldc),
@@ -113,10 +206,8 @@ class DeviceRuntime {
                   "cublasGemmEx");
   }
 
- private:
-  static constexpr std::size_t staging_bytes = std::size_t{1} << 20;
-
   void synchronize() {
+    flush();
     detail::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     staged_ = 0;
   }
@@ -125,6 +216,9 @@ class DeviceRuntime {
   cublasHandle_t blas_ = nullptr;
   void* staging_ = nullptr;  // [staging_bytes] pinned host memory, reused after each synchronization
   std::size_t staged_ = 0;
+  std::int64_t* values_ = nullptr;  // [ValueSlots::capacity] device memory for value()
+  ValueSlots slots_;
+  PassQueue<detail::GraphExec> queue_{graphs_wanted()};
 };
 
 }  // namespace kylin::cuda

@@ -19,6 +19,7 @@ struct RmsNormKernel {
   std::int64_t rows, dim;
   double eps;
 
+  bool operator==(const RmsNormKernel&) const = default;
   LaunchShape shape() const { return detail::row_shape(rows, detail::block_threads * sizeof(double)); }
 
   template <class Thread>
@@ -62,6 +63,7 @@ struct RopeKernel {
   const float* cos;  // [n_tokens, head_dim / 2]
   const float* sin;  // [n_tokens, head_dim / 2]
 
+  bool operator==(const RopeKernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(n_tokens * n_heads * (head_dim / 2)); }
 
   template <class Thread>
@@ -83,8 +85,10 @@ struct StoreKVKernel {
   DType dtype;
   std::int64_t n_kv_heads, head_dim, head_stride;  // head_stride = capacity * head_dim
   const float* rows;                               // [n_tokens, n_kv_heads, head_dim]
-  std::int64_t n_tokens, pos0;
+  std::int64_t n_tokens;
+  const std::int64_t* pos0;  // [1] in device memory: a decode step's graph replays with the next position
 
+  bool operator==(const StoreKVKernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(n_tokens * n_kv_heads * head_dim); }
 
   template <class Thread>
@@ -92,7 +96,7 @@ struct StoreKVKernel {
     const std::int64_t n = n_tokens * n_kv_heads * head_dim;
     for (std::int64_t e = detail::global_index(t); e < n; e += detail::global_stride(t)) {
       const std::int64_t i = e % head_dim, th = e / head_dim, h = th % n_kv_heads, tok = th / n_kv_heads;
-      const std::int64_t dst = h * head_stride + (pos0 + tok) * head_dim + i;
+      const std::int64_t dst = h * head_stride + (*pos0 + tok) * head_dim + i;
       const float v = rows[e];
       switch (dtype) {
         case DType::f32: static_cast<float*>(cache)[dst] = v; break;
@@ -110,6 +114,7 @@ struct SiluMulKernel {
   const float* up;  // [n]
   std::int64_t n;
 
+  bool operator==(const SiluMulKernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(n); }
 
   template <class Thread>
@@ -124,6 +129,7 @@ struct AddKernel {
   const float* x;  // [n]
   std::int64_t n;
 
+  bool operator==(const AddKernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(n); }
 
   template <class Thread>
@@ -137,6 +143,7 @@ struct FillKernel {
   std::int64_t n;
   float value;
 
+  bool operator==(const FillKernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(n); }
 
   template <class Thread>
@@ -152,6 +159,7 @@ struct GatherRowsKernel {
   std::int64_t n_rows, width;
   float* out;  // [n_rows, width]
 
+  bool operator==(const GatherRowsKernel&) const = default;
   LaunchShape shape() const { return detail::row_shape(n_rows); }
 
   template <class Thread>
@@ -171,6 +179,7 @@ struct AddRowsScaledKernel {
   const float* weights;      // [n_rows]
   std::int64_t n_rows, width;
 
+  bool operator==(const AddRowsScaledKernel&) const = default;
   LaunchShape shape() const { return detail::row_shape(n_rows); }
 
   template <class Thread>
@@ -188,14 +197,15 @@ struct EmbedKernel {
   const void* table;  // [rows, cols] bf16/f16/f32, or Q8_0: int8 [rows, cols] then f16 scales [rows, cols / 32]
   DType dtype;
   std::int64_t rows, cols;
-  std::int64_t id;
-  float* out;  // [cols]
+  const std::int64_t* id;  // [1] in device memory, as StoreKVKernel::pos0
+  float* out;              // [cols]
 
+  bool operator==(const EmbedKernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(cols); }
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
-    for (std::int64_t i = detail::global_index(t); i < cols; i += detail::global_stride(t)) out[i] = at(id * cols + i);
+    for (std::int64_t i = detail::global_index(t); i < cols; i += detail::global_stride(t)) out[i] = at(*id * cols + i);
   }
 
   KYLIN_HD float at(std::int64_t e) const {
@@ -227,6 +237,7 @@ struct SplitBf16Kernel {
   std::uint16_t* hi;  // [n] bf16
   std::uint16_t* lo;  // [n] bf16
 
+  bool operator==(const SplitBf16Kernel&) const = default;
   LaunchShape shape() const { return detail::elementwise_shape(n); }
 
   template <class Thread>
@@ -245,6 +256,7 @@ struct AddBiasKernel {
   const float* bias;  // [cols]
   std::int64_t rows, cols;
 
+  bool operator==(const AddBiasKernel&) const = default;
   LaunchShape shape() const {
     const LaunchShape c = detail::elementwise_shape(cols), r = detail::row_shape(rows);
     return {{c.grid.x, r.grid.x}, {detail::block_threads}, 0};

@@ -1,5 +1,6 @@
-// MatvecKernel: the decode rows' y = x · W^T (and every row for F16/Q8_0/Q4_0 weights), a warp
-// per output feature so the weights are read once for all rows of the call.
+// MatvecKernel: the decode rows' y = x · W^T (and every row for F16/Q8_0/Q4_0 weights) for up to
+// three weights sharing x (q/k/v, gate/up) in one launch; each warp streams a few output features
+// with many 16-byte loads in flight, so the weights are read once, at the memory's pace.
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -7,111 +8,158 @@
 namespace kylin::cuda {
 
 namespace detail {
-inline constexpr unsigned matvec_warps = 8;  // output features per block, a warp each
+inline constexpr unsigned matvec_warps = 4;  // warps per block
+inline constexpr int matvec_features = 2;    // output features per warp: their loads overlap
+inline constexpr int matvec_unroll = 4;      // 16-byte chunks per feature and lane loaded before any is used
 // Rows of x carried through one pass over a weight row: the row is read from memory once per group.
 inline constexpr int matvec_rows = 8;
-static_assert(matvec_rows <= static_cast<int>(warp_size), "one summing thread per (row, warp) of the block");
+inline constexpr int matvec_max_outs = 3;
 }  // namespace detail
 
-// y[r, o] = x[r, :] · W[o, :] (+ bias[o]) for r < n, one warp per output feature, lanes striding
-// along the row; f32 accumulation. Q8_0 and Q4_0 are kernels::matmul_ref's quantized product: x
-// is quantized per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair
-// is the same exact integer dot product, scaled and summed in float.
+// One weight of a MatvecKernel: W [rows, in_features] in the kernel's dtype, y [n, rows].
+struct MatvecOut {
+  const void* w;      // bf16/f16/f32 [rows, in]; Q8_0: int8 [rows, in] then f16 scales [rows, in / 32];
+                      // Q4_0: packed 4-bit [rows, in / 2] (kernels/quant.hpp's layout) then f16 scales [rows, in / 32]
+  const float* bias;  // [rows] or null
+  float* y;           // [n, rows]
+  std::int64_t rows;
+  bool operator==(const MatvecOut&) const = default;
+};
+
+// y_i[r, o] = x[r, :] · W_i[o, :] (+ bias_i[o]) for r < n and every output i, f32 accumulation. The
+// outputs' features are numbered one after another; warp g of the grid takes features
+// g * matvec_features ... Q8_0 and Q4_0 are kernels::matmul_ref's quantized product: x is
+// quantized per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair is
+// the same exact integer dot product, scaled and summed in float.
 struct MatvecKernel {
   const float* x;  // [n, in_features]
   std::int64_t n;
-  const void* w;  // [out_features, in_features] bf16/f16/f32; Q8_0: int8 [out, in] then f16 scales [out, in / 32];
-                  // Q4_0: packed 4-bit [out, in / 2] (kernels/quant.hpp's layout) then f16 scales [out, in / 32]
-  DType w_dtype;
-  std::int64_t out_features, in_features;
-  const float* bias;  // [out_features] or null
-  float* y;           // [n, out_features]
+  DType w_dtype;  // of every output's weight
+  std::int64_t in_features;
+  MatvecOut outs[detail::matvec_max_outs];
+  int n_outs;
 
-  // Shared memory: every lane's partial sums [warps, rows, 33] (padded: the column sums read no bank twice).
+  bool operator==(const MatvecKernel&) const = default;
+
+  std::int64_t features() const {
+    std::int64_t total = 0;
+    for (int i = 0; i < n_outs; ++i) total += outs[i].rows;
+    return total;
+  }
   LaunchShape shape() const {
-    const std::int64_t blocks = (out_features + detail::matvec_warps - 1) / detail::matvec_warps;
-    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)},
-            {detail::matvec_warps * warp_size},
-            detail::matvec_warps * detail::matvec_rows * (warp_size + 1) * sizeof(float)};
+    constexpr std::int64_t per_block = detail::matvec_warps * detail::matvec_features;
+    const std::int64_t blocks = (features() + per_block - 1) / per_block;
+    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)}, {detail::matvec_warps * warp_size}, 0};
+  }
+
+  // Output feature g as (output, row): where its weight row, scales and results are.
+  struct Feature {
+    int out = -1;  // -1: past the last feature
+    std::int64_t row = 0;
+  };
+  KYLIN_HD Feature feature(std::int64_t g) const {
+    for (int i = 0; i < n_outs; ++i) {
+      if (g < outs[i].rows) return {i, g};
+      g -= outs[i].rows;
+    }
+    return {};
   }
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
-    constexpr int R = detail::matvec_rows;
-    constexpr unsigned W = detail::matvec_warps, pitch = warp_size + 1;
-    const unsigned tid = t.thread_idx().x, lane = tid % warp_size, warp = tid / warp_size;
-    const std::int64_t o0 = static_cast<std::int64_t>(t.block_idx().x) * W, o = o0 + warp;
-    float* part = t.template shared<float>();
+    constexpr int F = detail::matvec_features, R = detail::matvec_rows;
+    const unsigned lane = t.thread_idx().x % warp_size, warp = t.thread_idx().x / warp_size;
+    const std::int64_t g0 = (static_cast<std::int64_t>(t.block_idx().x) * detail::matvec_warps + warp) * F;
+    Feature fs[F];
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature(g0 + f);
+    if (fs[0].out < 0) return;  // the whole warp: its shuffles stay convergent
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
       const int nr = n - r0 < R ? static_cast<int>(n - r0) : R;
-      float acc[R] = {};
-      if (o < out_features) {  // the same for the whole warp, so its shuffles stay convergent
-        switch (w_dtype) {
-          case DType::bf16: dot_rows<bf16_t>(o, r0, nr, lane, acc); break;
-          case DType::f16: dot_rows<f16_t>(o, r0, nr, lane, acc); break;
-          case DType::f32: dot_rows<float>(o, r0, nr, lane, acc); break;
-          case DType::q8_0: quant_dot_rows<false>(t, o, r0, nr, lane, acc); break;
-          case DType::q4_0: quant_dot_rows<true>(t, o, r0, nr, lane, acc); break;
-          default:
-            for (float& a : acc) a = detail::poison();
+      float acc[F][R] = {};
+      switch (w_dtype) {
+        case DType::bf16: dot_rows<bf16_t>(fs, r0, nr, lane, acc); break;
+        case DType::f16: dot_rows<f16_t>(fs, r0, nr, lane, acc); break;
+        case DType::f32: dot_rows<float>(fs, r0, nr, lane, acc); break;
+        case DType::q8_0:
+          KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<false>(t, fs[f], r0, nr, lane, acc[f]);
+          break;
+        case DType::q4_0:
+          KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<true>(t, fs[f], r0, nr, lane, acc[f]);
+          break;
+        default:
+          KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
+      }
+      KYLIN_UNROLL for (int f = 0; f < F; ++f) {
+        if (fs[f].out < 0) continue;
+        const MatvecOut& o = outs[fs[f].out];
+        KYLIN_UNROLL for (int r = 0; r < R; ++r) {
+          if (r >= nr) break;
+          const float s = detail::warp_sum(t, acc[f][r]);
+          if (lane == 0) o.y[(r0 + r) * o.rows + fs[f].row] = s + (o.bias ? o.bias[fs[f].row] : 0.f);
         }
       }
-      KYLIN_UNROLL for (int r = 0; r < R; ++r) part[(warp * R + r) * pitch + lane] = acc[r];
-      t.sync();
-      // Thread (r, w) sums warp w's 32 lanes for row r: one pass through shared memory instead of
-      // 5 shuffles per row, and consecutive threads write consecutive outputs.
-      const unsigned r = tid / W, w = tid % W;
-      if (r < static_cast<unsigned>(nr) && o0 + w < out_features) {
-        float s = 0.f;
-        for (unsigned l = 0; l < warp_size; ++l) s += part[(w * R + r) * pitch + l];
-        y[(r0 + r) * out_features + o0 + w] = s + (bias ? bias[o0 + w] : 0.f);
-      }
-      t.sync();  // part is rewritten by the next group of rows
     }
   }
 
-  // acc[r] = this lane's share of x[r0 + r] · W[o]: 16-byte loads (8 BF16/F16 or 4 F32 weights) at
-  // columns lane * V, (lane + 32) * V, ... where rows and x are 16-byte aligned; one element per
-  // lane per step otherwise (odd widths).
+  // acc[f][r] = this lane's share of x[r0 + r] · W[feature f]: 16-byte loads (8 BF16/F16 or 4 F32
+  // weights) at columns lane * V, (lane + 32) * V, ..., matvec_unroll of them per feature issued
+  // before the first is used, where rows and x are 16-byte aligned; one element per lane per step
+  // otherwise (odd widths).
   template <class T>
-  KYLIN_HD void dot_rows(std::int64_t o, std::int64_t r0, int nr, unsigned lane, float (&acc)[detail::matvec_rows]) const {
+  KYLIN_HD void dot_rows(const Feature (&fs)[detail::matvec_features], std::int64_t r0, int nr, unsigned lane,
+                         float (&acc)[detail::matvec_features][detail::matvec_rows]) const {
+    constexpr int F = detail::matvec_features, U = detail::matvec_unroll, R = detail::matvec_rows;
     constexpr int V = 16 / static_cast<int>(sizeof(T));
-    const T* wr = static_cast<const T*>(w) + o * in_features;
-    const float* xr = x + r0 * in_features;
-    for (float& a : acc) a = 0.f;
-    if (in_features % V == 0 && detail::aligned16(wr) && detail::aligned16(xr)) {
-      KYLIN_UNROLL4 for (std::int64_t k = lane * V; k < in_features; k += warp_size * V) {
-        float wk[V];
-        detail::load16(wr + k, wk);
-        KYLIN_UNROLL for (int r = 0; r < detail::matvec_rows; ++r) {
-          if (r < nr) {
+    const std::int64_t K = in_features, step = warp_size * V;
+    const float* xr = x + r0 * K;
+    const T* wr[F] = {};
+    bool vec = K % V == 0 && detail::aligned16(xr);
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) {
+      if (fs[f].out < 0) continue;
+      wr[f] = static_cast<const T*>(outs[fs[f].out].w) + fs[f].row * K;
+      vec = vec && detail::aligned16(wr[f]);
+    }
+    if (vec) {
+      for (std::int64_t k0 = lane * V; k0 < K; k0 += step * U) {
+        float wk[F][U][V];
+        KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+          if (wr[f] && k0 + u * step < K) detail::load16(wr[f] + k0 + u * step, wk[f][u]);
+          else KYLIN_UNROLL for (int i = 0; i < V; ++i) wk[f][u][i] = 0.f;
+        }
+        KYLIN_UNROLL for (int r = 0; r < R; ++r) {
+          if (r >= nr) break;
+          KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+            const std::int64_t k = k0 + u * step;
+            if (k >= K) break;
             KYLIN_UNROLL for (int i = 0; i < V; i += 4) {
               float xv[4];
-              detail::load16(xr + r * in_features + k + i, xv);
-              acc[r] += xv[0] * wk[i] + xv[1] * wk[i + 1] + xv[2] * wk[i + 2] + xv[3] * wk[i + 3];
+              detail::load16(xr + r * K + k + i, xv);
+              KYLIN_UNROLL for (int f = 0; f < F; ++f)
+                acc[f][r] += xv[0] * wk[f][u][i] + xv[1] * wk[f][u][i + 1] + xv[2] * wk[f][u][i + 2] + xv[3] * wk[f][u][i + 3];
             }
           }
         }
       }
       return;
     }
-    for (std::int64_t k = lane; k < in_features; k += warp_size) {
-      const float wk = detail::to_f32(wr[k]);
-      KYLIN_UNROLL for (int r = 0; r < detail::matvec_rows; ++r)
-        if (r < nr) acc[r] += xr[r * in_features + k] * wk;
-    }
+    for (std::int64_t k = lane; k < K; k += warp_size)
+      KYLIN_UNROLL for (int f = 0; f < F; ++f) {
+        if (!wr[f]) continue;
+        const float wk = detail::to_f32(wr[f][k]);
+        KYLIN_UNROLL for (int r = 0; r < R; ++r)
+          if (r < nr) acc[f][r] += xr[r * K + k] * wk;
+      }
   }
 
   // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step. The 8 lanes of a
   // block find its max |x| and integer dot product by shuffles; their first lane accumulates it.
   template <bool Q4, class Thread>
-  KYLIN_HD void quant_dot_rows(Thread& t, std::int64_t o, std::int64_t r0, int nr, unsigned lane,
-                               float (&acc)[detail::matvec_rows]) const {
-    const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K;
-    const auto* q = static_cast<const std::uint8_t*>(w);
-    const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out_features * row_bytes) + o * nb;
+  KYLIN_HD void quant_dot_rows(Thread& t, Feature fe, std::int64_t r0, int nr, unsigned lane, float (&acc)[detail::matvec_rows]) const {
+    const MatvecOut& out = outs[fe.out];
+    const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K, o = fe.row;
+    const auto* q = static_cast<const std::uint8_t*>(out.w);
+    const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out.rows * row_bytes) + o * nb;
     const unsigned sub = lane % 8;
-    for (float& a : acc) a = 0.f;
     for (std::int64_t b0 = 0; b0 < nb; b0 += 4) {
       const std::int64_t b = b0 + lane / 8, k = b * 32 + sub * 4;
       const bool live = b < nb;  // lanes past the last block carry zeros through the shuffles

@@ -1,0 +1,99 @@
+// PassRecording and GraphCache (backends/cuda/pass_recording.hpp): which passes the CUDA runtime
+// replays as a graph. Two decode steps must record equal operations; any difference in a kernel's
+// arguments, a launch shape, a copy or the presence of a GEMM must not match.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+#include "kylin/backends/cuda/kernels.hpp"
+#include "kylin/backends/cuda/pass_recording.hpp"
+
+namespace pass_recording_test {
+
+using namespace kylin;
+using cuda::PassRecording;
+
+int entry_a, entry_b;  // stand-ins for two kernels' device entry points
+
+// A decode step's operations: a staged copy of its position, a KV store reading it, an add.
+PassRecording step(const std::int64_t* pos_slot, std::int64_t n, const void* staged) {
+  PassRecording r;
+  r.copy(const_cast<std::int64_t*>(pos_slot), staged, sizeof(std::int64_t));
+  r.launch(&entry_a, cuda::StoreKVKernel{.cache = nullptr, .dtype = DType::f16, .n_kv_heads = 8, .head_dim = 128, .head_stride = 128 * 64,
+                                         .rows = nullptr, .n_tokens = 1, .pos0 = pos_slot});
+  r.launch(&entry_b, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = n});
+  return r;
+}
+
+TEST_CASE("two steps recording the same operations match, whatever the padding bytes of their kernel arguments") {
+  std::int64_t slot = 0;
+  unsigned char staging[16];
+  const PassRecording a = step(&slot, 1024, staging);
+  // The same kernel arguments, built in memory whose padding holds other bytes.
+  PassRecording b;
+  b.copy(&slot, staging, sizeof(std::int64_t));
+  alignas(cuda::StoreKVKernel) unsigned char raw[sizeof(cuda::StoreKVKernel)];
+  std::memset(raw, 0x5A, sizeof raw);
+  auto* k = new (raw) cuda::StoreKVKernel;
+  k->cache = nullptr, k->dtype = DType::f16, k->n_kv_heads = 8, k->head_dim = 128, k->head_stride = 128 * 64;
+  k->rows = nullptr, k->n_tokens = 1, k->pos0 = &slot;
+  b.launch(&entry_a, *k);
+  b.launch(&entry_b, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
+  CHECK(a == b);
+  CHECK(a.graphable());
+}
+
+TEST_CASE("a different argument, kernel, copy or launch shape does not match") {
+  std::int64_t slot = 0, other = 0;
+  unsigned char staging[32];
+  const PassRecording a = step(&slot, 1024, staging);
+  CHECK_FALSE(a == step(&slot, 1025, staging));      // an argument (and with it the grid)
+  CHECK_FALSE(a == step(&other, 1024, staging));     // the value slot the kernel reads
+  CHECK_FALSE(a == step(&slot, 1024, staging + 8));  // the staged source of a copy
+  PassRecording shorter = step(&slot, 1024, staging);
+  shorter.launch(&entry_a, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
+  CHECK_FALSE(a == shorter);
+  PassRecording swapped;  // the same arguments under another kernel's entry point
+  swapped.copy(&slot, staging, sizeof(std::int64_t));
+  swapped.launch(&entry_a, cuda::StoreKVKernel{.cache = nullptr, .dtype = DType::f16, .n_kv_heads = 8, .head_dim = 128,
+                                               .head_stride = 128 * 64, .rows = nullptr, .n_tokens = 1, .pos0 = &slot});
+  swapped.launch(&entry_a, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
+  CHECK_FALSE(a == swapped);
+}
+
+TEST_CASE("a pass with a GEMM is never graphable and never matches, not even itself") {
+  std::int64_t slot = 0;
+  unsigned char staging[16];
+  PassRecording a = step(&slot, 64, staging);
+  a.gemm(cuda::GemmCall{});
+  CHECK_FALSE(a.graphable());
+  CHECK_FALSE(a == a);
+  CHECK_FALSE(PassRecording{}.graphable());
+}
+
+TEST_CASE("GraphCache makes a graph of a recording seen twice in a row, finds it after, and keeps the most recent ones") {
+  std::int64_t slots[4] = {};
+  unsigned char staging[16];
+  cuda::GraphCache<std::string> cache(2);
+  const PassRecording s0 = step(&slots[0], 64, staging), s1 = step(&slots[1], 64, staging), s2 = step(&slots[2], 64, staging);
+  CHECK(cache.find(s0) == nullptr);
+  CHECK_FALSE(cache.repeats(s0));  // first sight
+  CHECK_FALSE(cache.repeats(s1));  // another pass in between: no graph for either
+  CHECK(cache.repeats(s1));        // s1 again: make it
+  cache.insert(s1, "g1");
+  REQUIRE(cache.find(s1) != nullptr);
+  CHECK(*cache.find(s1) == "g1");
+  CHECK_FALSE(cache.repeats(s0));
+  CHECK(cache.repeats(s0));
+  cache.insert(s0, "g0");
+  CHECK_FALSE(cache.repeats(s2));
+  CHECK(cache.repeats(s2));
+  cache.insert(s2, "g2");  // capacity 2: s1, used least recently, goes
+  CHECK(cache.size() == 2);
+  CHECK(cache.find(s1) == nullptr);
+  CHECK(*cache.find(s0) == "g0");
+  CHECK(*cache.find(s2) == "g2");
+}
+
+}  // namespace pass_recording_test
