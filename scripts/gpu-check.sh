@@ -8,7 +8,7 @@
 # the card's copy bandwidth, then `kylin bench --backend cuda` on the Qwen3-0.6B shape and on 12
 # layers of the Qwen3-8B shape (random weights made here), and llama.cpp's llama-bench on the same
 # checkpoints converted to GGUF when --llama gives its binaries. Results go to --out as JSON lines.
-# Usage: scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST] [--no-8b]
+# Usage: scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a
 #                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
 #                   of the checkout it was built from (link it there)
@@ -16,11 +16,11 @@
 #   --llama DIR     llama-bench, llama-quantize, gguf-py/, convert_qwen3_gguf.py and tokenizer/ (the
 #                   Qwen3 tokenizer.json) of a llama.cpp CUDA build (docs/CUDA.md says how it was made)
 #   --models DIR    where the random checkpoints are made and kept (default: a temporary folder)
-#   --steps LIST    comma-separated subset of check,matvec,bench,llama (default: all)
+#   --steps LIST    comma-separated subset of check,matvec,bench,bench8b,llama,llama8b (default: all, in that order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build-gpu/bin out=gpu-check-out llama="" big=1 models="" steps=check,matvec,bench,llama
+bin=build-gpu/bin out=gpu-check-out llama="" models="" steps=check,matvec,bench,bench8b,llama,llama8b
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) bin=$2; shift 2 ;;
@@ -28,7 +28,6 @@ while [ $# -gt 0 ]; do
     --llama) llama=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    --no-8b) big=0; shift ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -52,9 +51,8 @@ make_model() {  # preset, layers or "", folder name
 }
 
 if step check; then
-echo "== every reference checkpoint on --backend cuda (CUDA graphs on, then off)"
+echo "== every reference checkpoint on --backend cuda (decode steps replayed as CUDA graphs)"
 "$bin/kylin-gpu-check" || failed=1
-KYLIN_CUDA_GRAPHS=0 "$bin/kylin-gpu-check" | tail -1 || failed=1
 
 echo "== kylin generate --backend cuda == --backend cpu (greedy, three sequences in one batch)"
 model=tests/data/models/small-qwen3
@@ -83,33 +81,36 @@ if step matvec; then
 fi
 
 m=$work/qwen3-0.6b
+bench() { echo "-- $*" >&2; "$bin/kylin" bench --backend cuda --format json "$@" | tee -a "$out/bench.jsonl"; }
 if step bench; then
 echo "== kylin bench --backend cuda"
 make_model qwen3-0.6b "" qwen3-0.6b
-bench() { echo "-- $*" >&2; "$bin/kylin" bench --backend cuda --format json "$@" | tee -a "$out/bench.jsonl"; }
 bench --model "$m" -p 512 -n 128 -r 3
 (export KYLIN_CUDA_GRAPHS=0; bench --model "$m" -p 0 -n 128 -r 3)  # the same decode without CUDA graphs
 for weights in q8 q4; do bench --model "$m" -p 512 -n 128 -r 3 --weights "$weights"; done
 for batch in 8 32; do bench --model "$m" -p 0 -n 64 -r 3 --batch "$batch"; done
-if [ "$big" = 1 ]; then
+fi
+if step bench8b; then
+  echo "== kylin bench --backend cuda, 12 layers of the Qwen3-8B shape"
   make_model qwen3-8b 12 qwen3-8b-l12
   bench --model "$work/qwen3-8b-l12" -p 512 -n 64 -r 3
   bench --model "$work/qwen3-8b-l12" -p 0 -n 64 -r 3 --weights q8
 fi
-fi
 
-if step llama && [ -n "$llama" ] && [ ! -x "$llama/llama-bench" ]; then
+if [ -n "$llama" ] && { step llama || step llama8b; } && [ ! -x "$llama/llama-bench" ]; then
   echo "== llama.cpp: no $llama/llama-bench, skipped"
-elif step llama && [ -n "$llama" ]; then
+elif [ -n "$llama" ] && { step llama || step llama8b; }; then
   echo "== llama.cpp (CUDA) on the same checkpoints, converted to GGUF"
   conv() { PYTHONPATH="$llama/gguf-py" python3 "$llama/convert_qwen3_gguf.py" "$1" --outfile "$2" >/dev/null; }
   lb() { echo "-- llama-bench $*" >&2; "$llama/llama-bench" -ngl 99 -r 3 -o jsonl "$@" | tee -a "$out/llama.jsonl"; }
-  make_model qwen3-0.6b "" qwen3-0.6b
-  conv "$m" "$work/q06-bf16.gguf"
-  "$llama/llama-quantize" --pure "$work/q06-bf16.gguf" "$work/q06-q8_0.gguf" Q8_0 >/dev/null 2>&1
-  lb -m "$work/q06-bf16.gguf" -p 512 -n 128
-  lb -m "$work/q06-q8_0.gguf" -p 512 -n 128
-  if [ "$big" = 1 ]; then
+  if step llama; then
+    make_model qwen3-0.6b "" qwen3-0.6b
+    [ -f "$work/q06-bf16.gguf" ] || conv "$m" "$work/q06-bf16.gguf"
+    [ -f "$work/q06-q8_0.gguf" ] || "$llama/llama-quantize" --pure "$work/q06-bf16.gguf" "$work/q06-q8_0.gguf" Q8_0 >/dev/null 2>&1
+    lb -m "$work/q06-bf16.gguf" -p 512 -n 128
+    lb -m "$work/q06-q8_0.gguf" -p 512 -n 128
+  fi
+  if step llama8b; then
     make_model qwen3-8b 12 qwen3-8b-l12
     conv "$work/qwen3-8b-l12" "$work/q8b-bf16.gguf"
     lb -m "$work/q8b-bf16.gguf" -p 512 -n 64

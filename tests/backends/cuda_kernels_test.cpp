@@ -205,7 +205,7 @@ TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q
 
 // One matvec case: W [out, in] in dt, n rows of x (starting x_shift floats into its buffer, so
 // x_shift = 1 leaves them off 16-byte alignment), with or without bias.
-double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias, std::int64_t x_shift = 0) {
+double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias, std::int64_t x_shift = 0, unsigned split = 1) {
   const CaseWeights cw = case_weights(dt, out, in, 14);
   const kernels::MatRef m = cw.ref;
   const auto x_buf = test::random_floats(n * in + x_shift, 15), bias_v = test::random_floats(out, 16);
@@ -213,7 +213,8 @@ double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n,
   const float* bias = with_bias ? bias_v.data() : nullptr;
   auto expected = zeros(n * out), got = zeros(n * out);
   kernels::matmul_ref(x, m, bias, expected.data(), n);
-  run(cuda::MatvecKernel{.x = x, .n = n, .w_dtype = dt, .in_features = in, .outs = {{.w = m.data, .bias = bias, .y = got.data(), .rows = out}}, .n_outs = 1});
+  run(cuda::MatvecKernel{.x = x, .n = n, .w_dtype = dt, .in_features = in, .outs = {{.w = m.data, .bias = bias, .y = got.data(), .rows = out}}, .n_outs = 1,
+                         .k_split = split});
   return rel_l2(got, expected);
 }
 
@@ -241,6 +242,10 @@ TEST_CASE("MatvecKernel with three outputs (q/k/v of different widths, one with 
     }
     run(all);
     for (int i = 0; i < 3; ++i) CHECK(first_mismatch(together[static_cast<std::size_t>(i)], alone[static_cast<std::size_t>(i)]) == -1);
+    // Split over the warps: each output within 1e-6 of the unsplit sums (the parts add in another order).
+    all.k_split = cuda::detail::matvec_warps;
+    run(all);
+    for (int i = 0; i < 3; ++i) CHECK(rel_l2(together[static_cast<std::size_t>(i)], alone[static_cast<std::size_t>(i)]) <= 1e-6);
   }
 }
 
@@ -256,6 +261,7 @@ TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16
       CAPTURE(s.in);
       CAPTURE(s.n);
       CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 1) <= 1e-5);
+      CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 1, 0, cuda::detail::matvec_warps) <= 1e-5);  // rows split over the warps
     }
 }
 
@@ -271,6 +277,7 @@ TEST_CASE("MatvecKernel reads 16 bytes at a time only where rows are 16-byte ali
         CAPTURE(s.n);
         CAPTURE(shift);
         CHECK(matvec_error(dt, s.out, s.in, s.n, true, shift) <= 1e-5);
+        CHECK(matvec_error(dt, s.out, s.in, s.n, true, shift, cuda::detail::matvec_warps) <= 1e-5);
       }
 }
 
@@ -299,6 +306,7 @@ TEST_CASE("MatvecKernel on Q8_0/Q4_0 weights matches matmul_ref's quantized prod
       CAPTURE(s.in);
       CAPTURE(s.n);
       CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 0) <= 1e-5);
+      CHECK(matvec_error(dt, s.out, s.in, s.n, s.n % 2 == 0, 0, cuda::detail::matvec_warps) <= 1e-5);
     }
 }
 

@@ -151,15 +151,19 @@ class CudaBackend {
   // One launch for every run of up to matvec_max_outs consecutive outputs of one dtype.
   void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs) {
     MatvecKernel k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
+    auto launch = [&] {
+      k.k_split = MatvecKernel::split_for(k.features());
+      runtime_.launch(k);
+    };
     for (const kernels::MatmulOut& o : outs) {
       if (k.n_outs == detail::matvec_max_outs || o.w.dtype != k.w_dtype) {
-        runtime_.launch(k);
+        launch();
         k.w_dtype = o.w.dtype;
         k.n_outs = 0;
       }
       k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows};
     }
-    runtime_.launch(k);
+    launch();
   }
 
   // The device copy of a weight (keyed by its host address: weights never change while a model

@@ -121,6 +121,24 @@ KYLIN_HD float warp_sum(Thread& t, float v) {
   return v;
 }
 
+// A double through a shuffle that moves 32-bit floats: its two halves, bit for bit.
+template <class Thread>
+KYLIN_HD double shfl_xor_double(Thread& t, double v, int mask) {
+  std::uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  const std::uint64_t hi = bits_of(t.shfl_xor(float_of(static_cast<std::uint32_t>(bits >> 32)), mask));
+  const std::uint64_t lo = bits_of(t.shfl_xor(float_of(static_cast<std::uint32_t>(bits)), mask));
+  bits = hi << 32 | lo;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+template <class Thread>
+KYLIN_HD double warp_sum(Thread& t, double v) {
+  for (int m = static_cast<int>(warp_size) / 2; m > 0; m >>= 1) v += shfl_xor_double(t, v, m);
+  return v;
+}
+
 template <class Thread>
 KYLIN_HD float warp_max(Thread& t, float v) {
   for (int m = static_cast<int>(warp_size) / 2; m > 0; m >>= 1) v = fmaxf(v, t.shfl_xor(v, m));

@@ -1,6 +1,8 @@
 // MatvecKernel: the decode rows' y = x · W^T (and every row for F16/Q8_0/Q4_0 weights) for up to
 // three weights sharing x (q/k/v, gate/up) in one launch; each warp streams a few output features
-// with many 16-byte loads in flight, so the weights are read once, at the memory's pace.
+// with many 16-byte loads in flight, so the weights are read once, at the memory's pace. Narrow
+// outputs (a 0.6B model's 1024) split each row's columns over the block's warps, so that enough
+// warps stream at once.
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -14,6 +16,9 @@ inline constexpr int matvec_unroll = 4;      // 16-byte chunks per feature and l
 // Rows of x carried through one pass over a weight row: the row is read from memory once per group.
 inline constexpr int matvec_rows = 8;
 inline constexpr int matvec_max_outs = 3;
+// Fewer warps of work than this (features / matvec_features) and each row is split over the
+// block's 4 warps: 132 SMs want 16 or more streaming warps each.
+inline constexpr std::int64_t matvec_split_below = 2048;
 }  // namespace detail
 
 // One weight of a MatvecKernel: W [rows, in_features] in the kernel's dtype, y [n, rows].
@@ -38,18 +43,25 @@ struct MatvecKernel {
   std::int64_t in_features;
   MatvecOut outs[detail::matvec_max_outs];
   int n_outs;
+  unsigned k_split = 1;  // warps sharing a feature's columns: 1, or matvec_warps (split_for)
 
   bool operator==(const MatvecKernel&) const = default;
+  static unsigned split_for(std::int64_t features) {
+    return features / detail::matvec_features < detail::matvec_split_below ? detail::matvec_warps : 1;
+  }
 
   std::int64_t features() const {
     std::int64_t total = 0;
     for (int i = 0; i < n_outs; ++i) total += outs[i].rows;
     return total;
   }
+  // Shared memory (split rows only): each warp's partial sums [warps, features, rows].
   LaunchShape shape() const {
-    constexpr std::int64_t per_block = detail::matvec_warps * detail::matvec_features;
+    const std::int64_t per_block = detail::matvec_warps / k_split * detail::matvec_features;
     const std::int64_t blocks = (features() + per_block - 1) / per_block;
-    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)}, {detail::matvec_warps * warp_size}, 0};
+    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)},
+            {detail::matvec_warps * warp_size},
+            k_split > 1 ? detail::matvec_warps * detail::matvec_features * detail::matvec_rows * sizeof(float) : 0};
   }
 
   // Output feature g as (output, row): where its weight row, scales and results are.
@@ -69,48 +81,74 @@ struct MatvecKernel {
   KYLIN_HD void operator()(Thread& t) const {
     constexpr int F = detail::matvec_features, R = detail::matvec_rows;
     const unsigned lane = t.thread_idx().x % warp_size, warp = t.thread_idx().x / warp_size;
-    const std::int64_t g0 = (static_cast<std::int64_t>(t.block_idx().x) * detail::matvec_warps + warp) * F;
+    const unsigned S = k_split, group = warp / S, part = warp % S;  // part: which columns of the group's rows
+    const std::int64_t g0 = (static_cast<std::int64_t>(t.block_idx().x) * (detail::matvec_warps / S) + group) * F;
     Feature fs[F];
     KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature(g0 + f);
-    if (fs[0].out < 0) return;  // the whole warp: its shuffles stay convergent
+    const bool live = fs[0].out >= 0;  // the same for the whole warp: its shuffles stay convergent
+    if (!live && S == 1) return;       // (a split block's warps all meet at its barriers)
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
       const int nr = n - r0 < R ? static_cast<int>(n - r0) : R;
       float acc[F][R] = {};
-      switch (w_dtype) {
-        case DType::bf16: dot_rows<bf16_t>(fs, r0, nr, lane, acc); break;
-        case DType::f16: dot_rows<f16_t>(fs, r0, nr, lane, acc); break;
-        case DType::f32: dot_rows<float>(fs, r0, nr, lane, acc); break;
-        case DType::q8_0:
-          KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<false>(t, fs[f], r0, nr, lane, acc[f]);
-          break;
-        case DType::q4_0:
-          KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<true>(t, fs[f], r0, nr, lane, acc[f]);
-          break;
-        default:
-          KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
-      }
-      KYLIN_UNROLL for (int f = 0; f < F; ++f) {
-        if (fs[f].out < 0) continue;
-        const MatvecOut& o = outs[fs[f].out];
-        KYLIN_UNROLL for (int r = 0; r < R; ++r) {
-          if (r >= nr) break;
-          const float s = detail::warp_sum(t, acc[f][r]);
-          if (lane == 0) o.y[(r0 + r) * o.rows + fs[f].row] = s + (o.bias ? o.bias[fs[f].row] : 0.f);
+      if (live) switch (w_dtype) {
+          case DType::bf16: dot_rows<bf16_t>(fs, r0, nr, lane, part, acc); break;
+          case DType::f16: dot_rows<f16_t>(fs, r0, nr, lane, part, acc); break;
+          case DType::f32: dot_rows<float>(fs, r0, nr, lane, part, acc); break;
+          case DType::q8_0:
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<false>(t, fs[f], r0, nr, lane, part, acc[f]);
+            break;
+          case DType::q4_0:
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<true>(t, fs[f], r0, nr, lane, part, acc[f]);
+            break;
+          default:
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
         }
+      if (S == 1) {
+        KYLIN_UNROLL for (int f = 0; f < F; ++f) {
+          if (fs[f].out < 0) continue;
+          KYLIN_UNROLL for (int r = 0; r < R; ++r) {
+            if (r >= nr) break;
+            const float s = detail::warp_sum(t, acc[f][r]);
+            if (lane == 0) write(fs[f], r0 + r, s);
+          }
+        }
+        continue;
       }
+      // Split rows: each warp's sums through shared memory; lane (f, r) of the group's first warp
+      // adds the parts in order.
+      float* partial = t.template shared<float>();  // [warps, F, R]
+      if (live)
+        KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) {
+            if (r >= nr) break;
+            const float s = detail::warp_sum(t, acc[f][r]);
+            if (lane == 0) partial[(warp * F + f) * R + r] = s;
+          }
+      t.sync();
+      const int f = static_cast<int>(lane) / R, r = static_cast<int>(lane) % R;
+      if (live && part == 0 && f < F && r < nr && fs[f].out >= 0) {
+        float s = 0.f;
+        for (unsigned p = 0; p < S; ++p) s += partial[((group * S + p) * F + f) * R + r];
+        write(fs[f], r0 + r, s);
+      }
+      t.sync();  // partial is rewritten by the next group of rows
     }
   }
 
+  KYLIN_HD void write(const Feature& fe, std::int64_t row, float s) const {
+    const MatvecOut& o = outs[fe.out];
+    o.y[row * o.rows + fe.row] = s + (o.bias ? o.bias[fe.row] : 0.f);
+  }
+
   // acc[f][r] = this lane's share of x[r0 + r] · W[feature f]: 16-byte loads (8 BF16/F16 or 4 F32
-  // weights) at columns lane * V, (lane + 32) * V, ..., matvec_unroll of them per feature issued
-  // before the first is used, where rows and x are 16-byte aligned; one element per lane per step
-  // otherwise (odd widths).
+  // weights) at columns lane * V, (lane + 32) * V, ... of this warp's part of the chunks of 32 * V
+  // columns, matvec_unroll of them per feature issued before the first is used, where rows and x
+  // are 16-byte aligned; one element per lane per step otherwise (odd widths).
   template <class T>
-  KYLIN_HD void dot_rows(const Feature (&fs)[detail::matvec_features], std::int64_t r0, int nr, unsigned lane,
+  KYLIN_HD void dot_rows(const Feature (&fs)[detail::matvec_features], std::int64_t r0, int nr, unsigned lane, unsigned part,
                          float (&acc)[detail::matvec_features][detail::matvec_rows]) const {
     constexpr int F = detail::matvec_features, U = detail::matvec_unroll, R = detail::matvec_rows;
     constexpr int V = 16 / static_cast<int>(sizeof(T));
-    const std::int64_t K = in_features, step = warp_size * V;
+    const std::int64_t K = in_features, step = static_cast<std::int64_t>(warp_size) * V * k_split;  // between one warp's chunks
     const float* xr = x + r0 * K;
     const T* wr[F] = {};
     bool vec = K % V == 0 && detail::aligned16(xr);
@@ -120,7 +158,7 @@ struct MatvecKernel {
       vec = vec && detail::aligned16(wr[f]);
     }
     if (vec) {
-      for (std::int64_t k0 = lane * V; k0 < K; k0 += step * U) {
+      for (std::int64_t k0 = (part * warp_size + lane) * V; k0 < K; k0 += step * U) {
         float wk[F][U][V];
         KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int u = 0; u < U; ++u) {
           if (wr[f] && k0 + u * step < K) detail::load16(wr[f] + k0 + u * step, wk[f][u]);
@@ -142,7 +180,7 @@ struct MatvecKernel {
       }
       return;
     }
-    for (std::int64_t k = lane; k < K; k += warp_size)
+    for (std::int64_t k = part * warp_size + lane; k < K; k += static_cast<std::int64_t>(warp_size) * k_split)
       KYLIN_UNROLL for (int f = 0; f < F; ++f) {
         if (!wr[f]) continue;
         const float wk = detail::to_f32(wr[f][k]);
@@ -154,13 +192,14 @@ struct MatvecKernel {
   // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step. The 8 lanes of a
   // block find its max |x| and integer dot product by shuffles; their first lane accumulates it.
   template <bool Q4, class Thread>
-  KYLIN_HD void quant_dot_rows(Thread& t, Feature fe, std::int64_t r0, int nr, unsigned lane, float (&acc)[detail::matvec_rows]) const {
+  KYLIN_HD void quant_dot_rows(Thread& t, Feature fe, std::int64_t r0, int nr, unsigned lane, unsigned part,
+                               float (&acc)[detail::matvec_rows]) const {
     const MatvecOut& out = outs[fe.out];
     const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K, o = fe.row;
     const auto* q = static_cast<const std::uint8_t*>(out.w);
     const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out.rows * row_bytes) + o * nb;
     const unsigned sub = lane % 8;
-    for (std::int64_t b0 = 0; b0 < nb; b0 += 4) {
+    for (std::int64_t b0 = 4 * part; b0 < nb; b0 += 4 * k_split) {
       const std::int64_t b = b0 + lane / 8, k = b * 32 + sub * 4;
       const bool live = b < nb;  // lanes past the last block carry zeros through the shuffles
       int wq[4] = {0, 0, 0, 0};
