@@ -117,35 +117,63 @@ TEST_CASE("RmsNormKernel matches kernels::rms_norm within 1e-5 rel. L2 for BF16/
     }
 }
 
-TEST_CASE("RopeKernel is bit-identical to kernels::rope (rotate_half) at head_dim 16, 32, 40, 48, 64, 128") {
-  for (std::int64_t D : {16, 32, 40, 48, 64, 128}) {
-    CAPTURE(D);
-    const std::int64_t T = 4, H = 6;
-    const auto x = test::random_floats(T * H * D, 5, 2.f), cos = test::random_floats(T * D / 2, 6), sin = test::random_floats(T * D / 2, 7);
-    auto expected = x, got = x;
-    kernels::rope(expected.data(), {T, H, D}, {cos.data(), sin.data()});
-    run(cuda::RopeKernel{.x = got.data(), .n_tokens = T, .n_heads = H, .head_dim = D, .cos = cos.data(), .sin = sin.data()});
-    CHECK(first_mismatch(got, expected) == -1);
-  }
+// Widened elements of a cache slab.
+std::vector<float> widen(const std::vector<std::uint8_t>& cache, DType dt) {
+  const std::size_t n = cache.size() / dtype_size(dt);
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = kernels::kv_at({dt, const_cast<std::uint8_t*>(cache.data())}, static_cast<std::int64_t>(i));
+  return out;
 }
 
-TEST_CASE("StoreKVKernel writes the bytes of kernels::store_kv_ref into F32/F16/BF16 caches, edge values included") {
-  for (DType dt : {DType::f32, DType::f16, DType::bf16})
-    for (std::int64_t D : {40, 48, 64}) {
-      CAPTURE(dtype_name(dt));
-      CAPTURE(D);
-      const std::int64_t n_kv = 2, cap = 16, T = 7, pos0 = 5;
-      auto rows = test::random_floats(T * n_kv * D, 8, 3.f);
-      const auto edges = edge_values();
-      std::copy(edges.begin(), edges.end(), rows.begin() + 3);
-      for (std::size_t i = 40; i < rows.size(); i += 9) rows[i] *= 1e-5f;  // f16 subnormals
-      const std::size_t bytes = static_cast<std::size_t>(n_kv * cap * D) * (dt == DType::f32 ? 4 : 2);
-      std::vector<std::uint8_t> expected(bytes, 0xAB), got(bytes, 0xAB);
-      kernels::store_kv_ref({dt, expected.data()}, {n_kv, D, cap * D}, {rows.data(), T, pos0});
-      run(cuda::StoreKVKernel{.cache = got.data(), .dtype = dt, .n_kv_heads = n_kv, .head_dim = D, .head_stride = cap * D,
-                              .rows = rows.data(), .n_tokens = T, .pos0 = &pos0});
-      CHECK(got == expected);
-    }
+TEST_CASE("AttentionInputsKernel equals kernels::rms_norm, rope and store_kv_ref in that order: two sequences, GQA, F32/F16/BF16 caches, with and without q/k norms") {
+  for (DType kv : {DType::f32, DType::f16, DType::bf16})
+    for (std::int64_t D : {16, 40, 48, 64, 128})
+      for (bool norms : {false, true}) {
+        CAPTURE(dtype_name(kv));
+        CAPTURE(D);
+        CAPTURE(norms);
+        const std::int64_t T = 7, H = 6, KV = 2, cap = 16, half = D / 2;
+        const std::int64_t row0[2] = {0, 3}, n[2] = {3, 4}, pos0[2] = {5, 0};  // rows [0, 3) at 5.., rows [3, 7) at 0..
+        const auto q0 = test::random_floats(T * H * D, 5, 2.f), k0 = test::random_floats(T * KV * D, 6, 2.f);
+        auto v = test::random_floats(T * KV * D, 8, 3.f);
+        const auto edges = edge_values();
+        std::copy(edges.begin(), edges.end(), v.begin() + 3);
+        const auto cos = test::random_floats(T * half, 9), sin = test::random_floats(T * half, 10);
+        const auto wq = test::random_weights(DType::bf16, 1, D, 11, 1.f), wk = test::random_weights(DType::bf16, 1, D, 12, 1.f);
+        const std::size_t bytes = static_cast<std::size_t>(KV * cap * D) * dtype_size(kv);
+        std::vector<std::vector<std::uint8_t>> want_k(2, std::vector<std::uint8_t>(bytes, 0xAB)), want_v = want_k, got_k = want_k, got_v = want_k;
+        // The CPU's steps.
+        auto q = q0, k = k0;
+        if (norms) {
+          kernels::rms_norm(q.data(), wq.ref(), q.data(), T * H, 1e-6);
+          kernels::rms_norm(k.data(), wk.ref(), k.data(), T * KV, 1e-6);
+        }
+        kernels::rope(q.data(), {T, H, D}, {cos.data(), sin.data()});
+        kernels::rope(k.data(), {T, KV, D}, {cos.data(), sin.data()});
+        for (int s = 0; s < 2; ++s) {
+          kernels::store_kv_ref({kv, want_k[s].data()}, {KV, D, cap * D}, {k.data() + row0[s] * KV * D, n[s], pos0[s]});
+          kernels::store_kv_ref({kv, want_v[s].data()}, {KV, D, cap * D}, {v.data() + row0[s] * KV * D, n[s], pos0[s]});
+        }
+        // The kernel's one launch.
+        auto gq = q0, gk = k0;
+        cuda::DeviceAttentionSeq seqs[2];
+        for (int s = 0; s < 2; ++s)
+          seqs[s] = {.k = got_k[s].data(), .v = got_v[s].data(), .kv_stride = cap * D, .row0 = row0[s], .n_tokens = n[s], .pos0 = pos0[s]};
+        run(cuda::AttentionInputsKernel{.q = gq.data(), .k = gk.data(), .v = v.data(), .rows = T, .n_heads = H, .n_kv_heads = KV, .head_dim = D,
+                                        .q_norm = norms ? wq.ref().data : nullptr, .k_norm = norms ? wk.ref().data : nullptr,
+                                        .norm_dtype = DType::bf16, .eps = 1e-6, .cos = cos.data(), .sin = sin.data(), .seqs = seqs, .n_seqs = 2,
+                                        .kv_dtype = kv});
+        for (int s = 0; s < 2; ++s) CHECK(got_v[s] == want_v[s]);  // values: stored bytes, bit for bit
+        if (!norms) {  // RoPE and the stores are the same arithmetic: bit for bit
+          CHECK(first_mismatch(gq, q) == -1);
+          CHECK(first_mismatch(gk, k) == -1);
+          for (int s = 0; s < 2; ++s) CHECK(got_k[s] == want_k[s]);
+        } else {  // the sums of squares add in another order
+          CHECK(rel_l2(gq, q) <= 1e-6);
+          CHECK(rel_l2(gk, k) <= 1e-6);
+          for (int s = 0; s < 2; ++s) CHECK(rel_l2(widen(got_k[s], kv), widen(want_k[s], kv)) <= (kv == DType::f32 ? 1e-6 : 1e-3));
+        }
+      }
 }
 
 TEST_CASE("SiluMul, Add and Fill kernels are bit-identical to silu_mul_ref, add_inplace and a fill, at sizes with ragged tails") {
@@ -426,7 +454,9 @@ TEST_CASE("launch shapes respect CUDA's limits at full model sizes and are valid
   CHECK(ok(cuda::RmsNormKernel{.x = nullptr, .w = nullptr, .w_dtype = DType::bf16, .out = nullptr, .rows = 1'000'000, .dim = 8192, .eps = 1e-6}.shape()));
   CHECK(ok(cuda::AddBiasKernel{.y = nullptr, .bias = nullptr, .rows = 1'000'000, .cols = 151936}.shape()));
   CHECK(ok(cuda::GatherRowsKernel{.x = nullptr, .rows = nullptr, .n_rows = 0, .width = 64, .out = nullptr}.shape()));
-  CHECK(ok(cuda::RopeKernel{.x = nullptr, .n_tokens = 100'000, .n_heads = 64, .head_dim = 256, .cos = nullptr, .sin = nullptr}.shape()));
+  CHECK(ok(cuda::AttentionInputsKernel{.q = nullptr, .k = nullptr, .v = nullptr, .rows = 100'000, .n_heads = 64, .n_kv_heads = 8, .head_dim = 256,
+                                       .q_norm = nullptr, .k_norm = nullptr, .norm_dtype = DType::bf16, .eps = 1e-6, .cos = nullptr,
+                                       .sin = nullptr, .seqs = nullptr, .n_seqs = 0, .kv_dtype = DType::f16}.shape()));
   CHECK(ok(cuda::MatvecKernel{.x = nullptr, .n = 512, .w_dtype = DType::q8_0, .in_features = 5120,
                               .outs = {{.w = nullptr, .bias = nullptr, .y = nullptr, .rows = 151936}}, .n_outs = 1}.shape()));
   for (std::int64_t kv : {1, 4, 8})

@@ -16,12 +16,11 @@ using cuda::PassRecording;
 
 int entry_a, entry_b;  // stand-ins for two kernels' device entry points
 
-// A decode step's operations: a staged copy of its position, a KV store reading it, an add.
+// A decode step's operations: a staged copy of its token id, the embedding reading it, an add.
 PassRecording step(const std::int64_t* pos_slot, std::int64_t n, const void* staged) {
   PassRecording r;
   r.copy(const_cast<std::int64_t*>(pos_slot), staged, sizeof(std::int64_t));
-  r.launch(&entry_a, cuda::StoreKVKernel{.cache = nullptr, .dtype = DType::f16, .n_kv_heads = 8, .head_dim = 128, .head_stride = 128 * 64,
-                                         .rows = nullptr, .n_tokens = 1, .pos0 = pos_slot});
+  r.launch(&entry_a, cuda::EmbedKernel{.table = nullptr, .dtype = DType::bf16, .rows = 151936, .cols = 1024, .id = pos_slot, .out = nullptr});
   r.launch(&entry_b, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = n});
   return r;
 }
@@ -33,11 +32,10 @@ TEST_CASE("two steps recording the same operations match, whatever the padding b
   // The same kernel arguments, built in memory whose padding holds other bytes.
   PassRecording b;
   b.copy(&slot, staging, sizeof(std::int64_t));
-  alignas(cuda::StoreKVKernel) unsigned char raw[sizeof(cuda::StoreKVKernel)];
+  alignas(cuda::EmbedKernel) unsigned char raw[sizeof(cuda::EmbedKernel)];
   std::memset(raw, 0x5A, sizeof raw);
-  auto* k = new (raw) cuda::StoreKVKernel;
-  k->cache = nullptr, k->dtype = DType::f16, k->n_kv_heads = 8, k->head_dim = 128, k->head_stride = 128 * 64;
-  k->rows = nullptr, k->n_tokens = 1, k->pos0 = &slot;
+  auto* k = new (raw) cuda::EmbedKernel;
+  k->table = nullptr, k->dtype = DType::bf16, k->rows = 151936, k->cols = 1024, k->id = &slot, k->out = nullptr;
   b.launch(&entry_a, *k);
   b.launch(&entry_b, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
   CHECK(a == b);
@@ -56,8 +54,7 @@ TEST_CASE("a different argument, kernel, copy or launch shape does not match") {
   CHECK_FALSE(a == shorter);
   PassRecording swapped;  // the same arguments under another kernel's entry point
   swapped.copy(&slot, staging, sizeof(std::int64_t));
-  swapped.launch(&entry_a, cuda::StoreKVKernel{.cache = nullptr, .dtype = DType::f16, .n_kv_heads = 8, .head_dim = 128,
-                                               .head_stride = 128 * 64, .rows = nullptr, .n_tokens = 1, .pos0 = &slot});
+  swapped.launch(&entry_a, cuda::EmbedKernel{.table = nullptr, .dtype = DType::bf16, .rows = 151936, .cols = 1024, .id = &slot, .out = nullptr});
   swapped.launch(&entry_a, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
   CHECK_FALSE(a == swapped);
 }

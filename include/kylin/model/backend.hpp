@@ -71,13 +71,26 @@ struct BackendOptions {
   std::int64_t max_pass_rows = 512;  // rows of one pass (GEMM panels, workspace)
 };
 
+// A pass's new query/key/value rows, as attention_inputs takes them.
+struct QKVRows {
+  float* q;        // [rows, n_heads, head_dim]     rotated in place
+  float* k;        // [rows, n_kv_heads, head_dim]  rotated in place, then stored
+  const float* v;  // [rows, n_kv_heads, head_dim]  stored
+  std::int64_t rows, n_heads, n_kv_heads, head_dim;
+};
+// Qwen3's per-head RMSNorm of q and k before RoPE ([head_dim] weights); null q.data: none (Qwen2).
+struct QKNorms {
+  kernels::MatRef q, k;
+  double eps = 0;
+};
+
 template <class B>
 concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOptions&> &&
     requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::span<const kernels::MatmulOut> outs,
              const kernels::RowPlan& plan, std::int64_t n, double eps, const kernels::RowSelection& sel,
              std::span<const kernels::DotProduct> products, const kernels::HeadRows& heads,
-             const kernels::RopeTables& tables, kernels::KVRef kv, const kernels::KVLayout& layout,
-             const kernels::KVRows& rows, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
+             const kernels::RopeTables& tables, const QKVRows& qkv, const QKNorms& norms,
+             std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
@@ -87,8 +100,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.matmul_fused(in, outs, plan);        // several such products of one input in one pass
       b.matmul_each(products);               // decode products with inputs of their own, one pass
       b.rms_norm(in, w, out, n, eps);        // n rows of width w.cols, in place allowed
-      b.rope(out, heads, tables);
-      b.store_kv(kv, layout, rows);
+      b.attention_inputs(qkv, norms, tables, seqs);  // q/k norms, RoPE, new keys/values into each sequence's cache
       b.attention(in, out, seqs, ah);        // q, out, one entry per sequence
       b.silu_mul(out, in, n);
       b.add(out, in, n);
@@ -153,9 +165,22 @@ class CpuBackend {
       kernels::rms_norm(x + r0 * dim, w, out + r0 * dim, r1 - r0, eps);
     });
   }
-  void rope(float* x, const kernels::HeadRows& shape, const kernels::RopeTables& tables) { kernels::rope(x, shape, tables); }
-  void store_kv(kernels::KVRef cache, const kernels::KVLayout& layout, const kernels::KVRows& rows) {
-    kernels::store_kv(cache, layout, rows);
+  // Qwen3's per-head norms (when given), RoPE on q and k, then each sequence's new keys and values
+  // into its cache (seqs: its caches, rows and first position).
+  void attention_inputs(const QKVRows& r, const QKNorms& norms, const kernels::RopeTables& tables,
+                        std::span<const kernels::AttentionSeq> seqs) {
+    if (norms.q.data) {
+      rms_norm(r.q, norms.q, r.q, r.rows * r.n_heads, norms.eps);
+      rms_norm(r.k, norms.k, r.k, r.rows * r.n_kv_heads, norms.eps);
+    }
+    kernels::rope(r.q, {r.rows, r.n_heads, r.head_dim}, tables);
+    kernels::rope(r.k, {r.rows, r.n_kv_heads, r.head_dim}, tables);
+    const std::int64_t kv_dim = r.n_kv_heads * r.head_dim;
+    for (const kernels::AttentionSeq& s : seqs) {
+      const kernels::KVLayout layout{r.n_kv_heads, r.head_dim, s.kv_stride};
+      kernels::store_kv(s.k, layout, {r.k + s.row0 * kv_dim, s.n_tokens, s.pos0});
+      kernels::store_kv(s.v, layout, {r.v + s.row0 * kv_dim, s.n_tokens, s.pos0});
+    }
   }
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     kernels::attention(q, out, seqs, h, pool_, attention_scratch_);

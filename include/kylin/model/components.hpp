@@ -141,27 +141,17 @@ struct GroupedQueryAttention {
   // out[R, hidden] = attention of xn[R, hidden]: each sequence's rows against (and into) its own cache.
   template <Backend B>
   void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass, std::int64_t layer) const {
-    const std::int64_t R = pass.rows, kv_dim = n_kv_heads * head_dim;
+    const std::int64_t R = pass.rows;
     // q/k/v projections (+ biases for Qwen2), in one pass over the three weights
     const kernels::MatmulOut qkv[] = {{w->q_proj, bias_ptr(w->q_bias), ws.q}, {w->k_proj, bias_ptr(w->k_bias), ws.k},
                                       {w->v_proj, bias_ptr(w->v_bias), ws.v}};
     b.matmul_fused(xn, qkv, pass.plan());
-    // Qwen3: RMSNorm over each head's head_dim slice, before RoPE
-    if constexpr (qk_norm == QKNorm::per_head) {
-      b.rms_norm(ws.q, w->q_norm, ws.q, R * n_heads, eps);
-      b.rms_norm(ws.k, w->k_norm, ws.k, R * n_kv_heads, eps);
-    }
-    // rotary position embedding on q and k, each row at its own position
-    b.rope(ws.q, {R, n_heads, head_dim}, {ws.cos, ws.sin});
-    b.rope(ws.k, {R, n_kv_heads, head_dim}, {ws.cos, ws.sin});
-    // append each sequence's new keys/values to its cache
+    // Qwen3's per-head q/k RMSNorm, RoPE on q and k (each row at its own position), and each
+    // sequence's new keys/values appended to its cache
     ws.attention_seqs.clear();
-    for (const PassSequence& s : pass.seqs) {
-      const std::int64_t pos0 = s.cache->size();
-      b.store_kv(s.cache->keys(layer), s.cache->layout(), {ws.k + s.row0 * kv_dim, s.n(), pos0});
-      b.store_kv(s.cache->values(layer), s.cache->layout(), {ws.v + s.row0 * kv_dim, s.n(), pos0});
-      ws.attention_seqs.push_back({s.cache->keys(layer), s.cache->values(layer), s.cache->head_stride(), s.row0, s.n(), pos0});
-    }
+    for (const PassSequence& s : pass.seqs)
+      ws.attention_seqs.push_back({s.cache->keys(layer), s.cache->values(layer), s.cache->head_stride(), s.row0, s.n(), s.cache->size()});
+    b.attention_inputs({ws.q, ws.k, ws.v, R, n_heads, n_kv_heads, head_dim}, norms(), {ws.cos, ws.sin}, ws.attention_seqs);
     // causal GQA softmax(q k^T * head_dim^-0.5) v of every sequence over its cached positions
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
     b.attention(ws.q, ws.attn, ws.attention_seqs, {n_heads, n_kv_heads, head_dim, scale});
@@ -170,6 +160,10 @@ struct GroupedQueryAttention {
   }
 
  private:
+  QKNorms norms() const {
+    if constexpr (qk_norm == QKNorm::per_head) return {w->q_norm, w->k_norm, eps};
+    return {};
+  }
   static const float* bias_ptr(const std::vector<float>& b) {
     if constexpr (bias == QKVBias::qkv) return b.data();
     (void)b;

@@ -110,21 +110,18 @@ class CudaBackend {
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
     runtime_.launch(RmsNormKernel{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps});
   }
-  void rope(float* x, const kernels::HeadRows& s, const kernels::RopeTables& t) {
-    runtime_.launch(RopeKernel{.x = x, .n_tokens = s.n_tokens, .n_heads = s.n_heads, .head_dim = s.head_dim, .cos = t.cos, .sin = t.sin});
-  }
-  void store_kv(kernels::KVRef cache, const kernels::KVLayout& layout, const kernels::KVRows& rows) {
-    runtime_.launch(StoreKVKernel{.cache = cache.data, .dtype = cache.dtype, .n_kv_heads = layout.n_kv_heads, .head_dim = layout.head_dim,
-                                  .head_stride = layout.head_stride, .rows = rows.rows, .n_tokens = rows.n_tokens, .pos0 = runtime_.value(rows.pos0)});
+  void attention_inputs(const QKVRows& r, const QKNorms& norms, const kernels::RopeTables& t, std::span<const kernels::AttentionSeq> seqs) {
+    if (norms.q.data && norms.k.dtype != norms.q.dtype)
+      throw Error(ErrorCategory::config, std::string(name), "q_norm and k_norm weights of different dtypes");
+    upload_seqs(seqs);
+    runtime_.launch(AttentionInputsKernel{.q = r.q, .k = r.k, .v = r.v, .rows = r.rows, .n_heads = r.n_heads, .n_kv_heads = r.n_kv_heads,
+                                          .head_dim = r.head_dim, .q_norm = norms.q.data ? resident(norms.q) : nullptr,
+                                          .k_norm = norms.k.data ? resident(norms.k) : nullptr, .norm_dtype = norms.q.dtype, .eps = norms.eps,
+                                          .cos = t.cos, .sin = t.sin, .seqs = seqs_.as<DeviceAttentionSeq>(),
+                                          .n_seqs = static_cast<std::int64_t>(seqs.size()), .kv_dtype = seqs.front().k.dtype});
   }
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
-    host_seqs_.clear();
-    std::int64_t n_rows = 0;
-    for (const kernels::AttentionSeq& s : seqs) {
-      host_seqs_.push_back({.k = s.k.data, .v = s.v.data, .kv_stride = s.kv_stride, .row0 = s.row0, .n_tokens = s.n_tokens, .pos0 = s.pos0});
-      n_rows = std::max(n_rows, s.row0 + s.n_tokens);
-    }
-    runtime_.to_device(seqs_.data(), host_seqs_.data(), host_seqs_.size() * sizeof(DeviceAttentionSeq));
+    const std::int64_t n_rows = upload_seqs(seqs);
     runtime_.launch(AttentionKernel{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
                                     .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
                                     .scale = h.scale, .kv_dtype = seqs.front().k.dtype});
@@ -148,6 +145,17 @@ class CudaBackend {
   }
 
  private:
+  // The sequences' caches, rows and positions into seqs_; returns the rows they cover.
+  std::int64_t upload_seqs(std::span<const kernels::AttentionSeq> seqs) {
+    host_seqs_.clear();
+    std::int64_t n_rows = 0;
+    for (const kernels::AttentionSeq& s : seqs) {
+      host_seqs_.push_back({.k = s.k.data, .v = s.v.data, .kv_stride = s.kv_stride, .row0 = s.row0, .n_tokens = s.n_tokens, .pos0 = s.pos0});
+      n_rows = std::max(n_rows, s.row0 + s.n_tokens);
+    }
+    runtime_.to_device(seqs_.data(), host_seqs_.data(), host_seqs_.size() * sizeof(DeviceAttentionSeq));
+    return n_rows;
+  }
   // One launch for every run of up to matvec_max_outs consecutive outputs of one dtype.
   void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs) {
     MatvecKernel k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};

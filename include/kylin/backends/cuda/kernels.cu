@@ -10,8 +10,7 @@ const void* kernel_entry() {
 }
 
 template const void* kernel_entry<RmsNormKernel>();
-template const void* kernel_entry<RopeKernel>();
-template const void* kernel_entry<StoreKVKernel>();
+template const void* kernel_entry<AttentionInputsKernel>();
 template const void* kernel_entry<AttentionKernel>();
 template const void* kernel_entry<SiluMulKernel>();
 template const void* kernel_entry<AddKernel>();

@@ -55,54 +55,110 @@ struct RmsNormKernel {
   }
 };
 
-// Rotary embedding in the rotate_half layout, as kernels::rope: one thread per pair (i, i + half).
-struct RopeKernel {
-  float* x;  // [n_tokens, n_heads, head_dim], rotated in place
-  std::int64_t n_tokens, n_heads, head_dim;
-  const float* cos;  // [n_tokens, head_dim / 2]
-  const float* sin;  // [n_tokens, head_dim / 2]
+// What precedes attention, in one launch: Qwen3's per-head RMSNorm of q and k (when q_norm is
+// given), RoPE on both, and the new keys and values stored into each sequence's cache; as
+// kernels::rms_norm, kernels::rope and kernels::store_kv_ref in that order. A warp per head row (q
+// heads, then k heads, then v heads of each token); each lane rotates whole pairs (i, i + D/2), so
+// no lane reads what another wrote.
+struct AttentionInputsKernel {
+  float* q;        // [rows, n_heads, head_dim], normed and rotated in place
+  float* k;        // [rows, n_kv_heads, head_dim], normed, rotated in place and stored
+  const float* v;  // [rows, n_kv_heads, head_dim], stored
+  std::int64_t rows, n_heads, n_kv_heads, head_dim;
+  const void* q_norm;  // [head_dim] or null (no norms)
+  const void* k_norm;  // [head_dim]
+  DType norm_dtype;
+  double eps;
+  const float* cos;  // [rows, head_dim / 2]
+  const float* sin;  // [rows, head_dim / 2]
+  const DeviceAttentionSeq* seqs;  // [n_seqs]: each row's cache and position
+  std::int64_t n_seqs;
+  DType kv_dtype;  // f32/f16/bf16
 
-  bool operator==(const RopeKernel&) const = default;
-  LaunchShape shape() const { return detail::elementwise_shape(n_tokens * n_heads * (head_dim / 2)); }
+  bool operator==(const AttentionInputsKernel&) const = default;
+  static constexpr unsigned warps = 4;
+  std::int64_t items() const { return rows * (n_heads + 2 * n_kv_heads); }
+  LaunchShape shape() const {
+    const std::int64_t blocks = (items() + warps - 1) / warps;
+    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks)}, {warps * warp_size}, 0};
+  }
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
-    const std::int64_t half = head_dim / 2, n = n_tokens * n_heads * half;
-    for (std::int64_t p = detail::global_index(t); p < n; p += detail::global_stride(t)) {
-      const std::int64_t i = p % half, th = p / half, tok = th / n_heads;
-      float* v = x + th * head_dim;
-      const float a = v[i], b = v[i + half], c = cos[tok * half + i], s = sin[tok * half + i];
-      v[i] = a * c - b * s;
-      v[i + half] = b * c + a * s;
+    const unsigned lane = t.thread_idx().x % warp_size;
+    const std::int64_t per_row = n_heads + 2 * n_kv_heads, stride = static_cast<std::int64_t>(t.grid_dim().x) * warps;
+    for (std::int64_t item = static_cast<std::int64_t>(t.block_idx().x) * warps + t.thread_idx().x / warp_size; item < items();
+         item += stride) {  // the same for the whole warp
+      const std::int64_t r = item / per_row, j = item % per_row;
+      if (j < n_heads) {
+        norm_rope(t, q + (r * n_heads + j) * head_dim, q_norm, r, lane, nullptr, 0, 0);
+        continue;
+      }
+      const std::int64_t h = (j - n_heads) % n_kv_heads;
+      std::int64_t pos = 0;
+      const DeviceAttentionSeq* s = seq_of(r, pos);
+      if (!s) continue;  // a row of no sequence: nothing to store (rows are never left unrotated for one)
+      if (j < n_heads + n_kv_heads) norm_rope(t, k + (r * n_kv_heads + h) * head_dim, k_norm, r, lane, s->k, h * s->kv_stride + pos * head_dim, 1);
+      else
+        for (std::int64_t i = lane; i < head_dim; i += warp_size) store(s->v, h * s->kv_stride + pos * head_dim + i, v[(r * n_kv_heads + h) * head_dim + i]);
     }
   }
-};
 
-// New K or V rows into a cache slab at positions pos0.., as kernels::store_kv_ref (f16: nearest-even).
-struct StoreKVKernel {
-  void* cache;  // [n_kv_heads][capacity][head_dim] f32/f16 (bf16 also)
-  DType dtype;
-  std::int64_t n_kv_heads, head_dim, head_stride;  // head_stride = capacity * head_dim
-  const float* rows;                               // [n_tokens, n_kv_heads, head_dim]
-  std::int64_t n_tokens;
-  const std::int64_t* pos0;  // [1] in device memory: a decode step's graph replays with the next position
-
-  bool operator==(const StoreKVKernel&) const = default;
-  LaunchShape shape() const { return detail::elementwise_shape(n_tokens * n_kv_heads * head_dim); }
-
-  template <class Thread>
-  KYLIN_HD void operator()(Thread& t) const {
-    const std::int64_t n = n_tokens * n_kv_heads * head_dim;
-    for (std::int64_t e = detail::global_index(t); e < n; e += detail::global_stride(t)) {
-      const std::int64_t i = e % head_dim, th = e / head_dim, h = th % n_kv_heads, tok = th / n_kv_heads;
-      const std::int64_t dst = h * head_stride + (*pos0 + tok) * head_dim + i;
-      const float v = rows[e];
-      switch (dtype) {
-        case DType::f32: static_cast<float*>(cache)[dst] = v; break;
-        case DType::f16: static_cast<std::uint16_t*>(cache)[dst] = detail::f32_to_f16(v); break;
-        case DType::bf16: static_cast<std::uint16_t*>(cache)[dst] = detail::f32_to_bf16(v); break;
-        default: break;  // no element size to write with: the cache is left untouched
+  // The sequence row r belongs to, and r's position in it.
+  KYLIN_HD const DeviceAttentionSeq* seq_of(std::int64_t r, std::int64_t& pos) const {
+    for (std::int64_t i = 0; i < n_seqs; ++i)
+      if (r >= seqs[i].row0 && r < seqs[i].row0 + seqs[i].n_tokens) {
+        pos = seqs[i].pos0 + (r - seqs[i].row0);
+        return &seqs[i];
       }
+    return nullptr;
+  }
+
+  // One head row x: normed (when norm is given, the sum of squares in double as RmsNormKernel),
+  // rotated in place, and (store) written into cache at element `at` on.
+  template <class Thread>
+  KYLIN_HD void norm_rope(Thread& t, float* x, const void* norm, std::int64_t r, unsigned lane, const void* cache, std::int64_t at,
+                          int store_it) const {
+    const std::int64_t D = head_dim, half = D / 2;
+    float inv = 1.f;
+    if (q_norm) {  // the same for q and k rows: both normed or neither
+      double ss = 0.0;
+      for (std::int64_t i = lane; i < D; i += warp_size) ss += static_cast<double>(x[i]) * x[i];
+      ss = detail::warp_sum(t, ss);
+      inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(D) + eps));
+    }
+    for (std::int64_t i = lane; i < half; i += warp_size) {
+      float a = x[i], b = x[i + half];
+      if (q_norm) {
+        a = a * inv * weight(norm, i);
+        b = b * inv * weight(norm, i + half);
+      }
+      const float c = cos[r * half + i], s = sin[r * half + i];
+      const float ra = a * c - b * s, rb = b * c + a * s;
+      x[i] = ra;
+      x[i + half] = rb;
+      if (store_it) {
+        store(const_cast<void*>(cache), at + i, ra);
+        store(const_cast<void*>(cache), at + i + half, rb);
+      }
+    }
+  }
+
+  KYLIN_HD float weight(const void* w, std::int64_t i) const {
+    switch (norm_dtype) {
+      case DType::bf16: return detail::to_f32(static_cast<const bf16_t*>(w)[i]);
+      case DType::f16: return detail::to_f32(static_cast<const f16_t*>(w)[i]);
+      case DType::f32: return static_cast<const float*>(w)[i];
+      default: return detail::poison();
+    }
+  }
+  // As kernels::store_kv_ref (f16/bf16: nearest-even).
+  KYLIN_HD void store(const void* cache, std::int64_t e, float value) const {
+    switch (kv_dtype) {
+      case DType::f32: static_cast<float*>(const_cast<void*>(cache))[e] = value; break;
+      case DType::f16: static_cast<std::uint16_t*>(const_cast<void*>(cache))[e] = detail::f32_to_f16(value); break;
+      case DType::bf16: static_cast<std::uint16_t*>(const_cast<void*>(cache))[e] = detail::f32_to_bf16(value); break;
+      default: break;  // no element size to write with: the cache is left untouched
     }
   }
 };
@@ -196,7 +252,7 @@ struct EmbedKernel {
   const void* table;  // [rows, cols] bf16/f16/f32, or Q8_0: int8 [rows, cols] then f16 scales [rows, cols / 32]
   DType dtype;
   std::int64_t rows, cols;
-  const std::int64_t* id;  // [1] in device memory, as StoreKVKernel::pos0
+  const std::int64_t* id;  // [1] in device memory: a decode step's graph replays with the next token
   float* out;              // [cols]
 
   bool operator==(const EmbedKernel&) const = default;

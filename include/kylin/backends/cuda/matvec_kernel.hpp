@@ -16,6 +16,7 @@ inline constexpr int matvec_unroll = 4;      // 16-byte chunks per feature and l
 // Rows of x carried through one pass over a weight row: the row is read from memory once per group.
 inline constexpr int matvec_rows = 8;
 inline constexpr int matvec_max_outs = 3;
+static_assert(matvec_warps * warp_size >= matvec_features * matvec_rows * matvec_warps, "a summing thread per output of the block");
 // Fewer warps of work than this (features / matvec_features) and each row is split over the
 // block's 4 warps: 132 SMs want 16 or more streaming warps each.
 inline constexpr std::int64_t matvec_split_below = 2048;
@@ -55,13 +56,16 @@ struct MatvecKernel {
     for (int i = 0; i < n_outs; ++i) total += outs[i].rows;
     return total;
   }
-  // Shared memory (split rows only): each warp's partial sums [warps, features, rows].
+  // Shared memory: every lane's partial sums [warps, features, rows, 33] (padded: the sums read no
+  // bank twice). Two barriers per group of rows instead of 5 shuffles per sum: the emulator that
+  // tests the kernel pays per rendezvous, the GPU hardly notices.
+  static constexpr unsigned pitch = warp_size + 1;
   LaunchShape shape() const {
     const std::int64_t per_block = detail::matvec_warps / k_split * detail::matvec_features;
     const std::int64_t blocks = (features() + per_block - 1) / per_block;
     return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)},
             {detail::matvec_warps * warp_size},
-            k_split > 1 ? detail::matvec_warps * detail::matvec_features * detail::matvec_rows * sizeof(float) : 0};
+            detail::matvec_warps * detail::matvec_features * detail::matvec_rows * pitch * sizeof(float)};
   }
 
   // Output feature g as (output, row): where its weight row, scales and results are.
@@ -80,13 +84,13 @@ struct MatvecKernel {
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
     constexpr int F = detail::matvec_features, R = detail::matvec_rows;
-    const unsigned lane = t.thread_idx().x % warp_size, warp = t.thread_idx().x / warp_size;
-    const unsigned S = k_split, group = warp / S, part = warp % S;  // part: which columns of the group's rows
-    const std::int64_t g0 = (static_cast<std::int64_t>(t.block_idx().x) * (detail::matvec_warps / S) + group) * F;
+    const unsigned tid = t.thread_idx().x, lane = tid % warp_size, warp = tid / warp_size;
+    const unsigned S = k_split, groups = detail::matvec_warps / S, group = warp / S, part = warp % S;  // part: which columns
+    const std::int64_t b0 = static_cast<std::int64_t>(t.block_idx().x) * groups;  // the block's first group
     Feature fs[F];
-    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature(g0 + f);
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature((b0 + group) * F + f);
     const bool live = fs[0].out >= 0;  // the same for the whole warp: its shuffles stay convergent
-    if (!live && S == 1) return;       // (a split block's warps all meet at its barriers)
+    float* partial = t.template shared<float>();  // [warps, F, R, pitch]
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
       const int nr = n - r0 < R ? static_cast<int>(n - r0) : R;
       float acc[F][R] = {};
@@ -103,32 +107,18 @@ struct MatvecKernel {
           default:
             KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
         }
-      if (S == 1) {
-        KYLIN_UNROLL for (int f = 0; f < F; ++f) {
-          if (fs[f].out < 0) continue;
-          KYLIN_UNROLL for (int r = 0; r < R; ++r) {
-            if (r >= nr) break;
-            const float s = detail::warp_sum(t, acc[f][r]);
-            if (lane == 0) write(fs[f], r0 + r, s);
-          }
-        }
-        continue;
-      }
-      // Split rows: each warp's sums through shared memory; lane (f, r) of the group's first warp
-      // adds the parts in order.
-      float* partial = t.template shared<float>();  // [warps, F, R]
-      if (live)
-        KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) {
-            if (r >= nr) break;
-            const float s = detail::warp_sum(t, acc[f][r]);
-            if (lane == 0) partial[(warp * F + f) * R + r] = s;
-          }
+      KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) partial[((warp * F + f) * R + r) * pitch + lane] = acc[f][r];
       t.sync();
-      const int f = static_cast<int>(lane) / R, r = static_cast<int>(lane) % R;
-      if (live && part == 0 && f < F && r < nr && fs[f].out >= 0) {
-        float s = 0.f;
-        for (unsigned p = 0; p < S; ++p) s += partial[((group * S + p) * F + f) * R + r];
-        write(fs[f], r0 + r, s);
+      // Thread (group, f, r) adds its group's warps' lanes, part by part in order, and writes the output.
+      const unsigned g = tid / (F * R), f = tid / R % F, r = tid % R;
+      if (g < groups && static_cast<int>(r) < nr) {
+        const Feature fe = feature((b0 + g) * F + f);
+        if (fe.out >= 0) {
+          float s = 0.f;
+          for (unsigned p = 0; p < S; ++p)
+            for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * S + p) * F + f) * R + r) * pitch + l];
+          write(fe, r0 + r, s);
+        }
       }
       t.sync();  // partial is rewritten by the next group of rows
     }
