@@ -77,7 +77,7 @@ struct AttentionInputsKernel {
 
   bool operator==(const AttentionInputsKernel&) const = default;
   static constexpr unsigned warps = 4;
-  std::int64_t items() const { return rows * (n_heads + 2 * n_kv_heads); }
+  KYLIN_HD std::int64_t items() const { return rows * (n_heads + 2 * n_kv_heads); }
   LaunchShape shape() const {
     const std::int64_t blocks = (items() + warps - 1) / warps;
     return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks)}, {warps * warp_size}, 0};
