@@ -20,10 +20,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build-gpu/bin out=gpu-check-out llama="" models="" steps=check,matvec,bench,bench8b,llama,llama8b
+bin=build-gpu/bin prebuilt=0 out=gpu-check-out llama="" models="" steps=check,matvec,bench,bench8b,llama,llama8b
 while [ $# -gt 0 ]; do
   case $1 in
-    --prebuilt) bin=$2; shift 2 ;;
+    --prebuilt) bin=$2; prebuilt=1; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --llama) llama=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
@@ -35,7 +35,7 @@ mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader ||
   { echo "gpu-check: no NVIDIA GPU visible (nvidia-smi failed)" >&2; exit 1; }
-if [ "$bin" = build-gpu/bin ]; then
+if [ "$prebuilt" = 0 ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKYLIN_CUDA=ON -DKYLIN_BUILD_TESTS=ON \
         -DKYLIN_BUILD_BENCHMARKS=OFF -DKYLIN_BUILD_EXAMPLES=ON >/dev/null
   cmake --build build-gpu -j"$(nproc)" --target kylin_cli kylin_gpu_check kylin_cuda_module

@@ -102,7 +102,8 @@ inline int run() {
       for (std::int64_t n : {1, 4}) {
         const double ms = time_ms(stream, 50, [&](int i) {
           const kylin::cuda::MatvecKernel k{.x = x, .n = n, .w_dtype = s.dtype, .in_features = s.cols,
-                                             .outs = {{.w = w[static_cast<std::size_t>(i % copies)], .bias = nullptr, .y = y, .rows = s.rows}}, .n_outs = 1};
+                                             .outs = {{.w = w[static_cast<std::size_t>(i % copies)], .bias = nullptr, .y = y, .rows = s.rows}}, .n_outs = 1,
+                                             .k_split = kylin::cuda::MatvecKernel::split_for(s.rows)};  // as the backend launches it
           const kylin::cuda::LaunchShape sh = k.shape();
           void* args[] = {const_cast<kylin::cuda::MatvecKernel*>(&k)};
           check(cudaLaunchKernel(kylin::cuda::kernel_entry<kylin::cuda::MatvecKernel>(), dim3(sh.grid.x), dim3(sh.block.x), args, sh.shared_bytes, stream),

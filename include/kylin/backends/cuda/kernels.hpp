@@ -10,8 +10,8 @@
 namespace kylin::cuda {
 
 // out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, as kernels::rms_norm: the sum of squares
-// in double. A warp per row (4 rows a block), reduced by shuffles: no shared memory, no barrier,
-// so the q/k head norms (rows of 64-256) and a decode step's hidden norms cost a launch each.
+// in double, reduced through shared memory, a block per row: a decode step norms one row, and a
+// single warp streaming a 1024-wide row measured 4x slower on an H200 (docs/CUDA.md).
 struct RmsNormKernel {
   const float* x;   // [rows, dim]
   const void* w;    // [dim] bf16/f16/f32
@@ -21,11 +21,7 @@ struct RmsNormKernel {
   double eps;
 
   bool operator==(const RmsNormKernel&) const = default;
-  static constexpr unsigned warps = 4;
-  LaunchShape shape() const {
-    const std::int64_t blocks = (rows + warps - 1) / warps;
-    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks)}, {warps * warp_size}, 0};
-  }
+  LaunchShape shape() const { return detail::row_shape(rows, detail::block_threads * sizeof(double)); }
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
@@ -39,18 +35,24 @@ struct RmsNormKernel {
 
   template <class T, class Thread>
   KYLIN_HD void run(Thread& t) const {
-    const unsigned lane = t.thread_idx().x % warp_size, warp = t.thread_idx().x / warp_size;
-    for (std::int64_t r = static_cast<std::int64_t>(t.block_idx().x) * warps + warp; r < rows;
-         r += static_cast<std::int64_t>(t.grid_dim().x) * warps) {  // the same trip count for every lane
+    double* partial = t.template shared<double>();
+    const unsigned tid = t.thread_idx().x, threads = t.block_dim().x;
+    for (std::int64_t r = t.block_idx().x; r < rows; r += t.grid_dim().x) {
       const float* xr = x + r * dim;
       double ss = 0.0;
-      for (std::int64_t i = lane; i < dim; i += warp_size) ss += static_cast<double>(xr[i]) * xr[i];
-      ss = detail::warp_sum(t, ss);
-      const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(dim) + eps));
-      for (std::int64_t i = lane; i < dim; i += warp_size) {
+      for (std::int64_t i = tid; i < dim; i += threads) ss += static_cast<double>(xr[i]) * xr[i];
+      partial[tid] = ss;
+      t.sync();
+      for (unsigned s = threads / 2; s > 0; s >>= 1) {  // block_threads is a power of two
+        if (tid < s) partial[tid] += partial[tid + s];
+        t.sync();
+      }
+      const float inv = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(dim) + eps));
+      for (std::int64_t i = tid; i < dim; i += threads) {
         if constexpr (std::is_void_v<T>) out[r * dim + i] = detail::poison();
         else out[r * dim + i] = xr[i] * inv * detail::to_f32(static_cast<const T*>(w)[i]);
       }
+      t.sync();  // partial[0] is read by every thread before the next row overwrites it
     }
   }
 };

@@ -156,7 +156,8 @@ struct MatvecKernel {
         }
         KYLIN_UNROLL for (int r = 0; r < R; ++r) {
           if (r >= nr) break;
-          KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+          KYLIN_UNROLL
+          for (int u = 0; u < U; ++u) {
             const std::int64_t k = k0 + u * step;
             if (k >= K) break;
             KYLIN_UNROLL for (int i = 0; i < V; i += 4) {
