@@ -277,6 +277,53 @@ TEST_CASE("MatvecKernel with three outputs (q/k/v of different widths, one with 
   }
 }
 
+TEST_CASE("MatvecKernel with Store::add adds each sum (and bias) to what y held: y0 + (the assigned result), bit for bit") {
+  const std::int64_t in = 192, out = 136, n = 3;
+  for (DType dt : {DType::bf16, DType::q8_0}) {
+    CAPTURE(dtype_name(dt));
+    const CaseWeights cw = case_weights(dt, out, in, 40);
+    const auto x = test::random_floats(n * in, 41), bias = test::random_floats(out, 42), y0 = test::random_floats(n * out, 43);
+    for (unsigned split : {1u, cuda::detail::matvec_warps}) {
+      auto assigned = zeros(n * out);
+      std::vector<float> added = y0;
+      cuda::MatvecKernel k{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
+                           .outs = {{.w = cw.ref.data, .bias = bias.data(), .y = assigned.data(), .rows = out}}, .n_outs = 1, .k_split = split};
+      run(k);
+      k.outs[0].y = added.data();
+      k.outs[0].store = cuda::Store::add;
+      run(k);
+      std::vector<float> want(y0.size());
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] = y0[i] + assigned[i];
+      CHECK(first_mismatch(added, want) == -1);
+    }
+  }
+}
+
+TEST_CASE("a gated MatvecKernel (SwiGLU) equals the gate and up matvecs then SiluMulKernel, bit for bit, and leaves up's y alone") {
+  const std::int64_t in = 192, out = 136, n = 3;
+  for (DType dt : {DType::bf16, DType::f16, DType::q8_0, DType::q4_0}) {
+    CAPTURE(dtype_name(dt));
+    const CaseWeights gate = case_weights(dt, out, in, 44), up = case_weights(dt, out, in, 45);
+    const auto x = test::random_floats(n * in, 46);
+    for (unsigned split : {1u, cuda::detail::matvec_warps}) {
+      CAPTURE(split);
+      auto g = zeros(n * out), u = zeros(n * out), fused = zeros(n * out);
+      std::vector<float> untouched(static_cast<std::size_t>(n * out), 7.0f);
+      cuda::MatvecKernel k{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
+                           .outs = {{.w = gate.ref.data, .bias = nullptr, .y = g.data(), .rows = out}, {.w = up.ref.data, .bias = nullptr, .y = u.data(), .rows = out}},
+                           .n_outs = 2, .k_split = split};
+      run(k);
+      run(cuda::SiluMulKernel{.gate = g.data(), .up = u.data(), .n = n * out});
+      k.gated = true;
+      k.outs[0].y = fused.data();
+      k.outs[1].y = untouched.data();
+      run(k);
+      CHECK(first_mismatch(fused, g) == -1);
+      CHECK(std::all_of(untouched.begin(), untouched.end(), [](float v) { return v == 7.0f; }));
+    }
+  }
+}
+
 TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16/F16/F32 weights, odd widths, 1..13 rows, bias or not") {
   struct Shape {
     std::int64_t out, in, n;
@@ -380,7 +427,7 @@ struct AttnCase {
 
 // Rows: two decodes (151 and 38 keys), a prefill chunk from position 0, a chunk across the 64-key
 // tile edge, a decode of 129 keys, a 2-token chunk at 300 keys: 12 rows, each sequence its own capacity.
-double attention_error(const AttnCase& c) {
+double attention_error(const AttnCase& c, unsigned splits = 1) {
   std::vector<Seq> seqs;
   for (auto [row0, n, pos0] : {std::array<std::int64_t, 3>{0, 1, 150}, {1, 1, 37}, {2, 4, 0}, {6, 3, 62}, {9, 1, 128}, {10, 2, 299}})
     seqs.push_back({row0, n, pos0, {}, {}});
@@ -403,9 +450,15 @@ double attention_error(const AttnCase& c) {
                            {s.n_tokens, s.pos0, H, c.n_kv, D, s.stride, scale});
     dev.push_back({.k = s.k.data(), .v = s.v.data(), .kv_stride = s.stride, .row0 = s.row0, .n_tokens = s.n_tokens, .pos0 = s.pos0});
   }
-  run(cuda::AttentionKernel{.q = q.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = static_cast<std::int64_t>(dev.size()),
-                            .n_rows = n_rows, .n_heads = H, .n_kv_heads = c.n_kv, .head_dim = D,
-                            .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), .kv_dtype = c.kv});
+  std::vector<float> partial(static_cast<std::size_t>(n_rows * H * splits * (D + 2)), std::nanf(""));
+  const cuda::AttentionKernel k{.q = q.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = static_cast<std::int64_t>(dev.size()),
+                                .n_rows = n_rows, .n_heads = H, .n_kv_heads = c.n_kv, .head_dim = D,
+                                .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), .kv_dtype = c.kv,
+                                .splits = splits, .partial = splits > 1 ? partial.data() : nullptr};
+  run(k);
+  if (splits > 1)
+    run(cuda::AttentionCombineKernel{.partial = partial.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = k.n_seqs,
+                                     .n_rows = n_rows, .n_heads = H, .head_dim = D, .splits = splits});
   return rel_l2(got, expected);
 }
 
@@ -418,6 +471,24 @@ TEST_CASE("AttentionKernel matches kernels::attention_ref within 1e-5 rel. L2: d
     CAPTURE(dtype_name(c.kv));
     CHECK(attention_error(c) <= 1e-5);
   }
+}
+
+TEST_CASE("AttentionKernel with keys split into shares, then AttentionCombineKernel, matches kernels::attention_ref within 1e-5 rel. L2 (shares of whole tiles, empty ones too)") {
+  for (const auto& [c, splits] : {std::pair{AttnCase{6, 2, 40, DType::f32}, 2u}, std::pair{AttnCase{8, 2, 64, DType::f16}, 5u},
+                                  std::pair{AttnCase{4, 2, 128, DType::f32}, 16u}}) {
+    CAPTURE(c.n_heads);
+    CAPTURE(c.D);
+    CAPTURE(splits);
+    CHECK(attention_error(c, splits) <= 1e-5);
+  }
+  // The backend's choice: a decode row of a 0.6B shape splits 16 ways, a 512-row prefill not at all.
+  cuda::AttentionKernel k{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 1, .n_rows = 1, .n_heads = 16, .n_kv_heads = 8,
+                          .head_dim = 128, .scale = 1, .kv_dtype = DType::f32};
+  CHECK(k.splits_for() == 16);
+  k.n_rows = 8;
+  CHECK(k.splits_for() == 4);
+  k.n_rows = 512;
+  CHECK(k.splits_for() == 1);
 }
 
 TEST_CASE("kernels write NaN, never a guess, for a dtype they have no path for") {
@@ -459,9 +530,17 @@ TEST_CASE("launch shapes respect CUDA's limits at full model sizes and are valid
                                        .sin = nullptr, .seqs = nullptr, .n_seqs = 0, .kv_dtype = DType::f16}.shape()));
   CHECK(ok(cuda::MatvecKernel{.x = nullptr, .n = 512, .w_dtype = DType::q8_0, .in_features = 5120,
                               .outs = {{.w = nullptr, .bias = nullptr, .y = nullptr, .rows = 151936}}, .n_outs = 1}.shape()));
-  for (std::int64_t kv : {1, 4, 8})
-    CHECK(ok(cuda::AttentionKernel{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64, .n_kv_heads = kv,
-                                   .head_dim = 256, .scale = 1, .kv_dtype = DType::f16}.shape()));
+  for (std::int64_t kv : {1, 4, 8}) {
+    cuda::AttentionKernel k{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64, .n_kv_heads = kv,
+                            .head_dim = 256, .scale = 1, .kv_dtype = DType::f16};
+    CHECK(ok(k.shape()));
+    k.n_rows = 1;
+    k.splits = k.splits_for();
+    CHECK(ok(k.shape()));
+    CHECK(k.splits * k.n_rows * k.n_heads * (k.head_dim + 2) <= cuda::detail::attn_partial_floats);
+  }
+  CHECK(ok(cuda::AttentionCombineKernel{.partial = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64,
+                                        .head_dim = 256, .splits = 16}.shape()));
 }
 
 TEST_CASE("grid-stride kernels are correct under a grid smaller than their work (more rows and elements than threads)") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
@@ -84,6 +85,14 @@ struct QKNorms {
   double eps = 0;
 };
 
+// A SwiGLU MLP's input side: y = silu(x · gate^T) * (x · up^T), both [rows, gate.rows]. up_y may
+// hold x · up^T on the way (a backend that fuses the two leaves it untouched); read only y after.
+struct SwiGLUProduct {
+  kernels::MatRef gate, up;
+  float* y;     // [rows, gate.rows]
+  float* up_y;  // [rows, up.rows] scratch
+};
+
 template <class B>
 concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOptions&> &&
     requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::span<const kernels::MatmulOut> outs,
@@ -91,14 +100,16 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              std::span<const kernels::DotProduct> products, const kernels::HeadRows& heads,
              const kernels::RopeTables& tables, const QKVRows& qkv, const QKNorms& norms,
              std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
-             std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
+             const SwiGLUProduct& glu, std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
       { B::packed_layout } -> std::convertible_to<kernels::Layout>;  // what WeightLayout::packed repacks weights into
       { b.threads() } -> std::convertible_to<int>;
       b.matmul(in, w, in, out, plan);        // out[rows, w.rows] = in[rows, w.cols] · w^T + bias
+      b.matmul_add(in, w, out, plan);        // out[rows, w.rows] += in · w^T: a residual added where it is made
       b.matmul_fused(in, outs, plan);        // several such products of one input in one pass
       b.matmul_each(products);               // decode products with inputs of their own, one pass
+      b.swiglu(in, glu, plan);               // glu.y = silu(in · gate^T) * (in · up^T)
       b.rms_norm(in, w, out, n, eps);        // n rows of width w.cols, in place allowed
       b.attention_inputs(qkv, norms, tables, seqs);  // q/k norms, RoPE, new keys/values into each sequence's cache
       b.attention(in, out, seqs, ah);        // q, out, one entry per sequence
@@ -121,7 +132,9 @@ class CpuBackend {
         matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0}),
                         std::max<std::int64_t>(1, o.max_pass_rows),
                         std::max(kernels::max_fused_products, static_cast<std::size_t>(c.moe ? 2 * c.moe->num_experts : 0))),
-        attention_scratch_(pool_.size(), c.n_groups(), c.head_dim) {}
+        attention_scratch_(pool_.size(), c.n_groups(), c.head_dim),
+        sum_rows_(std::max<std::int64_t>(1, o.max_pass_rows)),
+        sum_(allocate(static_cast<std::size_t>(sum_rows_ * c.hidden_size) * sizeof(float))) {}
 
   ThreadPool& pool() { return pool_; }
   int threads() const { return pool_.size(); }
@@ -150,9 +163,21 @@ class CpuBackend {
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
     kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_);
   }
+  // The product into scratch, then one add: the same sums as matmul then add, bit for bit.
+  // Residual products are hidden_size wide (o_proj, down_proj) and a pass has at most max_pass_rows rows.
+  void matmul_add(const float* x, const kernels::MatRef& w, float* acc, const kernels::RowPlan& plan) {
+    assert(plan.rows <= sum_rows_ && w.rows * plan.rows <= static_cast<std::int64_t>(sum_.bytes() / sizeof(float)));
+    matmul(x, w, nullptr, sum_.as<float>(), plan);
+    kernels::add_inplace(acc, sum_.as<float>(), plan.rows * w.rows);
+  }
   // Products sharing the input x (q/k/v, gate/up): one fork-join streams all their weights.
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
     kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_);
+  }
+  void swiglu(const float* x, const SwiGLUProduct& p, const kernels::RowPlan& plan) {
+    const kernels::MatmulOut gate_up[] = {{p.gate, nullptr, p.y}, {p.up, nullptr, p.up_y}};
+    matmul_fused(x, gate_up, plan);
+    silu_mul(p.y, p.up_y, plan.rows * p.gate.rows);
   }
   // An MoE layer's experts over their decode rows: one fork-join for all of them.
   void matmul_each(std::span<const kernels::DotProduct> products) { kernels::matmul_each(products, pool_, matmul_scratch_); }
@@ -202,6 +227,8 @@ class CpuBackend {
   ThreadPool pool_;
   kernels::MatmulScratch matmul_scratch_;
   kernels::AttentionScratch attention_scratch_;
+  std::int64_t sum_rows_;
+  Memory sum_;  // [max_pass_rows, hidden] a residual product before matmul_add adds it
 };
 
 static_assert(Backend<CpuBackend>, "CpuBackend must model the Backend concept");

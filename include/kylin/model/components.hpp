@@ -93,7 +93,7 @@ class Workspace {
   std::int64_t max_pass_rows;
   float* x = nullptr;       // [T, hidden]              residual stream
   float* xn = nullptr;      // [T, hidden]              normalised input of a sub-layer
-  float* out = nullptr;     // [T, hidden]              sub-layer output
+  float* out = nullptr;     // [T, hidden]              an MoE layer's output before it joins the residual stream
   float* q = nullptr;       // [T, n_heads*head_dim]
   float* k = nullptr;       // [T, n_kv_heads*head_dim]
   float* v = nullptr;       // [T, n_kv_heads*head_dim]
@@ -138,9 +138,9 @@ struct GroupedQueryAttention {
   std::int64_t n_heads, n_kv_heads, head_dim;
   double eps;
 
-  // out[R, hidden] = attention of xn[R, hidden]: each sequence's rows against (and into) its own cache.
+  // acc[R, hidden] += attention of xn[R, hidden]: each sequence's rows against (and into) its own cache.
   template <Backend B>
-  void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass, std::int64_t layer) const {
+  void operator()(B& b, Workspace& ws, const float* xn, float* acc, const Pass& pass, std::int64_t layer) const {
     const std::int64_t R = pass.rows;
     // q/k/v projections (+ biases for Qwen2), in one pass over the three weights
     const kernels::MatmulOut qkv[] = {{w->q_proj, bias_ptr(w->q_bias), ws.q}, {w->k_proj, bias_ptr(w->k_bias), ws.k},
@@ -155,8 +155,8 @@ struct GroupedQueryAttention {
     // causal GQA softmax(q k^T * head_dim^-0.5) v of every sequence over its cached positions
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
     b.attention(ws.q, ws.attn, ws.attention_seqs, {n_heads, n_kv_heads, head_dim, scale});
-    // output projection
-    b.matmul(ws.attn, w->o_proj, nullptr, out, pass.plan());
+    // output projection, added to the residual stream
+    b.matmul_add(ws.attn, w->o_proj, acc, pass.plan());
   }
 
  private:
@@ -177,13 +177,11 @@ struct SwiGLU {
 
   static SwiGLU from(const LayerWeights& L, const ModelConfig& c) { return {&L, c.intermediate_size}; }
 
-  // out[R, hidden] = down(silu(gate(xn)) * up(xn))
+  // acc[R, hidden] += down(silu(gate(xn)) * up(xn))
   template <Backend B>
-  void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass) const {
-    const kernels::MatmulOut gate_up[] = {{w->gate_proj, nullptr, ws.gate}, {w->up_proj, nullptr, ws.up}};
-    b.matmul_fused(xn, gate_up, pass.plan());
-    b.silu_mul(ws.gate, ws.up, pass.rows * intermediate_size);
-    b.matmul(ws.gate, w->down_proj, nullptr, out, pass.plan());
+  void operator()(B& b, Workspace& ws, const float* xn, float* acc, const Pass& pass) const {
+    b.swiglu(xn, {w->gate_proj, w->up_proj, ws.gate, ws.up}, pass.plan());
+    b.matmul_add(ws.gate, w->down_proj, acc, pass.plan());
   }
 };
 
@@ -199,11 +197,13 @@ struct SparseMoE {
     return {&L, c.intermediate_size, c.moe ? c.moe->moe_intermediate_size : 0};
   }
 
-  // out[R, hidden] = sum over each row's experts e (ascending) of weight_e * down_e(silu(gate_e(xn)) * up_e(xn))
+  // acc[R, hidden] += out[R, hidden] = sum over each row's experts e (ascending) of weight_e *
+  // down_e(silu(gate_e(xn)) * up_e(xn)), out summed in Workspace::out
   template <Backend B>
-  void operator()(B& b, Workspace& ws, const float* xn, float* out, const Pass& pass) const {
-    if (w->experts.empty()) return SwiGLU{w, intermediate_size}(b, ws, xn, out, pass);
+  void operator()(B& b, Workspace& ws, const float* xn, float* acc, const Pass& pass) const {
+    if (w->experts.empty()) return SwiGLU{w, intermediate_size}(b, ws, xn, acc, pass);
     const std::int64_t R = pass.rows;
+    float* out = ws.out;
     // router logits, then each row's top-k experts and weights on the host
     b.matmul(xn, w->router, nullptr, ws.router, pass.plan());
     b.download(ws.routing.logits(R), ws.router);
@@ -213,6 +213,7 @@ struct SparseMoE {
     const std::int64_t block = std::max<std::int64_t>(1, ws.max_pass_rows / ws.routing.experts_per_row());
     for (std::int64_t r0 = 0; r0 < pass.decode_rows; r0 += block) decode_rows(b, ws, xn, out, {r0, std::min(pass.decode_rows, r0 + block)});
     for (std::int64_t e = 0; e < ws.routing.experts(); ++e) prefill_rows(b, ws, xn, out, e, pass.decode_rows);
+    b.add(acc, out, R * w->router.cols);
   }
 
  private:
@@ -254,15 +255,13 @@ struct SparseMoE {
   // Expert e over its GEMM rows (those past the pass's decode rows).
   template <Backend B>
   void prefill_rows(B& b, Workspace& ws, const float* xn, float* out, std::int64_t e, std::int64_t decode_end) const {
-    const std::int64_t H = w->router.cols, M = moe_intermediate_size;
+    const std::int64_t H = w->router.cols;
     const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), decode_end, std::numeric_limits<std::int64_t>::max());
     if (part.rows.empty()) return;
     const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
     const kernels::RowPlan plan{static_cast<std::int64_t>(part.rows.size()), 0};
     b.gather_rows(xn, part, ws.expert_in, H);
-    const kernels::MatmulOut gate_up[] = {{x.gate_proj, nullptr, ws.gate}, {x.up_proj, nullptr, ws.up}};
-    b.matmul_fused(ws.expert_in, gate_up, plan);
-    b.silu_mul(ws.gate, ws.up, plan.rows * M);
+    b.swiglu(ws.expert_in, {x.gate_proj, x.up_proj, ws.gate, ws.up}, plan);
     b.matmul(ws.gate, x.down_proj, nullptr, ws.expert_out, plan);
     b.add_rows_scaled(out, ws.expert_out, part, H);
   }

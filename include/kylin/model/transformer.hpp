@@ -44,12 +44,10 @@ class Transformer {
       const Block& blk = blocks_[static_cast<std::size_t>(l)];
       // x += attn(input_norm(x))
       blk.input_norm(b, x, ws.xn, pass.rows);
-      blk.attn(b, ws, ws.xn, ws.out, pass, l);
-      b.add(x, ws.out, pass.rows * H);
+      blk.attn(b, ws, ws.xn, x, pass, l);
       // x += mlp(post_attention_norm(x))
       blk.post_attention_norm(b, x, ws.xn, pass.rows);
-      blk.mlp(b, ws, ws.xn, ws.out, pass);
-      b.add(x, ws.out, pass.rows * H);
+      blk.mlp(b, ws, ws.xn, x, pass);
     }
     for (const PassSequence& s : pass.seqs) s.cache->commit(s.tokens);
     write_outputs(b, ws, pass);

@@ -1,6 +1,8 @@
 // Causal grouped-query attention of a batch of sequences against their f32/f16 KV caches on the
 // GPU, with kernels::attention's semantics: one block per (query row, KV head, group of up to 8 of
-// its query heads), an online softmax over tiles of 64 keys, each K/V row read once for the group.
+// its query heads, share of the keys), an online softmax over tiles of 64 keys, each K/V row read
+// once for the group. A few rows (decode) split their keys over blocks (flash-decoding): each share's
+// softmax state goes to a scratch buffer and AttentionCombineKernel weighs the shares together.
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -13,6 +15,7 @@ struct DeviceAttentionSeq {
   const void* k;  // [n_kv_heads][capacity][head_dim]
   const void* v;  // [n_kv_heads][capacity][head_dim]
   std::int64_t kv_stride, row0, n_tokens, pos0;  // kv_stride = capacity * head_dim
+  bool operator==(const DeviceAttentionSeq&) const = default;
 };
 
 namespace detail {
@@ -22,6 +25,19 @@ inline constexpr int attn_heads = 8;           // query heads per block: accumul
 inline constexpr int attn_max_dim = 256;
 inline constexpr int attn_key_lanes = 8;       // lanes sharing one key's dot product
 inline constexpr int attn_dim_threads = attn_max_dim / static_cast<int>(attn_threads);  // V columns per thread
+// Blocks a launch should have to fill a GPU (132 SMs on an H100/H200): fewer (rows x KV heads x head
+// blocks) and each row's keys are split into up to attn_max_splits shares.
+inline constexpr std::int64_t attn_target_blocks = 256;
+inline constexpr std::int64_t attn_max_splits = 16;
+// Floats of the shares' scratch at most (splits x rows x heads <= attn_target_blocks x attn_heads).
+inline constexpr std::int64_t attn_partial_floats = attn_target_blocks * attn_heads * (attn_max_dim + 2);
+
+// The sequence that query row `row` belongs to, or null (a row of no sequence).
+KYLIN_HD inline const DeviceAttentionSeq* row_sequence(const DeviceAttentionSeq* seqs, std::int64_t n_seqs, std::int64_t row) {
+  for (std::int64_t s = 0; s < n_seqs; ++s)
+    if (row >= seqs[s].row0 && row < seqs[s].row0 + seqs[s].n_tokens) return &seqs[s];
+  return nullptr;
+}
 }  // namespace detail
 
 struct AttentionKernel {
@@ -31,18 +47,27 @@ struct AttentionKernel {
   std::int64_t n_seqs, n_rows, n_heads, n_kv_heads, head_dim;  // head_dim <= 256
   float scale;                                                 // head_dim^-0.5
   DType kv_dtype;                                              // f32 or f16 (bf16 also)
+  unsigned splits = 1;     // shares of each row's keys (splits_for); 1: out is written here
+  float* partial = nullptr;  // [n_rows, n_heads, splits, head_dim + 2] each share's sums, max, sum (splits > 1)
 
   bool operator==(const AttentionKernel&) const = default;
 
   std::int64_t groups() const { return n_heads / n_kv_heads; }
   std::int64_t head_blocks() const { return (groups() + detail::attn_heads - 1) / detail::attn_heads; }
   std::int64_t block_heads() const { return groups() < detail::attn_heads ? groups() : detail::attn_heads; }
+  // Key shares per row so that the launch has about attn_target_blocks blocks; the same for every
+  // decode step of a batch, so that a step's graph replays as the context grows.
+  unsigned splits_for() const {
+    const std::int64_t blocks = (n_rows < 1 ? 1 : n_rows) * n_kv_heads * head_blocks();
+    const std::int64_t s = detail::attn_target_blocks / blocks;
+    return static_cast<unsigned>(s < 2 ? 1 : s > detail::attn_max_splits ? detail::attn_max_splits : s);
+  }
 
-  // Grid (query row, KV head x head block); shared memory: queries [heads, head_dim], probabilities
-  // [heads, tile], running max [2, heads], sum and correction [heads].
+  // Grid (query row, KV head x head block, key share); shared memory: queries [heads, head_dim],
+  // probabilities [heads, tile], running max [2, heads], sum and correction [heads].
   LaunchShape shape() const {
     const std::int64_t g = block_heads();
-    return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_kv_heads * head_blocks())},
+    return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_kv_heads * head_blocks()), splits},
             {detail::attn_threads},
             static_cast<std::size_t>(g * (head_dim + detail::attn_tile + 4)) * sizeof(float)};
   }
@@ -58,10 +83,10 @@ struct AttentionKernel {
     }
   }
 
-  // The block's work: query row, its sequence, the heads [h0, h0 + ng) of KV head kvh.
+  // The block's work: query row, its sequence, the heads [h0, h0 + ng) of KV head kvh, keys [j0, j1).
   struct Item {
     const DeviceAttentionSeq* seq;
-    std::int64_t row, n_keys, kvh, h0;
+    std::int64_t row, j0, j1, kvh, h0;
     int ng;
   };
 
@@ -73,13 +98,13 @@ struct AttentionKernel {
     const std::int64_t g0 = (t.block_idx().y % hb) * detail::attn_heads;
     it.h0 = it.kvh * G + g0;
     it.ng = static_cast<int>(G - g0 < detail::attn_heads ? G - g0 : detail::attn_heads);
-    for (std::int64_t s = 0; s < n_seqs; ++s)
-      if (it.row >= seqs[s].row0 && it.row < seqs[s].row0 + seqs[s].n_tokens) {
-        it.seq = &seqs[s];
-        it.n_keys = seqs[s].pos0 + (it.row - seqs[s].row0) + 1;
-        return true;
-      }
-    return false;
+    it.seq = detail::row_sequence(seqs, n_seqs, it.row);
+    if (!it.seq) return false;
+    const std::int64_t n_keys = it.seq->pos0 + (it.row - it.seq->row0) + 1, tile = detail::attn_tile;
+    const std::int64_t share = (n_keys + splits - 1) / splits, per = (share + tile - 1) / tile * tile;  // whole tiles
+    it.j0 = t.block_idx().z * per;
+    it.j1 = it.j0 + per < n_keys ? it.j0 + per : n_keys;
+    return true;
   }
 
   template <class T, class Thread>
@@ -105,8 +130,8 @@ struct AttentionKernel {
     if constexpr (!std::is_void_v<T>) {
       const T* k = static_cast<const T*>(it.seq->k) + it.kvh * it.seq->kv_stride;
       const T* v = static_cast<const T*>(it.seq->v) + it.kvh * it.seq->kv_stride;
-      for (std::int64_t j0 = 0, tile = 0; j0 < it.n_keys; j0 += detail::attn_tile, ++tile) {
-        const int nk = static_cast<int>(it.n_keys - j0 < detail::attn_tile ? it.n_keys - j0 : detail::attn_tile);
+      for (std::int64_t j0 = it.j0, tile = 0; j0 < it.j1; j0 += detail::attn_tile, ++tile) {
+        const int nk = static_cast<int>(it.j1 - j0 < detail::attn_tile ? it.j1 - j0 : detail::attn_tile);
         scores(t, k + j0 * D, nk, ng, q_s, p_s);
         t.sync();
         softmax_step(t, nk, ng, p_s, {.max_in = m_s + (tile % 2) * ng, .max_out = m_s + (1 - tile % 2) * ng, .sum = l_s, .corr = c_s});
@@ -115,12 +140,33 @@ struct AttentionKernel {
         t.sync();  // p_s is rewritten by the next tile
       }
     }
+    if (splits > 1) return store_share(t, it, acc, m_s + (((it.j1 - it.j0 + detail::attn_tile - 1) / detail::attn_tile) % 2) * ng, l_s);
     float* o = out + (it.row * n_heads + it.h0) * D;
     for (int c = 0; c < detail::attn_dim_threads; ++c) {
       const std::int64_t d = tid + c * detail::attn_threads;
       if (d >= D) break;
       for (int g = 0; g < detail::attn_heads && g < ng; ++g)
         o[g * D + d] = std::is_void_v<T> ? detail::poison() : acc[g][c] / l_s[g];
+    }
+  }
+
+  // This block's share of keys for its heads: the unnormalised sums, then the running max and sum
+  // (an empty share: 0s, -inf and 0, which the combination weighs by e^-inf = 0).
+  template <class Thread>
+  KYLIN_HD void store_share(Thread& t, const Item& it, const float (&acc)[detail::attn_heads][detail::attn_dim_threads], const float* m,
+                            const float* l) const {
+    const std::int64_t D = head_dim, stride = D + 2;
+    const unsigned tid = t.thread_idx().x;
+    for (int g = 0; g < it.ng; ++g) {
+      float* p = partial + ((it.row * n_heads + it.h0 + g) * splits + t.block_idx().z) * stride;
+      for (int c = 0; c < detail::attn_dim_threads; ++c) {
+        const std::int64_t d = tid + c * detail::attn_threads;
+        if (d < D) p[d] = acc[g][c];
+      }
+      if (tid == 0) {
+        p[D] = m[g];
+        p[D + 1] = l[g];
+      }
     }
   }
 
@@ -195,6 +241,37 @@ struct AttentionKernel {
         KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
           if (g < ng) acc[g][c] += p_s[g * detail::attn_tile + j] * vj;
       }
+    }
+  }
+};
+
+// out[row, h, :] = sum_z e^(m_z - M) acc_z / sum_z e^(m_z - M) l_z over the key shares z of an
+// AttentionKernel with splits > 1 (M: the largest m_z): a block per (row, head), a thread per column.
+struct AttentionCombineKernel {
+  const float* partial;            // [n_rows, n_heads, splits, head_dim + 2]
+  float* out;                      // [n_rows, n_heads * head_dim]
+  const DeviceAttentionSeq* seqs;  // [n_seqs]: rows of no sequence are left untouched
+  std::int64_t n_seqs, n_rows, n_heads, head_dim;
+  unsigned splits;
+
+  bool operator==(const AttentionCombineKernel&) const = default;
+  LaunchShape shape() const {
+    return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_heads < 1 ? 1 : n_heads)}, {detail::attn_threads}, 0};
+  }
+
+  template <class Thread>
+  KYLIN_HD void operator()(Thread& t) const {
+    const std::int64_t row = t.block_idx().x, h = t.block_idx().y, D = head_dim, stride = D + 2;
+    if (h >= n_heads || !detail::row_sequence(seqs, n_seqs, row)) return;
+    const float* p = partial + (row * n_heads + h) * splits * stride;
+    float M = -INFINITY;
+    for (unsigned z = 0; z < splits; ++z) M = fmaxf(M, p[z * stride + D]);
+    float l = 0.f;
+    for (unsigned z = 0; z < splits; ++z) l += expf(p[z * stride + D] - M) * p[z * stride + D + 1];
+    for (std::int64_t d = t.thread_idx().x; d < D; d += t.block_dim().x) {
+      float s = 0.f;
+      for (unsigned z = 0; z < splits; ++z) s += expf(p[z * stride + D] - M) * p[z * stride + d];
+      out[(row * n_heads + h) * D + d] = s / l;
     }
   }
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,8 +45,10 @@ class CudaBackend {
         split_(runtime_.allocate(static_cast<std::size_t>(2 * rows_ * widest_) * sizeof(std::uint16_t))),
         index_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(std::int64_t))),
         weight_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(float))),
-        seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))) {
+        seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))),
+        partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))) {
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
+    uploaded_seqs_.reserve(static_cast<std::size_t>(rows_));
     if (c.head_dim > detail::attn_max_dim)
       throw Error(ErrorCategory::config, std::string(name), "head_dim " + std::to_string(c.head_dim) + " is above the attention kernel's " +
                                                                 std::to_string(detail::attn_max_dim));
@@ -66,7 +69,10 @@ class CudaBackend {
   Memory allocate(std::size_t bytes) { return runtime_.allocate(bytes); }
   Memory allocate_weights(std::size_t bytes) { return runtime_.allocate(bytes); }
   // One forward pass (model.hpp brackets each): the runtime may issue its work as one graph.
-  void begin_pass() { runtime_.begin_pass(); }
+  void begin_pass() {
+    uploaded_seqs_.clear();
+    runtime_.begin_pass();
+  }
   void end_pass() { runtime_.end_pass(); }
   void download(std::span<float> host, const float* src) { runtime_.to_host(host.data(), src, host.size_bytes()); }
   void upload(float* dst, std::span<const float> host) { runtime_.to_device(dst, host.data(), host.size_bytes()); }
@@ -75,36 +81,36 @@ class CudaBackend {
     const kernels::MatmulOut one{w, bias, y};
     matmul_fused(x, std::span<const kernels::MatmulOut>(&one, 1), plan);
   }
-  // Decode rows: the matvec kernel, which reads each weight once for all of them. GEMM rows: BF16
-  // weights through two cuBLAS BF16 GEMMs on the hi and lo BF16 halves of x (f32 compute, so x
-  // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
-  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
-    const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.decode_rows;
-    if (plan.decode_rows > 0) matvec(x, plan.decode_rows, outs);
-    if (T == 0) return;
-    const float* xg = x + plan.decode_rows * K;  // [T, K]
-    auto* hi = split_.as<std::uint16_t>();    // [T, K]
-    auto* lo = hi + rows_ * widest_;          // [T, K]
-    if (std::ranges::any_of(outs, [](const kernels::MatmulOut& o) { return o.w.dtype == DType::bf16; }))
-      runtime_.launch(SplitBf16Kernel{.x = xg, .n = T * K, .hi = hi, .lo = lo});
-    for (const kernels::MatmulOut& o : outs) {
-      const std::int64_t N = o.w.rows;
-      float* yg = o.y + plan.decode_rows * N;  // [T, N]
-      if (o.w.dtype == DType::bf16) {
-        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = hi, .y = yg, .T = T, .N = N, .K = K}));
-        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = lo, .y = yg, .T = T, .N = N, .K = K, .beta = 1.0f}));
-      } else if (o.w.dtype == DType::f32) {
-        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K}));
-      } else {
-        const kernels::MatmulOut og{o.w, o.bias, yg};
-        matvec(xg, T, std::span<const kernels::MatmulOut>(&og, 1));
-        continue;
-      }
-      if (o.bias) runtime_.launch(AddBiasKernel{.y = yg, .bias = resident(o.bias, N), .rows = T, .cols = N});
-    }
+  // The sum lands on acc in the kernel that makes it (the matvec's store, the GEMM's beta = 1).
+  void matmul_add(const float* x, const kernels::MatRef& w, float* acc, const kernels::RowPlan& plan) {
+    const kernels::MatmulOut one{w, nullptr, acc};
+    products(x, std::span<const kernels::MatmulOut>(&one, 1), plan, Store::add);
   }
-  void matmul_each(std::span<const kernels::DotProduct> products) {
-    for (const kernels::DotProduct& p : products) matvec(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
+  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
+    products(x, outs, plan, Store::assign);
+  }
+  // Decode rows: one gated matvec launch (gate and up read side by side, silu(gate) * up stored);
+  // GEMM rows: the two products, then silu_mul.
+  void swiglu(const float* x, const SwiGLUProduct& p, const kernels::RowPlan& plan) {
+    const std::int64_t D = plan.decode_rows, T = plan.rows - D, N = p.gate.rows, K = p.gate.cols;
+    const kernels::MatmulOut gate_up[] = {{p.gate, nullptr, p.y}, {p.up, nullptr, p.up_y}};
+    if (D > 0 && p.gate.dtype == p.up.dtype && p.gate.rows == p.up.rows) {
+      MatvecKernel k{.x = x, .n = D, .w_dtype = p.gate.dtype, .in_features = K, .outs = {}, .n_outs = 2, .gated = true};
+      k.outs[0] = {.w = resident(p.gate), .bias = nullptr, .y = p.y, .rows = N};
+      k.outs[1] = {.w = resident(p.up), .bias = nullptr, .y = p.up_y, .rows = N};
+      k.k_split = MatvecKernel::split_for(k.features());
+      runtime_.launch(k);
+    } else if (D > 0) {
+      products(x, gate_up, {D, D}, Store::assign);
+      silu_mul(p.y, p.up_y, D * N);
+    }
+    if (T == 0) return;
+    const kernels::MatmulOut rest[] = {{p.gate, nullptr, p.y + D * N}, {p.up, nullptr, p.up_y + D * N}};
+    products(x + D * K, rest, {T, 0}, Store::assign);
+    silu_mul(p.y + D * N, p.up_y + D * N, T * N);
+  }
+  void matmul_each(std::span<const kernels::DotProduct> each) {
+    for (const kernels::DotProduct& p : each) matvec(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1), Store::assign);
   }
 
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
@@ -120,11 +126,18 @@ class CudaBackend {
                                           .cos = t.cos, .sin = t.sin, .seqs = seqs_.as<DeviceAttentionSeq>(),
                                           .n_seqs = static_cast<std::int64_t>(seqs.size()), .kv_dtype = seqs.front().k.dtype});
   }
+  // A few rows (decode) split each row's keys into shares (flash-decoding) and combine them after.
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     const std::int64_t n_rows = upload_seqs(seqs);
-    runtime_.launch(AttentionKernel{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
-                                    .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
-                                    .scale = h.scale, .kv_dtype = seqs.front().k.dtype});
+    AttentionKernel k{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
+                      .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
+                      .scale = h.scale, .kv_dtype = seqs.front().k.dtype};
+    k.splits = attention_splits_ ? k.splits_for() : 1;
+    if (k.splits > 1) k.partial = partial_.as<float>();
+    runtime_.launch(k);
+    if (k.splits > 1)
+      runtime_.launch(AttentionCombineKernel{.partial = k.partial, .out = out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows,
+                                             .n_heads = h.n_heads, .head_dim = h.head_dim, .splits = k.splits});
   }
   void silu_mul(float* gate, const float* up, std::int64_t n) { runtime_.launch(SiluMulKernel{.gate = gate, .up = up, .n = n}); }
   void add(float* acc, const float* x, std::int64_t n) { runtime_.launch(AddKernel{.acc = acc, .x = x, .n = n}); }
@@ -145,7 +158,13 @@ class CudaBackend {
   }
 
  private:
-  // The sequences' caches, rows and positions into seqs_; returns the rows they cover.
+  static bool splits_wanted() {
+    const char* v = std::getenv("KYLIN_CUDA_ATTN_SPLIT");
+    return !(v && std::string_view(v) == "0");
+  }
+
+  // The sequences' caches, rows and positions into seqs_; returns the rows they cover. A layer's
+  // attention reads what its attention_inputs uploaded: the second copy of a pass is skipped.
   std::int64_t upload_seqs(std::span<const kernels::AttentionSeq> seqs) {
     host_seqs_.clear();
     std::int64_t n_rows = 0;
@@ -153,11 +172,45 @@ class CudaBackend {
       host_seqs_.push_back({.k = s.k.data, .v = s.v.data, .kv_stride = s.kv_stride, .row0 = s.row0, .n_tokens = s.n_tokens, .pos0 = s.pos0});
       n_rows = std::max(n_rows, s.row0 + s.n_tokens);
     }
-    runtime_.to_device(seqs_.data(), host_seqs_.data(), host_seqs_.size() * sizeof(DeviceAttentionSeq));
+    if (host_seqs_ != uploaded_seqs_) {
+      runtime_.to_device(seqs_.data(), host_seqs_.data(), host_seqs_.size() * sizeof(DeviceAttentionSeq));
+      uploaded_seqs_ = host_seqs_;
+    }
     return n_rows;
   }
+
+  // Decode rows: the matvec kernel, which reads each weight once for all of them. GEMM rows: BF16
+  // weights through two cuBLAS BF16 GEMMs on the hi and lo BF16 halves of x (f32 compute, so x
+  // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
+  void products(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan, Store store) {
+    const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.decode_rows;
+    if (plan.decode_rows > 0) matvec(x, plan.decode_rows, outs, store);
+    if (T == 0) return;
+    const float beta = store == Store::add ? 1.0f : 0.0f;
+    const float* xg = x + plan.decode_rows * K;  // [T, K]
+    auto* hi = split_.as<std::uint16_t>();    // [T, K]
+    auto* lo = hi + rows_ * widest_;          // [T, K]
+    if (std::ranges::any_of(outs, [](const kernels::MatmulOut& o) { return o.w.dtype == DType::bf16; }))
+      runtime_.launch(SplitBf16Kernel{.x = xg, .n = T * K, .hi = hi, .lo = lo});
+    for (const kernels::MatmulOut& o : outs) {
+      const std::int64_t N = o.w.rows;
+      float* yg = o.y + plan.decode_rows * N;  // [T, N]
+      if (o.w.dtype == DType::bf16) {
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = hi, .y = yg, .T = T, .N = N, .K = K, .beta = beta}));
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = lo, .y = yg, .T = T, .N = N, .K = K, .beta = 1.0f}));
+      } else if (o.w.dtype == DType::f32) {
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K, .beta = beta}));
+      } else {
+        const kernels::MatmulOut og{o.w, o.bias, yg};
+        matvec(xg, T, std::span<const kernels::MatmulOut>(&og, 1), store);
+        continue;
+      }
+      if (o.bias) runtime_.launch(AddBiasKernel{.y = yg, .bias = resident(o.bias, N), .rows = T, .cols = N});
+    }
+  }
+
   // One launch for every run of up to matvec_max_outs consecutive outputs of one dtype.
-  void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs) {
+  void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs, Store store) {
     MatvecKernel k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
     auto launch = [&] {
       k.k_split = MatvecKernel::split_for(k.features());
@@ -169,7 +222,7 @@ class CudaBackend {
         k.w_dtype = o.w.dtype;
         k.n_outs = 0;
       }
-      k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows};
+      k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows, .store = store};
     }
     launch();
   }
@@ -202,7 +255,10 @@ class CudaBackend {
   Memory index_;   // [rows] int64 row indices of a selection
   Memory weight_;  // [rows] f32 routing weights of a selection
   Memory seqs_;    // [rows] DeviceAttentionSeq
+  Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
+  bool attention_splits_ = splits_wanted();  // KYLIN_CUDA_ATTN_SPLIT=0: one block per row's keys (to compare)
   std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
+  std::vector<DeviceAttentionSeq> uploaded_seqs_;         // [<= rows] what seqs_ holds, this pass
   std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy
 };
 

@@ -12,6 +12,7 @@ const void* kernel_entry() {
 template const void* kernel_entry<RmsNormKernel>();
 template const void* kernel_entry<AttentionInputsKernel>();
 template const void* kernel_entry<AttentionKernel>();
+template const void* kernel_entry<AttentionCombineKernel>();
 template const void* kernel_entry<SiluMulKernel>();
 template const void* kernel_entry<AddKernel>();
 template const void* kernel_entry<FillKernel>();

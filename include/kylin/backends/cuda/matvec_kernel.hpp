@@ -22,6 +22,9 @@ static_assert(matvec_warps * warp_size >= matvec_features * matvec_rows * matvec
 inline constexpr std::int64_t matvec_split_below = 2048;
 }  // namespace detail
 
+// How a product's sums land on y: y = sum, or y += sum (a residual added in the same kernel).
+enum class Store : std::uint8_t { assign, add };
+
 // One weight of a MatvecKernel: W [rows, in_features] in the kernel's dtype, y [n, rows].
 struct MatvecOut {
   const void* w;      // bf16/f16/f32 [rows, in]; Q8_0: int8 [rows, in] then f16 scales [rows, in / 32];
@@ -29,10 +32,11 @@ struct MatvecOut {
   const float* bias;  // [rows] or null
   float* y;           // [n, rows]
   std::int64_t rows;
+  Store store = Store::assign;
   bool operator==(const MatvecOut&) const = default;
 };
 
-// y_i[r, o] = x[r, :] · W_i[o, :] (+ bias_i[o]) for r < n and every output i, f32 accumulation. The
+// y_i[r, o] (+)= x[r, :] · W_i[o, :] (+ bias_i[o]) for r < n and every output i, f32 accumulation. The
 // outputs' features are numbered one after another; warp g of the grid takes features
 // g * matvec_features ... Q8_0 and Q4_0 are kernels::matmul_ref's quantized product: x is
 // quantized per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair is
@@ -45,6 +49,10 @@ struct MatvecKernel {
   MatvecOut outs[detail::matvec_max_outs];
   int n_outs;
   unsigned k_split = 1;  // warps sharing a feature's columns: 1, or matvec_warps (split_for)
+  // SwiGLU: outs[0] gate, outs[1] up of the same shape; a warp takes feature o of both and writes
+  // outs[0].y[r, o] = silu(gate) * up (kernels::silu_mul's formula); outs[1].y is not written.
+  bool gated = false;
+  static_assert(detail::matvec_features == 2, "a gated warp takes one feature of gate and one of up");
 
   bool operator==(const MatvecKernel&) const = default;
   static unsigned split_for(std::int64_t features) {
@@ -88,7 +96,7 @@ struct MatvecKernel {
     const unsigned S = k_split, groups = detail::matvec_warps / S, group = warp / S, part = warp % S;  // part: which columns
     const std::int64_t b0 = static_cast<std::int64_t>(t.block_idx().x) * groups;  // the block's first group
     Feature fs[F];
-    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature((b0 + group) * F + f);
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = gated ? gated_feature(b0 + group, f) : feature((b0 + group) * F + f);
     const bool live = fs[0].out >= 0;  // the same for the whole warp: its shuffles stay convergent
     float* partial = t.template shared<float>();  // [warps, F, R, pitch]
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
@@ -111,22 +119,35 @@ struct MatvecKernel {
       t.sync();
       // Thread (group, f, r) adds its group's warps' lanes, part by part in order, and writes the output.
       const unsigned g = tid / (F * R), f = tid / R % F, r = tid % R;
+      auto sum = [&](unsigned fi) {
+        float s = 0.f;
+        for (unsigned p = 0; p < S; ++p)
+          for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * S + p) * F + fi) * R + r) * pitch + l];
+        return s;
+      };
       if (g < groups && static_cast<int>(r) < nr) {
-        const Feature fe = feature((b0 + g) * F + f);
-        if (fe.out >= 0) {
-          float s = 0.f;
-          for (unsigned p = 0; p < S; ++p)
-            for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * S + p) * F + f) * R + r) * pitch + l];
-          write(fe, r0 + r, s);
+        const Feature fe = gated ? gated_feature(b0 + g, f) : feature((b0 + g) * F + f);
+        if (gated && fe.out == 0) {
+          const float gate = sum(0) + (outs[0].bias ? outs[0].bias[fe.row] : 0.f), up = sum(1) + (outs[1].bias ? outs[1].bias[fe.row] : 0.f);
+          outs[0].y[(r0 + r) * outs[0].rows + fe.row] = gate / (1.0f + expf(-gate)) * up;
+        } else if (!gated && fe.out >= 0) {
+          write(fe, r0 + r, sum(f));
         }
       }
       t.sync();  // partial is rewritten by the next group of rows
     }
   }
 
+  // A gated launch's warp `pair` takes row `pair` of gate (f = 0) and of up (f = 1).
+  KYLIN_HD Feature gated_feature(std::int64_t pair, int f) const {
+    if (pair >= outs[0].rows || f > 1) return {};
+    return {f, pair};
+  }
+
   KYLIN_HD void write(const Feature& fe, std::int64_t row, float s) const {
     const MatvecOut& o = outs[fe.out];
-    o.y[row * o.rows + fe.row] = s + (o.bias ? o.bias[fe.row] : 0.f);
+    float& y = o.y[row * o.rows + fe.row];
+    y = (o.store == Store::add ? y : 0.f) + (s + (o.bias ? o.bias[fe.row] : 0.f));
   }
 
   // acc[f][r] = this lane's share of x[r0 + r] · W[feature f]: 16-byte loads (8 BF16/F16 or 4 F32
