@@ -75,6 +75,20 @@ TEST_CASE("CudaBackend (emulated device) matches the float64 references on every
     }
 }
 
+// Attention with each row's keys in shares (KYLIN_CUDA_ATTN_SPLIT=1, read when a backend is made):
+// the references' rows (<= 64 a pass) and greedy decode rows all take SplitAttentionKernel and
+// AttentionCombineKernel on these checkpoints (2 KV heads: fewer than 256 blocks a launch).
+TEST_CASE("CudaBackend (emulated device) with attention split into key shares matches the float64 references") {
+  ::setenv("KYLIN_CUDA_ATTN_SPLIT", "1", 1);
+  for (const char* name : {"tiny-qwen3-untied", "tiny-qwen3-moe"}) {
+    CAPTURE(name);
+    const Result r = run_checkpoint(name, kylin::DType::f32, 1);
+    CHECK(r.worst <= 1e-4);
+    CHECK(r.greedy_equal);
+  }
+  ::unsetenv("KYLIN_CUDA_ATTN_SPLIT");
+}
+
 // What kylin-gpu-check asks of a GPU's quantized path, met here first on a dense and a MoE
 // checkpoint (the emulated quantized kernels are slow: every row of all eight would take minutes;
 // the dense one only under a sanitizer) within the CPU's agreement bars for Q8_0 and Q4_0 (tests/common/agreement.hpp).

@@ -277,7 +277,7 @@ TEST_CASE("MatvecKernel with three outputs (q/k/v of different widths, one with 
   }
 }
 
-TEST_CASE("MatvecKernel with Store::add adds each sum (and bias) to what y held: y0 + (the assigned result), bit for bit") {
+TEST_CASE("MatvecAddKernel adds each sum (and bias) to what y held: y0 + (MatvecKernel's result), bit for bit") {
   const std::int64_t in = 192, out = 136, n = 3;
   for (DType dt : {DType::bf16, DType::q8_0}) {
     CAPTURE(dtype_name(dt));
@@ -286,12 +286,11 @@ TEST_CASE("MatvecKernel with Store::add adds each sum (and bias) to what y held:
     for (unsigned split : {1u, cuda::detail::matvec_warps}) {
       auto assigned = zeros(n * out);
       std::vector<float> added = y0;
-      cuda::MatvecKernel k{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
-                           .outs = {{.w = cw.ref.data, .bias = bias.data(), .y = assigned.data(), .rows = out}}, .n_outs = 1, .k_split = split};
+      const cuda::MatvecKernel k{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
+                                 .outs = {{.w = cw.ref.data, .bias = bias.data(), .y = assigned.data(), .rows = out}}, .n_outs = 1, .k_split = split};
       run(k);
-      k.outs[0].y = added.data();
-      k.outs[0].store = cuda::Store::add;
-      run(k);
+      run(cuda::MatvecAddKernel{.x = k.x, .n = n, .w_dtype = dt, .in_features = in,
+                                .outs = {{.w = cw.ref.data, .bias = bias.data(), .y = added.data(), .rows = out}}, .n_outs = 1, .k_split = split});
       std::vector<float> want(y0.size());
       for (std::size_t i = 0; i < want.size(); ++i) want[i] = y0[i] + assigned[i];
       CHECK(first_mismatch(added, want) == -1);
@@ -299,7 +298,7 @@ TEST_CASE("MatvecKernel with Store::add adds each sum (and bias) to what y held:
   }
 }
 
-TEST_CASE("a gated MatvecKernel (SwiGLU) equals the gate and up matvecs then SiluMulKernel, bit for bit, and leaves up's y alone") {
+TEST_CASE("SwiGLUMatvecKernel equals the gate and up matvecs then SiluMulKernel, bit for bit, and leaves up's y alone") {
   const std::int64_t in = 192, out = 136, n = 3;
   for (DType dt : {DType::bf16, DType::f16, DType::q8_0, DType::q4_0}) {
     CAPTURE(dtype_name(dt));
@@ -309,15 +308,14 @@ TEST_CASE("a gated MatvecKernel (SwiGLU) equals the gate and up matvecs then Sil
       CAPTURE(split);
       auto g = zeros(n * out), u = zeros(n * out), fused = zeros(n * out);
       std::vector<float> untouched(static_cast<std::size_t>(n * out), 7.0f);
-      cuda::MatvecKernel k{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
-                           .outs = {{.w = gate.ref.data, .bias = nullptr, .y = g.data(), .rows = out}, {.w = up.ref.data, .bias = nullptr, .y = u.data(), .rows = out}},
-                           .n_outs = 2, .k_split = split};
-      run(k);
+      run(cuda::MatvecKernel{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
+                             .outs = {{.w = gate.ref.data, .bias = nullptr, .y = g.data(), .rows = out}, {.w = up.ref.data, .bias = nullptr, .y = u.data(), .rows = out}},
+                             .n_outs = 2, .k_split = split});
       run(cuda::SiluMulKernel{.gate = g.data(), .up = u.data(), .n = n * out});
-      k.gated = true;
-      k.outs[0].y = fused.data();
-      k.outs[1].y = untouched.data();
-      run(k);
+      run(cuda::SwiGLUMatvecKernel{.x = x.data(), .n = n, .w_dtype = dt, .in_features = in,
+                                   .outs = {{.w = gate.ref.data, .bias = nullptr, .y = fused.data(), .rows = out},
+                                            {.w = up.ref.data, .bias = nullptr, .y = untouched.data(), .rows = out}},
+                                   .n_outs = 2, .k_split = split});
       CHECK(first_mismatch(fused, g) == -1);
       CHECK(std::all_of(untouched.begin(), untouched.end(), [](float v) { return v == 7.0f; }));
     }
@@ -453,12 +451,15 @@ double attention_error(const AttnCase& c, unsigned splits = 1) {
   std::vector<float> partial(static_cast<std::size_t>(n_rows * H * splits * (D + 2)), std::nanf(""));
   const cuda::AttentionKernel k{.q = q.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = static_cast<std::int64_t>(dev.size()),
                                 .n_rows = n_rows, .n_heads = H, .n_kv_heads = c.n_kv, .head_dim = D,
-                                .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), .kv_dtype = c.kv,
-                                .splits = splits, .partial = splits > 1 ? partial.data() : nullptr};
-  run(k);
-  if (splits > 1)
-    run(cuda::AttentionCombineKernel{.partial = partial.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = k.n_seqs,
-                                     .n_rows = n_rows, .n_heads = H, .head_dim = D, .splits = splits});
+                                .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))), .kv_dtype = c.kv};
+  if (splits == 1) {
+    run(k);
+    return rel_l2(got, expected);
+  }
+  run(cuda::SplitAttentionKernel{.q = k.q, .out = k.out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows, .n_heads = H, .n_kv_heads = c.n_kv,
+                                 .head_dim = D, .scale = k.scale, .kv_dtype = c.kv, .splits = splits, .partial = partial.data()});
+  run(cuda::AttentionCombineKernel{.partial = partial.data(), .out = got.data(), .seqs = dev.data(), .n_seqs = k.n_seqs,
+                                   .n_rows = n_rows, .n_heads = H, .head_dim = D, .splits = splits});
   return rel_l2(got, expected);
 }
 
@@ -473,7 +474,7 @@ TEST_CASE("AttentionKernel matches kernels::attention_ref within 1e-5 rel. L2: d
   }
 }
 
-TEST_CASE("AttentionKernel with keys split into shares, then AttentionCombineKernel, matches kernels::attention_ref within 1e-5 rel. L2 (shares of whole tiles, empty ones too)") {
+TEST_CASE("SplitAttentionKernel (keys split into shares), then AttentionCombineKernel, matches kernels::attention_ref within 1e-5 rel. L2 (shares of whole tiles, empty ones too)") {
   for (const auto& [c, splits] : {std::pair{AttnCase{6, 2, 40, DType::f32}, 2u}, std::pair{AttnCase{8, 2, 64, DType::f16}, 5u},
                                   std::pair{AttnCase{4, 2, 128, DType::f32}, 16u}}) {
     CAPTURE(c.n_heads);
@@ -531,8 +532,8 @@ TEST_CASE("launch shapes respect CUDA's limits at full model sizes and are valid
   CHECK(ok(cuda::MatvecKernel{.x = nullptr, .n = 512, .w_dtype = DType::q8_0, .in_features = 5120,
                               .outs = {{.w = nullptr, .bias = nullptr, .y = nullptr, .rows = 151936}}, .n_outs = 1}.shape()));
   for (std::int64_t kv : {1, 4, 8}) {
-    cuda::AttentionKernel k{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64, .n_kv_heads = kv,
-                            .head_dim = 256, .scale = 1, .kv_dtype = DType::f16};
+    cuda::SplitAttentionKernel k{.q = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64, .n_kv_heads = kv,
+                                 .head_dim = 256, .scale = 1, .kv_dtype = DType::f16};
     CHECK(ok(k.shape()));
     k.n_rows = 1;
     k.splits = k.splits_for();

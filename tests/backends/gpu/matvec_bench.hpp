@@ -99,21 +99,25 @@ inline int run() {
       // x: random finite floats (each pair of the 16-bit values above has a small exponent)
       float *x = static_cast<float*>(random_device(static_cast<std::size_t>(s.cols) * 4 * 8, 7)), *y = nullptr;
       check(cudaMalloc(reinterpret_cast<void**>(&y), static_cast<std::size_t>(s.rows) * 4 * 8), "cudaMalloc");
-      for (std::int64_t n : {1, 4}) {
-        const double ms = time_ms(stream, 50, [&](int i) {
-          const kylin::cuda::MatvecKernel k{.x = x, .n = n, .w_dtype = s.dtype, .in_features = s.cols,
-                                             .outs = {{.w = w[static_cast<std::size_t>(i % copies)], .bias = nullptr, .y = y, .rows = s.rows}}, .n_outs = 1,
-                                             .k_split = kylin::cuda::MatvecKernel::split_for(s.rows)};  // as the backend launches it
-          const kylin::cuda::LaunchShape sh = k.shape();
-          void* args[] = {const_cast<kylin::cuda::MatvecKernel*>(&k)};
-          check(cudaLaunchKernel(kylin::cuda::kernel_entry<kylin::cuda::MatvecKernel>(), dim3(sh.grid.x), dim3(sh.block.x), args, sh.shared_bytes, stream),
-                "cudaLaunchKernel");
-        });
-        const double bw = static_cast<double>(bytes) / (ms * 1e-3);
-        std::printf("{\"matvec\": \"%s\", \"dtype\": \"%s\", \"rows_of_x\": %lld, \"weight_bytes\": %zu, \"us\": %.2f, \"bytes_per_s\": %.4g, "
-                    "\"of_copy_bandwidth\": %.3f}\n",
-                    s.what, std::string(kylin::dtype_name(s.dtype)).c_str(), static_cast<long long>(n), bytes, ms * 1e3, bw, bw / copy_bw);
-      }
+      // Each row count at both column splits; "chosen" marks the one the backend launches (split_for).
+      const unsigned chosen = kylin::cuda::MatvecKernel::split_for(s.rows, s.cols);
+      for (std::int64_t n : {1, 4})
+        for (unsigned split : {1u, kylin::cuda::detail::matvec_warps}) {
+          const double ms = time_ms(stream, 50, [&](int i) {
+            const kylin::cuda::MatvecKernel k{.x = x, .n = n, .w_dtype = s.dtype, .in_features = s.cols,
+                                               .outs = {{.w = w[static_cast<std::size_t>(i % copies)], .bias = nullptr, .y = y, .rows = s.rows}}, .n_outs = 1,
+                                               .k_split = split};
+            const kylin::cuda::LaunchShape sh = k.shape();
+            void* args[] = {const_cast<kylin::cuda::MatvecKernel*>(&k)};
+            check(cudaLaunchKernel(kylin::cuda::kernel_entry<kylin::cuda::MatvecKernel>(), dim3(sh.grid.x), dim3(sh.block.x), args, sh.shared_bytes, stream),
+                  "cudaLaunchKernel");
+          });
+          const double bw = static_cast<double>(bytes) / (ms * 1e-3);
+          std::printf("{\"matvec\": \"%s\", \"dtype\": \"%s\", \"rows_of_x\": %lld, \"k_split\": %u, \"chosen\": %s, \"weight_bytes\": %zu, "
+                      "\"us\": %.2f, \"bytes_per_s\": %.4g, \"of_copy_bandwidth\": %.3f}\n",
+                      s.what, std::string(kylin::dtype_name(s.dtype)).c_str(), static_cast<long long>(n), split, split == chosen ? "true" : "false", bytes,
+                      ms * 1e3, bw, bw / copy_bw);
+        }
       for (void* p : w) cudaFree(p);
       cudaFree(x);
       cudaFree(y);

@@ -40,17 +40,20 @@ KYLIN_HD inline const DeviceAttentionSeq* row_sequence(const DeviceAttentionSeq*
 }
 }  // namespace detail
 
-struct AttentionKernel {
+// Split: each row's keys in `splits` shares (grid z), each share's state to `partial`; the two
+// forms are separate kernels, so that the unsplit one (prefill) is compiled for itself.
+template <bool Split>
+struct AttentionKernelOf {
   const float* q;  // [n_rows, n_heads * head_dim]
   float* out;      // [n_rows, n_heads * head_dim]
   const DeviceAttentionSeq* seqs;  // [n_seqs]
   std::int64_t n_seqs, n_rows, n_heads, n_kv_heads, head_dim;  // head_dim <= 256
   float scale;                                                 // head_dim^-0.5
   DType kv_dtype;                                              // f32 or f16 (bf16 also)
-  unsigned splits = 1;     // shares of each row's keys (splits_for); 1: out is written here
-  float* partial = nullptr;  // [n_rows, n_heads, splits, head_dim + 2] each share's sums, max, sum (splits > 1)
+  unsigned splits = 1;       // Split: shares of each row's keys (splits_for)
+  float* partial = nullptr;  // Split: [n_rows, n_heads, splits, head_dim + 2] each share's sums, max, sum
 
-  bool operator==(const AttentionKernel&) const = default;
+  bool operator==(const AttentionKernelOf&) const = default;
 
   std::int64_t groups() const { return n_heads / n_kv_heads; }
   std::int64_t head_blocks() const { return (groups() + detail::attn_heads - 1) / detail::attn_heads; }
@@ -67,7 +70,7 @@ struct AttentionKernel {
   // probabilities [heads, tile], running max [2, heads], sum and correction [heads].
   LaunchShape shape() const {
     const std::int64_t g = block_heads();
-    return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_kv_heads * head_blocks()), splits},
+    return {{static_cast<unsigned>(n_rows < 1 ? 1 : n_rows), static_cast<unsigned>(n_kv_heads * head_blocks()), Split ? splits : 1u},
             {detail::attn_threads},
             static_cast<std::size_t>(g * (head_dim + detail::attn_tile + 4)) * sizeof(float)};
   }
@@ -101,9 +104,13 @@ struct AttentionKernel {
     it.seq = detail::row_sequence(seqs, n_seqs, it.row);
     if (!it.seq) return false;
     const std::int64_t n_keys = it.seq->pos0 + (it.row - it.seq->row0) + 1, tile = detail::attn_tile;
-    const std::int64_t share = (n_keys + splits - 1) / splits, per = (share + tile - 1) / tile * tile;  // whole tiles
-    it.j0 = t.block_idx().z * per;
-    it.j1 = it.j0 + per < n_keys ? it.j0 + per : n_keys;
+    it.j0 = 0;
+    it.j1 = n_keys;
+    if constexpr (Split) {
+      const std::int64_t share = (n_keys + splits - 1) / splits, per = (share + tile - 1) / tile * tile;  // whole tiles
+      it.j0 = t.block_idx().z * per;
+      it.j1 = it.j0 + per < n_keys ? it.j0 + per : n_keys;
+    }
     return true;
   }
 
@@ -140,7 +147,7 @@ struct AttentionKernel {
         t.sync();  // p_s is rewritten by the next tile
       }
     }
-    if (splits > 1) return store_share(t, it, acc, m_s + (((it.j1 - it.j0 + detail::attn_tile - 1) / detail::attn_tile) % 2) * ng, l_s);
+    if constexpr (Split) return store_share(t, it, acc, m_s + (((it.j1 - it.j0 + detail::attn_tile - 1) / detail::attn_tile) % 2) * ng, l_s);
     float* o = out + (it.row * n_heads + it.h0) * D;
     for (int c = 0; c < detail::attn_dim_threads; ++c) {
       const std::int64_t d = tid + c * detail::attn_threads;
@@ -157,9 +164,10 @@ struct AttentionKernel {
                             const float* l) const {
     const std::int64_t D = head_dim, stride = D + 2;
     const unsigned tid = t.thread_idx().x;
-    for (int g = 0; g < it.ng; ++g) {
+    KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g) {  // a constant bound keeps acc[] in registers
+      if (g >= it.ng) break;
       float* p = partial + ((it.row * n_heads + it.h0 + g) * splits + t.block_idx().z) * stride;
-      for (int c = 0; c < detail::attn_dim_threads; ++c) {
+      KYLIN_UNROLL for (int c = 0; c < detail::attn_dim_threads; ++c) {
         const std::int64_t d = tid + c * detail::attn_threads;
         if (d < D) p[d] = acc[g][c];
       }
@@ -244,6 +252,9 @@ struct AttentionKernel {
     }
   }
 };
+
+using AttentionKernel = AttentionKernelOf<false>;
+using SplitAttentionKernel = AttentionKernelOf<true>;
 
 // out[row, h, :] = sum_z e^(m_z - M) acc_z / sum_z e^(m_z - M) l_z over the key shares z of an
 // AttentionKernel with splits > 1 (M: the largest m_z): a block per (row, head), a thread per column.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <concepts>
 #include <cstdint>
 #include <cstdlib>
@@ -46,7 +47,8 @@ class CudaBackend {
         index_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(std::int64_t))),
         weight_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(float))),
         seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))),
-        partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))) {
+        partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))),
+        sum_(runtime_.allocate(static_cast<std::size_t>(rows_ * c.hidden_size) * sizeof(float))) {
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
     uploaded_seqs_.reserve(static_cast<std::size_t>(rows_));
     if (c.head_dim > detail::attn_max_dim)
@@ -81,36 +83,43 @@ class CudaBackend {
     const kernels::MatmulOut one{w, bias, y};
     matmul_fused(x, std::span<const kernels::MatmulOut>(&one, 1), plan);
   }
-  // The sum lands on acc in the kernel that makes it (the matvec's store, the GEMM's beta = 1).
+  // Decode rows: the matvec adds its sums to acc as it stores them. GEMM rows: the product into
+  // scratch, then one add (cuBLAS's beta = 1 would read acc inside the GEMM).
   void matmul_add(const float* x, const kernels::MatRef& w, float* acc, const kernels::RowPlan& plan) {
-    const kernels::MatmulOut one{w, nullptr, acc};
-    products(x, std::span<const kernels::MatmulOut>(&one, 1), plan, Store::add);
+    const std::int64_t D = fuse_ ? plan.decode_rows : 0, N = w.rows, K = w.cols;
+    if (D > 0) {
+      const kernels::MatmulOut one{w, nullptr, acc};
+      matvec<Store::add>(x, D, std::span<const kernels::MatmulOut>(&one, 1));
+    }
+    if (plan.rows == D) return;
+    assert((plan.rows - D) * N <= static_cast<std::int64_t>(sum_.bytes() / sizeof(float)));
+    const kernels::MatmulOut rest{w, nullptr, sum_.as<float>()};  // [rows - D, N]
+    products(x + D * K, std::span<const kernels::MatmulOut>(&rest, 1), {plan.rows - D, plan.decode_rows - D});
+    add(acc + D * N, sum_.as<float>(), (plan.rows - D) * N);
   }
-  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
-    products(x, outs, plan, Store::assign);
-  }
+  void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) { products(x, outs, plan); }
   // Decode rows: one gated matvec launch (gate and up read side by side, silu(gate) * up stored);
   // GEMM rows: the two products, then silu_mul.
   void swiglu(const float* x, const SwiGLUProduct& p, const kernels::RowPlan& plan) {
     const std::int64_t D = plan.decode_rows, T = plan.rows - D, N = p.gate.rows, K = p.gate.cols;
     const kernels::MatmulOut gate_up[] = {{p.gate, nullptr, p.y}, {p.up, nullptr, p.up_y}};
-    if (D > 0 && p.gate.dtype == p.up.dtype && p.gate.rows == p.up.rows) {
-      MatvecKernel k{.x = x, .n = D, .w_dtype = p.gate.dtype, .in_features = K, .outs = {}, .n_outs = 2, .gated = true};
+    if (fuse_ && D > 0 && p.gate.dtype == p.up.dtype && p.gate.rows == p.up.rows) {
+      SwiGLUMatvecKernel k{.x = x, .n = D, .w_dtype = p.gate.dtype, .in_features = K, .outs = {}, .n_outs = 2};
       k.outs[0] = {.w = resident(p.gate), .bias = nullptr, .y = p.y, .rows = N};
       k.outs[1] = {.w = resident(p.up), .bias = nullptr, .y = p.up_y, .rows = N};
-      k.k_split = MatvecKernel::split_for(k.features());
+      k.k_split = SwiGLUMatvecKernel::split_for(k.features(), K);
       runtime_.launch(k);
     } else if (D > 0) {
-      products(x, gate_up, {D, D}, Store::assign);
+      products(x, gate_up, {D, D});
       silu_mul(p.y, p.up_y, D * N);
     }
     if (T == 0) return;
     const kernels::MatmulOut rest[] = {{p.gate, nullptr, p.y + D * N}, {p.up, nullptr, p.up_y + D * N}};
-    products(x + D * K, rest, {T, 0}, Store::assign);
+    products(x + D * K, rest, {T, 0});
     silu_mul(p.y + D * N, p.up_y + D * N, T * N);
   }
   void matmul_each(std::span<const kernels::DotProduct> each) {
-    for (const kernels::DotProduct& p : each) matvec(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1), Store::assign);
+    for (const kernels::DotProduct& p : each) matvec<Store::assign>(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
   }
 
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
@@ -126,18 +135,20 @@ class CudaBackend {
                                           .cos = t.cos, .sin = t.sin, .seqs = seqs_.as<DeviceAttentionSeq>(),
                                           .n_seqs = static_cast<std::int64_t>(seqs.size()), .kv_dtype = seqs.front().k.dtype});
   }
-  // A few rows (decode) split each row's keys into shares (flash-decoding) and combine them after.
+  // With KYLIN_CUDA_ATTN_SPLIT=1, few rows (decode) split each row's keys into shares
+  // (flash-decoding) and combine them after.
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     const std::int64_t n_rows = upload_seqs(seqs);
-    AttentionKernel k{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
-                      .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
-                      .scale = h.scale, .kv_dtype = seqs.front().k.dtype};
+    SplitAttentionKernel k{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
+                           .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
+                           .scale = h.scale, .kv_dtype = seqs.front().k.dtype, .splits = 1, .partial = partial_.as<float>()};
     k.splits = attention_splits_ ? k.splits_for() : 1;
-    if (k.splits > 1) k.partial = partial_.as<float>();
+    if (k.splits == 1)
+      return runtime_.launch(AttentionKernel{.q = q, .out = out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows, .n_heads = h.n_heads,
+                                             .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim, .scale = h.scale, .kv_dtype = k.kv_dtype});
     runtime_.launch(k);
-    if (k.splits > 1)
-      runtime_.launch(AttentionCombineKernel{.partial = k.partial, .out = out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows,
-                                             .n_heads = h.n_heads, .head_dim = h.head_dim, .splits = k.splits});
+    runtime_.launch(AttentionCombineKernel{.partial = k.partial, .out = out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows,
+                                           .n_heads = h.n_heads, .head_dim = h.head_dim, .splits = k.splits});
   }
   void silu_mul(float* gate, const float* up, std::int64_t n) { runtime_.launch(SiluMulKernel{.gate = gate, .up = up, .n = n}); }
   void add(float* acc, const float* x, std::int64_t n) { runtime_.launch(AddKernel{.acc = acc, .x = x, .n = n}); }
@@ -158,9 +169,10 @@ class CudaBackend {
   }
 
  private:
-  static bool splits_wanted() {
-    const char* v = std::getenv("KYLIN_CUDA_ATTN_SPLIT");
-    return !(v && std::string_view(v) == "0");
+  // Switches for comparing on a GPU: NAME=0 turns an optimisation off, NAME=1 an opt-in one on.
+  static bool switched(const char* name, bool by_default) {
+    const char* v = std::getenv(name);
+    return v && (std::string_view(v) == "0" || std::string_view(v) == "1") ? std::string_view(v) == "1" : by_default;
   }
 
   // The sequences' caches, rows and positions into seqs_; returns the rows they cover. A layer's
@@ -182,11 +194,10 @@ class CudaBackend {
   // Decode rows: the matvec kernel, which reads each weight once for all of them. GEMM rows: BF16
   // weights through two cuBLAS BF16 GEMMs on the hi and lo BF16 halves of x (f32 compute, so x
   // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
-  void products(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan, Store store) {
+  void products(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
     const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.decode_rows;
-    if (plan.decode_rows > 0) matvec(x, plan.decode_rows, outs, store);
+    if (plan.decode_rows > 0) matvec<Store::assign>(x, plan.decode_rows, outs);
     if (T == 0) return;
-    const float beta = store == Store::add ? 1.0f : 0.0f;
     const float* xg = x + plan.decode_rows * K;  // [T, K]
     auto* hi = split_.as<std::uint16_t>();    // [T, K]
     auto* lo = hi + rows_ * widest_;          // [T, K]
@@ -196,13 +207,13 @@ class CudaBackend {
       const std::int64_t N = o.w.rows;
       float* yg = o.y + plan.decode_rows * N;  // [T, N]
       if (o.w.dtype == DType::bf16) {
-        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = hi, .y = yg, .T = T, .N = N, .K = K, .beta = beta}));
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = hi, .y = yg, .T = T, .N = N, .K = K}));
         runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = lo, .y = yg, .T = T, .N = N, .K = K, .beta = 1.0f}));
       } else if (o.w.dtype == DType::f32) {
-        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K, .beta = beta}));
+        runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K}));
       } else {
         const kernels::MatmulOut og{o.w, o.bias, yg};
-        matvec(xg, T, std::span<const kernels::MatmulOut>(&og, 1), store);
+        matvec<Store::assign>(xg, T, std::span<const kernels::MatmulOut>(&og, 1));
         continue;
       }
       if (o.bias) runtime_.launch(AddBiasKernel{.y = yg, .bias = resident(o.bias, N), .rows = T, .cols = N});
@@ -210,10 +221,11 @@ class CudaBackend {
   }
 
   // One launch for every run of up to matvec_max_outs consecutive outputs of one dtype.
-  void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs, Store store) {
-    MatvecKernel k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
+  template <Store Kind>
+  void matvec(const float* x, std::int64_t n, std::span<const kernels::MatmulOut> outs) {
+    MatvecKernelOf<Kind> k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
     auto launch = [&] {
-      k.k_split = MatvecKernel::split_for(k.features());
+      k.k_split = MatvecKernelOf<Kind>::split_for(k.features(), k.in_features);
       runtime_.launch(k);
     };
     for (const kernels::MatmulOut& o : outs) {
@@ -222,7 +234,7 @@ class CudaBackend {
         k.w_dtype = o.w.dtype;
         k.n_outs = 0;
       }
-      k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows, .store = store};
+      k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows};
     }
     launch();
   }
@@ -256,7 +268,11 @@ class CudaBackend {
   Memory weight_;  // [rows] f32 routing weights of a selection
   Memory seqs_;    // [rows] DeviceAttentionSeq
   Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
-  bool attention_splits_ = splits_wanted();  // KYLIN_CUDA_ATTN_SPLIT=0: one block per row's keys (to compare)
+  Memory sum_;      // [rows, hidden] a residual product of GEMM rows before matmul_add adds it
+  // Key shares in attention (flash-decoding): opt-in, since on an H200 they did not pay off at every
+  // context (docs/CUDA.md).
+  bool attention_splits_ = switched("KYLIN_CUDA_ATTN_SPLIT", false);
+  bool fuse_ = switched("KYLIN_CUDA_FUSE", true);  // 0: matmul_add and swiglu as separate products, add and silu_mul
   std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
   std::vector<DeviceAttentionSeq> uploaded_seqs_;         // [<= rows] what seqs_ holds, this pass
   std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy

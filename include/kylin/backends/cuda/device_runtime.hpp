@@ -21,7 +21,7 @@
 
 namespace kylin::cuda {
 
-// &run_kernel<Kernel> for each kernel of kernels.hpp, instantiated in kernels.cu.
+// &run_kernel<Kernel> (or run_bounded_kernel) for each kernel of kernels.hpp, instantiated in kernels.cu.
 template <class Kernel>
 const void* kernel_entry();
 

@@ -6,12 +6,14 @@ namespace kylin::cuda {
 
 template <class Kernel>
 const void* kernel_entry() {
-  return reinterpret_cast<const void*>(&run_kernel<Kernel>);
+  if constexpr (OccupancyBound<Kernel>) return reinterpret_cast<const void*>(&run_bounded_kernel<Kernel>);
+  else return reinterpret_cast<const void*>(&run_kernel<Kernel>);
 }
 
 template const void* kernel_entry<RmsNormKernel>();
 template const void* kernel_entry<AttentionInputsKernel>();
 template const void* kernel_entry<AttentionKernel>();
+template const void* kernel_entry<SplitAttentionKernel>();
 template const void* kernel_entry<AttentionCombineKernel>();
 template const void* kernel_entry<SiluMulKernel>();
 template const void* kernel_entry<AddKernel>();
@@ -20,6 +22,8 @@ template const void* kernel_entry<GatherRowsKernel>();
 template const void* kernel_entry<AddRowsScaledKernel>();
 template const void* kernel_entry<EmbedKernel>();
 template const void* kernel_entry<MatvecKernel>();
+template const void* kernel_entry<MatvecAddKernel>();
+template const void* kernel_entry<SwiGLUMatvecKernel>();
 template const void* kernel_entry<SplitBf16Kernel>();
 template const void* kernel_entry<AddBiasKernel>();
 

@@ -1,8 +1,8 @@
 // MatvecKernel: the decode rows' y = x · W^T (and every row for F16/Q8_0/Q4_0 weights) for up to
 // three weights sharing x (q/k/v, gate/up) in one launch; each warp streams a few output features
-// with many 16-byte loads in flight, so the weights are read once, at the memory's pace. Narrow
-// outputs (a 0.6B model's 1024) split each row's columns over the block's warps, so that enough
-// warps stream at once.
+// with many 16-byte loads in flight, so the weights are read once, at the memory's pace. Outputs
+// narrower than their rows are long (o_proj, down_proj) split each row's columns over the block's
+// warps, so that enough warps stream at once.
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -17,13 +17,13 @@ inline constexpr int matvec_unroll = 4;      // 16-byte chunks per feature and l
 inline constexpr int matvec_rows = 8;
 inline constexpr int matvec_max_outs = 3;
 static_assert(matvec_warps * warp_size >= matvec_features * matvec_rows * matvec_warps, "a summing thread per output of the block");
-// Fewer warps of work than this (features / matvec_features) and each row is split over the
-// block's 4 warps: 132 SMs want 16 or more streaming warps each.
-inline constexpr std::int64_t matvec_split_below = 2048;
 }  // namespace detail
 
-// How a product's sums land on y: y = sum, or y += sum (a residual added in the same kernel).
-enum class Store : std::uint8_t { assign, add };
+// How a matvec's sums land on y, fixed at compile time so that each variant is its own kernel,
+// compiled (registers, unrolling) for its own store only: y = sum; y += sum (a residual added where
+// it is made); or SwiGLU: outs[0] gate and outs[1] up of the same shape, a warp takes feature o of
+// both and stores outs[0].y[r, o] = silu(gate) * up (kernels::silu_mul's formula), outs[1].y untouched.
+enum class Store : std::uint8_t { assign, add, swiglu };
 
 // One weight of a MatvecKernel: W [rows, in_features] in the kernel's dtype, y [n, rows].
 struct MatvecOut {
@@ -32,7 +32,6 @@ struct MatvecOut {
   const float* bias;  // [rows] or null
   float* y;           // [n, rows]
   std::int64_t rows;
-  Store store = Store::assign;
   bool operator==(const MatvecOut&) const = default;
 };
 
@@ -41,7 +40,8 @@ struct MatvecOut {
 // g * matvec_features ... Q8_0 and Q4_0 are kernels::matmul_ref's quantized product: x is
 // quantized per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair is
 // the same exact integer dot product, scaled and summed in float.
-struct MatvecKernel {
+template <Store Kind>
+struct MatvecKernelOf {
   const float* x;  // [n, in_features]
   std::int64_t n;
   DType w_dtype;  // of every output's weight
@@ -49,14 +49,17 @@ struct MatvecKernel {
   MatvecOut outs[detail::matvec_max_outs];
   int n_outs;
   unsigned k_split = 1;  // warps sharing a feature's columns: 1, or matvec_warps (split_for)
-  // SwiGLU: outs[0] gate, outs[1] up of the same shape; a warp takes feature o of both and writes
-  // outs[0].y[r, o] = silu(gate) * up (kernels::silu_mul's formula); outs[1].y is not written.
-  bool gated = false;
-  static_assert(detail::matvec_features == 2, "a gated warp takes one feature of gate and one of up");
+  static_assert(Kind != Store::swiglu || detail::matvec_features == 2, "a SwiGLU warp takes one feature of gate and one of up");
 
-  bool operator==(const MatvecKernel&) const = default;
-  static unsigned split_for(std::int64_t features) {
-    return features / detail::matvec_features < detail::matvec_split_below ? detail::matvec_warps : 1;
+  bool operator==(const MatvecKernelOf&) const = default;
+  // 4 blocks (16 warps) per SM, so that registers stay at 128: at 130 an SM holds 3 and the
+  // matvec streamed ~25 % slower on an H200 (docs/CUDA.md).
+  static constexpr unsigned max_block_threads = detail::matvec_warps * warp_size, min_blocks_per_sm = 4;
+  // Rows split over the block's warps when they are longer than the launch has features (o_proj,
+  // down_proj); short rows unsplit, where 1024 columns would leave each warp one 16-byte load per
+  // lane. The matvec benchmark's sweep of both on an H200 is in docs/CUDA.md.
+  static unsigned split_for(std::int64_t features, std::int64_t in_features) {
+    return in_features > features ? detail::matvec_warps : 1;
   }
 
   std::int64_t features() const {
@@ -96,7 +99,7 @@ struct MatvecKernel {
     const unsigned S = k_split, groups = detail::matvec_warps / S, group = warp / S, part = warp % S;  // part: which columns
     const std::int64_t b0 = static_cast<std::int64_t>(t.block_idx().x) * groups;  // the block's first group
     Feature fs[F];
-    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = gated ? gated_feature(b0 + group, f) : feature((b0 + group) * F + f);
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature_of_group(b0 + group, f);
     const bool live = fs[0].out >= 0;  // the same for the whole warp: its shuffles stay convergent
     float* partial = t.template shared<float>();  // [warps, F, R, pitch]
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
@@ -119,35 +122,49 @@ struct MatvecKernel {
       t.sync();
       // Thread (group, f, r) adds its group's warps' lanes, part by part in order, and writes the output.
       const unsigned g = tid / (F * R), f = tid / R % F, r = tid % R;
-      auto sum = [&](unsigned fi) {
-        float s = 0.f;
-        for (unsigned p = 0; p < S; ++p)
-          for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * S + p) * F + fi) * R + r) * pitch + l];
-        return s;
-      };
       if (g < groups && static_cast<int>(r) < nr) {
-        const Feature fe = gated ? gated_feature(b0 + g, f) : feature((b0 + g) * F + f);
-        if (gated && fe.out == 0) {
-          const float gate = sum(0) + (outs[0].bias ? outs[0].bias[fe.row] : 0.f), up = sum(1) + (outs[1].bias ? outs[1].bias[fe.row] : 0.f);
-          outs[0].y[(r0 + r) * outs[0].rows + fe.row] = gate / (1.0f + expf(-gate)) * up;
-        } else if (!gated && fe.out >= 0) {
-          write(fe, r0 + r, sum(f));
+        const Feature fe = feature_of_group(b0 + g, f);
+        if constexpr (Kind == Store::swiglu) {
+          if (fe.out == 0) write_swiglu(fe.row, r0 + r, sum_of(partial, g, 0, r), sum_of(partial, g, 1, r));  // thread f = 0 sums both
+        } else if (fe.out >= 0) {
+          float s = 0.f;
+          for (unsigned p = 0; p < S; ++p)
+            for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * S + p) * F + f) * R + r) * pitch + l];
+          write(fe, r0 + r, s);
         }
       }
       t.sync();  // partial is rewritten by the next group of rows
     }
   }
 
-  // A gated launch's warp `pair` takes row `pair` of gate (f = 0) and of up (f = 1).
-  KYLIN_HD Feature gated_feature(std::int64_t pair, int f) const {
-    if (pair >= outs[0].rows || f > 1) return {};
-    return {f, pair};
+  // Group g's sum of feature f, row r: its warps' lanes, part by part in order.
+  KYLIN_HD float sum_of(const float* partial, unsigned g, unsigned f, unsigned r) const {
+    constexpr int F = detail::matvec_features, R = detail::matvec_rows;
+    float s = 0.f;
+    for (unsigned p = 0; p < k_split; ++p)
+      for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * k_split + p) * F + f) * R + r) * pitch + l];
+    return s;
+  }
+  KYLIN_HD void write_swiglu(std::int64_t o, std::int64_t row, float gate, float up) const {
+    if (outs[0].bias) gate += outs[0].bias[o];
+    if (outs[1].bias) up += outs[1].bias[o];
+    outs[0].y[row * outs[0].rows + o] = gate / (1.0f + expf(-gate)) * up;
+  }
+
+  // Feature f of warp group g: features g * F + f in order; SwiGLU: row g of gate (f = 0) and of up (f = 1).
+  KYLIN_HD Feature feature_of_group(std::int64_t g, int f) const {
+    if constexpr (Kind == Store::swiglu) {
+      if (g >= outs[0].rows || f > 1) return {};
+      return {f, g};
+    } else {
+      return feature(g * detail::matvec_features + f);
+    }
   }
 
   KYLIN_HD void write(const Feature& fe, std::int64_t row, float s) const {
     const MatvecOut& o = outs[fe.out];
-    float& y = o.y[row * o.rows + fe.row];
-    y = (o.store == Store::add ? y : 0.f) + (s + (o.bias ? o.bias[fe.row] : 0.f));
+    if constexpr (Kind == Store::add) o.y[row * o.rows + fe.row] += s + (o.bias ? o.bias[fe.row] : 0.f);
+    else o.y[row * o.rows + fe.row] = s + (o.bias ? o.bias[fe.row] : 0.f);
   }
 
   // acc[f][r] = this lane's share of x[r0 + r] · W[feature f]: 16-byte loads (8 BF16/F16 or 4 F32
@@ -239,5 +256,9 @@ struct MatvecKernel {
     return (byte & 0x0F) - 8;
   }
 };
+
+using MatvecKernel = MatvecKernelOf<Store::assign>;
+using MatvecAddKernel = MatvecKernelOf<Store::add>;
+using SwiGLUMatvecKernel = MatvecKernelOf<Store::swiglu>;
 
 }  // namespace kylin::cuda

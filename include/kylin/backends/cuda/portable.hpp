@@ -56,6 +56,20 @@ __global__ void run_kernel(Kernel k) {
   DeviceThread t;
   k(t);
 }
+
+// A kernel whose speed depends on how many of its blocks an SM holds names that occupancy
+// (Kernel::max_block_threads, Kernel::min_blocks_per_sm): nvcc keeps its registers within it.
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::max_block_threads, Kernel::min_blocks_per_sm) run_bounded_kernel(Kernel k) {
+  DeviceThread t;
+  k(t);
+}
 #endif
+
+template <class Kernel>
+concept OccupancyBound = requires {
+  Kernel::max_block_threads;
+  Kernel::min_blocks_per_sm;
+};
 
 }  // namespace kylin::cuda
