@@ -8,10 +8,13 @@
 # the card's copy bandwidth, then `kylin bench --backend cuda` on the Qwen3-0.6B shape and on 12
 # layers of the Qwen3-8B shape (random weights made here), and llama.cpp's llama-bench on the same
 # checkpoints converted to GGUF when --llama gives its binaries. Results go to --out as JSON lines.
-# Usage: scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
+# Usage: scripts/gpu-check.sh [--prebuilt DIR] [--base DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a
 #                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
 #                   of the checkout it was built from (link it there)
+#   --base DIR      another build's kylin and libkylin-cuda.so (e.g. the last commit measured): every
+#                   bench runs on both, alternating, in two rounds, each JSON line tagged with its
+#                   "build" (GPU time drifts: only builds compared in one run compare)
 #   --out DIR       where log.txt, matvec.jsonl, bench.jsonl and llama.jsonl go (default gpu-check-out/)
 #   --llama DIR     llama-bench, llama-quantize, gguf-py/, convert_qwen3_gguf.py and tokenizer/ (the
 #                   Qwen3 tokenizer.json) of a llama.cpp CUDA build (docs/CUDA.md says how it was made)
@@ -20,10 +23,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build-gpu/bin prebuilt=0 out=gpu-check-out llama="" models="" steps=check,matvec,bench,bench8b,llama,llama8b
+bin=build-gpu/bin prebuilt=0 base="" out=gpu-check-out llama="" models="" steps=check,matvec,bench,bench8b,llama,llama8b
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) bin=$2; prebuilt=1; shift 2 ;;
+    --base) base=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --llama) llama=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
@@ -81,12 +85,25 @@ if step matvec; then
 fi
 
 m=$work/qwen3-0.6b
-bench() { echo "-- $*" >&2; "$bin/kylin" bench --backend cuda --format json "$@" | tee -a "$out/bench.jsonl"; }
+# One bench on this build (and, with --base, on both, alternating, twice); each JSON line tagged.
+bench_on() {  # build tag, its folder, bench arguments
+  local tag=$1 dir=$2
+  shift 2
+  echo "-- $tag: $*" >&2
+  "$dir/kylin" bench --backend cuda --format json "$@" | sed "s|^{|{\"build\": \"$tag\", \"variant\": \"${variant:-default}\", |" | tee -a "$out/bench.jsonl"
+}
+bench() {
+  if [ -z "$base" ]; then bench_on this "$bin" "$@"; return; fi
+  for round in 1 2; do bench_on base "$base" "$@"; bench_on this "$bin" "$@"; done
+}
 if step bench; then
 echo "== kylin bench --backend cuda"
 make_model qwen3-0.6b "" qwen3-0.6b
 bench --model "$m" -p 512 -n 128 -r 3
-(export KYLIN_CUDA_GRAPHS=0; bench --model "$m" -p 0 -n 128 -r 3)  # the same decode without CUDA graphs
+(export KYLIN_CUDA_GRAPHS=0 variant=no-graphs; bench --model "$m" -p 0 -n 128 -r 3)  # the same decode without CUDA graphs
+(export KYLIN_CUDA_FUSE=0 variant=fuse0; bench --model "$m" -p 512 -n 128 -r 3)  # residual add and SwiGLU as kernels of their own
+for p in 512 4096; do (export KYLIN_CUDA_ATTN_SPLIT=1 variant=attn-split; bench --model "$m" -p "$p" -n 64 -r 2); done  # key shares
+bench --model "$m" -p 4096 -n 64 -r 2  # the same context without them
 for weights in q8 q4; do bench --model "$m" -p 512 -n 128 -r 3 --weights "$weights"; done
 for batch in 8 32; do bench --model "$m" -p 0 -n 64 -r 3 --batch "$batch"; done
 fi
