@@ -83,8 +83,8 @@ class CudaBackend {
     const kernels::MatmulOut one{w, bias, y};
     matmul_fused(x, std::span<const kernels::MatmulOut>(&one, 1), plan);
   }
-  // Decode rows: the matvec adds its sums to acc as it stores them. GEMM rows: the product into
-  // scratch, then one add (cuBLAS's beta = 1 would read acc inside the GEMM).
+  // Decode rows: the matvec adds its sums to acc as it stores them. GEMM rows (prefill, bound by the
+  // GEMMs): the product into scratch, then one add, the calls the unfused path makes.
   void matmul_add(const float* x, const kernels::MatRef& w, float* acc, const kernels::RowPlan& plan) {
     const std::int64_t D = fuse_ ? plan.decode_rows : 0, N = w.rows, K = w.cols;
     if (D > 0) {
