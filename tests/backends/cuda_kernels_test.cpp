@@ -210,7 +210,7 @@ TEST_CASE("GatherRows and AddRowsScaled kernels are bit-identical to kernels::ga
   }
 }
 
-TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q8_0/Q4_0 tables, full 151936-row vocab included") {
+TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q8_0/Q4_0 tables, several rows a launch, full 151936-row vocab included") {
   struct Table {
     DType dt;
     std::int64_t rows, cols;
@@ -222,12 +222,12 @@ TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q
     CAPTURE(tb.rows);
     const CaseWeights cw = case_weights(tb.dt, tb.rows, tb.cols, 13);
     const kernels::MatRef table = cw.ref;
-    for (std::int64_t id : {std::int64_t{0}, std::int64_t{7}, tb.rows - 1}) {
-      auto expected = zeros(tb.cols), got = zeros(tb.cols);
-      kernels::embed_row(table, id, expected.data());
-      run(cuda::EmbedKernel{.table = table.data, .dtype = tb.dt, .rows = tb.rows, .cols = tb.cols, .id = &id, .out = got.data()});
-      CHECK(first_mismatch(got, expected) == -1);
-    }
+    // Three rows in one launch, the last row of the table among them.
+    const int ids[] = {7, 0, static_cast<int>(tb.rows - 1)};
+    auto expected = zeros(3 * tb.cols), got = zeros(3 * tb.cols);
+    for (int i = 0; i < 3; ++i) kernels::embed_row(table, ids[i], expected.data() + i * tb.cols);
+    run(cuda::EmbedKernel{.table = table.data, .dtype = tb.dt, .rows = tb.rows, .cols = tb.cols, .ids = ids, .n = 3, .out = got.data()});
+    CHECK(first_mismatch(got, expected) == -1);
   }
 }
 
@@ -504,8 +504,8 @@ TEST_CASE("kernels write NaN, never a guess, for a dtype they have no path for")
                          .n_outs = 1});
   CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
   out = zeros(dim);
-  const std::int64_t one = 1;
-  run(cuda::EmbedKernel{.table = raw.data(), .dtype = DType::f64, .rows = 4, .cols = dim, .id = &one, .out = out.data()});
+  const int one = 1;
+  run(cuda::EmbedKernel{.table = raw.data(), .dtype = DType::f64, .rows = 4, .cols = dim, .ids = &one, .n = 1, .out = out.data()});
   CHECK(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }));
   const cuda::DeviceAttentionSeq seq{.k = raw.data(), .v = raw.data(), .kv_stride = 4 * 32, .row0 = 0, .n_tokens = 2, .pos0 = 1};
   out = zeros(2 * 2 * 32);

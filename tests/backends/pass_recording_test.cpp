@@ -17,25 +17,25 @@ using cuda::PassRecording;
 int entry_a, entry_b;  // stand-ins for two kernels' device entry points
 
 // A decode step's operations: a staged copy of its token id, the embedding reading it, an add.
-PassRecording step(const std::int64_t* pos_slot, std::int64_t n, const void* staged) {
+PassRecording step(const int* ids, std::int64_t n, const void* staged) {
   PassRecording r;
-  r.copy(const_cast<std::int64_t*>(pos_slot), staged, sizeof(std::int64_t));
-  r.launch(&entry_a, cuda::EmbedKernel{.table = nullptr, .dtype = DType::bf16, .rows = 151936, .cols = 1024, .id = pos_slot, .out = nullptr});
+  r.copy(const_cast<int*>(ids), staged, sizeof(int));
+  r.launch(&entry_a, cuda::EmbedKernel{.table = nullptr, .dtype = DType::bf16, .rows = 151936, .cols = 1024, .ids = ids, .n = 1, .out = nullptr});
   r.launch(&entry_b, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = n});
   return r;
 }
 
 TEST_CASE("two steps recording the same operations match, whatever the padding bytes of their kernel arguments") {
-  std::int64_t slot = 0;
+  int slot = 0;
   unsigned char staging[16];
   const PassRecording a = step(&slot, 1024, staging);
   // The same kernel arguments, built in memory whose padding holds other bytes.
   PassRecording b;
-  b.copy(&slot, staging, sizeof(std::int64_t));
+  b.copy(&slot, staging, sizeof(int));
   alignas(cuda::EmbedKernel) unsigned char raw[sizeof(cuda::EmbedKernel)];
   std::memset(raw, 0x5A, sizeof raw);
   auto* k = new (raw) cuda::EmbedKernel;
-  k->table = nullptr, k->dtype = DType::bf16, k->rows = 151936, k->cols = 1024, k->id = &slot, k->out = nullptr;
+  k->table = nullptr, k->dtype = DType::bf16, k->rows = 151936, k->cols = 1024, k->ids = &slot, k->n = 1, k->out = nullptr;
   b.launch(&entry_a, *k);
   b.launch(&entry_b, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
   CHECK(a == b);
@@ -43,24 +43,24 @@ TEST_CASE("two steps recording the same operations match, whatever the padding b
 }
 
 TEST_CASE("a different argument, kernel, copy or launch shape does not match") {
-  std::int64_t slot = 0, other = 0;
+  int slot = 0, other = 0;
   unsigned char staging[32];
   const PassRecording a = step(&slot, 1024, staging);
   CHECK_FALSE(a == step(&slot, 1025, staging));      // an argument (and with it the grid)
-  CHECK_FALSE(a == step(&other, 1024, staging));     // the value slot the kernel reads
+  CHECK_FALSE(a == step(&other, 1024, staging));     // the device ids the kernel reads
   CHECK_FALSE(a == step(&slot, 1024, staging + 8));  // the staged source of a copy
   PassRecording shorter = step(&slot, 1024, staging);
   shorter.launch(&entry_a, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
   CHECK_FALSE(a == shorter);
   PassRecording swapped;  // the same arguments under another kernel's entry point
-  swapped.copy(&slot, staging, sizeof(std::int64_t));
-  swapped.launch(&entry_a, cuda::EmbedKernel{.table = nullptr, .dtype = DType::bf16, .rows = 151936, .cols = 1024, .id = &slot, .out = nullptr});
+  swapped.copy(&slot, staging, sizeof(int));
+  swapped.launch(&entry_a, cuda::EmbedKernel{.table = nullptr, .dtype = DType::bf16, .rows = 151936, .cols = 1024, .ids = &slot, .n = 1, .out = nullptr});
   swapped.launch(&entry_a, cuda::AddKernel{.acc = nullptr, .x = nullptr, .n = 1024});
   CHECK_FALSE(a == swapped);
 }
 
 TEST_CASE("a pass with a GEMM is never graphable and never matches, not even itself") {
-  std::int64_t slot = 0;
+  int slot = 0;
   unsigned char staging[16];
   PassRecording a = step(&slot, 64, staging);
   a.gemm(cuda::GemmCall{});
@@ -70,7 +70,7 @@ TEST_CASE("a pass with a GEMM is never graphable and never matches, not even its
 }
 
 TEST_CASE("GraphCache makes a graph of a recording seen twice in a row, finds it after, and keeps the most recent ones") {
-  std::int64_t slots[4] = {};
+  int slots[4] = {};
   unsigned char staging[16];
   cuda::GraphCache<std::string> cache(2);
   const PassRecording s0 = step(&slots[0], 64, staging), s1 = step(&slots[1], 64, staging), s2 = step(&slots[2], 64, staging);

@@ -92,9 +92,9 @@ TEST_CASE("a tied table looked up in panels gives the stored row, every row") {
   Bound b("small-qwen3", kylin::WeightLayout::packed);
   REQUIRE(b.result.embed_tokens.layout == Layout::panels);
   std::vector<float> from_rows(static_cast<std::size_t>(b.config.hidden_size)), from_panels(from_rows.size());
-  for (std::int64_t id = 0; id < b.config.vocab_size; ++id) {
-    b.backend.embed(b.stored.embed_tokens, id, from_rows.data());
-    b.backend.embed(b.result.embed_tokens, id, from_panels.data());
+  for (int id = 0; id < b.config.vocab_size; ++id) {
+    b.backend.embed(b.stored.embed_tokens, std::span<const int>(&id, 1), from_rows.data());
+    b.backend.embed(b.result.embed_tokens, std::span<const int>(&id, 1), from_panels.data());
     REQUIRE(from_rows == from_panels);
   }
 }

@@ -100,7 +100,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              std::span<const kernels::DotProduct> products, const kernels::HeadRows& heads,
              const kernels::RopeTables& tables, const QKVRows& qkv, const QKNorms& norms,
              std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
-             const SwiGLUProduct& glu, std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
+             const SwiGLUProduct& glu, std::span<const int> ids, std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
       { B::packed_layout } -> std::convertible_to<kernels::Layout>;  // what WeightLayout::packed repacks weights into
@@ -118,7 +118,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.fill_zero(out, n);
       b.gather_rows(in, sel, out, n);        // out[i] = in[sel.rows[i]], rows of width n
       b.add_rows_scaled(out, in, sel, n);    // out[sel.rows[i]] += sel.weights[i] * in[i]
-      b.embed(w, n, out);                    // row n of the table
+      b.embed(w, ids, out);                  // out[i] = row ids[i] of the table: a pass's tokens in one call
       b.download(host, in);                  // host.size() floats from backend memory to the host
       b.upload(out, host_in);                // host_in.size() floats from the host to backend memory
     };
@@ -221,7 +221,9 @@ class CpuBackend {
   static void add_rows_scaled(float* acc, const float* y, const kernels::RowSelection& sel, std::int64_t width) {
     kernels::add_rows_scaled(acc, y, sel, width);
   }
-  void embed(const kernels::MatRef& table, std::int64_t id, float* out) { kernels::embed_row(table, id, out); }
+  static void embed(const kernels::MatRef& table, std::span<const int> ids, float* out) {
+    for (std::size_t i = 0; i < ids.size(); ++i) kernels::embed_row(table, ids[i], out + static_cast<std::int64_t>(i) * table.cols);
+  }
 
  private:
   ThreadPool pool_;

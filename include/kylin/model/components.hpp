@@ -81,6 +81,7 @@ class Workspace {
       offset += padded(buf.floats);
     }
     attention_seqs.reserve(static_cast<std::size_t>(T));
+    ids_host.resize(static_cast<std::size_t>(T));
     cos_host.resize(static_cast<std::size_t>(T * half));
     sin_host.resize(static_cast<std::size_t>(T * half));
     if (c.moe) {
@@ -110,6 +111,7 @@ class Workspace {
   std::vector<ExpertBlock> expert_blocks;             // [<= num_experts] decode rows gathered per expert
   std::vector<kernels::DotProduct> expert_products;   // [<= 2 * num_experts] their products of one pass
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
+  std::vector<int> ids_host;                           // [T] the pass's token ids in row order
   std::vector<float> cos_host, sin_host;               // [T, head_dim/2] rotary tables, made on the host, uploaded to cos/sin
 
  private:

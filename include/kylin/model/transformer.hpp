@@ -30,14 +30,15 @@ class Transformer {
   // rows each sequence asked for come back as logits and/or final hidden states.
   template <Backend B>
   void forward(B& b, Workspace& ws, const Pass& pass) const {
-    const std::int64_t H = config_.hidden_size, half = config_.head_dim / 2;
+    const std::int64_t half = config_.head_dim / 2;
     float* x = ws.x;  // [R, hidden]
     for (const PassSequence& s : pass.seqs) {
-      // token embeddings
-      for (std::int64_t t = 0; t < s.n(); ++t) b.embed(weights_.embed_tokens, s.tokens[static_cast<std::size_t>(t)], x + (s.row0 + t) * H);
-      // rotary tables for positions cache.size() .. + n, made on the host
+      // the pass's token ids in row order, and rotary tables for positions cache.size() .. + n, made on the host
+      std::ranges::copy(s.tokens, ws.ids_host.begin() + s.row0);
       rope_.tables(s.cache->size(), s.n(), ws.cos_host.data() + s.row0 * half, ws.sin_host.data() + s.row0 * half);
     }
+    // token embeddings, one call for the pass
+    b.embed(weights_.embed_tokens, std::span<const int>(ws.ids_host).first(static_cast<std::size_t>(pass.rows)), x);
     b.upload(ws.cos, std::span<const float>(ws.cos_host).first(static_cast<std::size_t>(pass.rows * half)));
     b.upload(ws.sin, std::span<const float>(ws.sin_host).first(static_cast<std::size_t>(pass.rows * half)));
     for (std::int64_t l = 0; l < static_cast<std::int64_t>(blocks_.size()); ++l) {

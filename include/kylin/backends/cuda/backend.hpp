@@ -30,7 +30,6 @@ concept Runtime = requires(R& r, std::size_t n, void* p, const void* cp, const G
   r.to_host(p, cp, n);                         // waits for earlier launches
   r.launch(k);                                 // any kernel of kernels.hpp, at k.shape()
   r.gemm(g);
-  { r.value(std::int64_t{}) } -> std::same_as<const std::int64_t*>;  // the value in device memory, for later launches of this pass
   r.begin_pass();                              // a forward pass starts: its work may be held back ...
   r.end_pass();                                // ... until here (or a copy to the host) issues it
 };
@@ -47,6 +46,7 @@ class CudaBackend {
         index_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(std::int64_t))),
         weight_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(float))),
         seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))),
+        ids_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
         partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))),
         sum_(runtime_.allocate(static_cast<std::size_t>(rows_ * c.hidden_size) * sizeof(float))) {
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
@@ -164,8 +164,11 @@ class CudaBackend {
     runtime_.launch(AddRowsScaledKernel{.acc = acc, .y = y, .rows = index_.as<std::int64_t>(), .weights = weight_.as<float>(),
                                         .n_rows = static_cast<std::int64_t>(sel.rows.size()), .width = width});
   }
-  void embed(const kernels::MatRef& table, std::int64_t id, float* out) {
-    runtime_.launch(EmbedKernel{.table = resident(table), .dtype = table.dtype, .rows = table.rows, .cols = table.cols, .id = runtime_.value(id), .out = out});
+  // The ids go up as a staged copy, part of a decode step's graph like the attention arguments.
+  void embed(const kernels::MatRef& table, std::span<const int> ids, float* out) {
+    runtime_.to_device(ids_.data(), ids.data(), ids.size_bytes());
+    runtime_.launch(EmbedKernel{.table = resident(table), .dtype = table.dtype, .rows = table.rows, .cols = table.cols, .ids = ids_.as<int>(),
+                                .n = static_cast<std::int64_t>(ids.size()), .out = out});
   }
 
  private:
@@ -267,6 +270,7 @@ class CudaBackend {
   Memory index_;   // [rows] int64 row indices of a selection
   Memory weight_;  // [rows] f32 routing weights of a selection
   Memory seqs_;    // [rows] DeviceAttentionSeq
+  Memory ids_;     // [rows] int token ids of a pass
   Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
   Memory sum_;      // [rows, hidden] a residual product of GEMM rows before matmul_add adds it
   // Key shares in attention (flash-decoding): opt-in, since on an H200 they did not pay off at every

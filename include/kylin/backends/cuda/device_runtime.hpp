@@ -82,7 +82,6 @@ class DeviceRuntime {
     try {
       detail::check(cublasSetStream(blas_, stream_), "cublasSetStream");
       detail::check(cudaMallocHost(&staging_, staging_bytes), "cudaMallocHost of the staging buffer");
-      detail::check(cudaMalloc(reinterpret_cast<void**>(&values_), ValueSlots::capacity * sizeof(std::int64_t)), "cudaMalloc of the value slots");
     } catch (...) {
       cudaFreeHost(staging_);
       cublasDestroy(blas_);
@@ -93,7 +92,6 @@ class DeviceRuntime {
   DeviceRuntime(const DeviceRuntime&) = delete;
   DeviceRuntime& operator=(const DeviceRuntime&) = delete;
   ~DeviceRuntime() {
-    cudaFree(values_);
     cudaFreeHost(staging_);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
@@ -135,24 +133,10 @@ class DeviceRuntime {
     if (queue_.holding()) return queue_.recording().gemm(c);
     gemm_now(c);
   }
-  // v in device memory for this pass's later launches: one slot per distinct value, so a decode
-  // step's positions and token ids come from the same slots every step and its graph replays.
-  const std::int64_t* value(std::int64_t v) {
-    if (slots_.full()) synchronize();  // every slot's readers have run: start over
-    const ValueSlots::Slot slot = slots_.find(v);
-    if (slot.fresh) to_device(values_ + slot.index, &v, sizeof v);
-    return values_ + slot.index;
-  }
   // Between these the pass's launches and staged copies are recorded (PassQueue), then issued at
   // the end or at a copy to the host (the MoE router's logits).
-  void begin_pass() {
-    slots_.reset();
-    queue_.begin(*this);
-  }
-  void end_pass() {
-    slots_.reset();
-    queue_.end(*this);
-  }
+  void begin_pass() { queue_.begin(*this); }
+  void end_pass() { queue_.end(*this); }
   std::size_t graphs() const { return queue_.graphs(); }
 
   // For PassQueue: issue a recording launch by launch, make it a graph, run a graph.
@@ -185,11 +169,8 @@ class DeviceRuntime {
  private:
   static constexpr std::size_t staging_bytes = std::size_t{1} << 20;
 
-  // What the pass holds back is issued; the value slots' readers with it.
-  void flush() {
-    slots_.reset();
-    queue_.flush(*this);
-  }
+  // What the pass holds back is issued.
+  void flush() { queue_.flush(*this); }
   void launch_raw(const void* entry, const LaunchShape& s, const void* params) {
     void* args[] = {const_cast<void*>(params)};
     detail::check(cudaLaunchKernel(entry, dim3(s.grid.x, s.grid.y, s.grid.z), dim3(s.block.x, s.block.y, s.block.z), args, s.shared_bytes, stream_),
@@ -216,8 +197,6 @@ class DeviceRuntime {
   cublasHandle_t blas_ = nullptr;
   void* staging_ = nullptr;  // [staging_bytes] pinned host memory, reused after each synchronization
   std::size_t staged_ = 0;
-  std::int64_t* values_ = nullptr;  // [ValueSlots::capacity] device memory for value()
-  ValueSlots slots_;
   PassQueue<detail::GraphExec> queue_{graphs_wanted()};
 };
 

@@ -52,21 +52,8 @@ class HostRuntime {
     if (queue_.holding()) return queue_.recording().gemm(call);
     host_gemm(call);
   }
-  const std::int64_t* value(std::int64_t v) {
-    if (slots_.full()) synchronize();
-    const ValueSlots::Slot slot = slots_.find(v);
-    std::int64_t* at = values_.as<std::int64_t>() + slot.index;
-    if (slot.fresh) to_device(at, &v, sizeof v);
-    return at;
-  }
-  void begin_pass() {
-    slots_.reset();
-    queue_.begin(*this);
-  }
-  void end_pass() {
-    slots_.reset();
-    queue_.end(*this);
-  }
+  void begin_pass() { queue_.begin(*this); }
+  void end_pass() { queue_.end(*this); }
   std::size_t graphs() const { return queue_.graphs(); }
 
   // For PassQueue: a "graph" is a copy of the recording, replayed with its own (captured) arguments.
@@ -87,15 +74,12 @@ class HostRuntime {
     std::memcpy(&k, params, sizeof k);
     emulate::launch(k, k.shape());
   }
-  // Everything held back has run: slots and staging start over.
+  // Everything held back has run: staging starts over.
   void synchronize() {
-    slots_.reset();
     queue_.flush(*this);
     staged_ = 0;
   }
 
-  Memory values_ = allocate(ValueSlots::capacity * sizeof(std::int64_t));  // [ValueSlots::capacity]
-  ValueSlots slots_;
   std::vector<unsigned char> staging_ = std::vector<unsigned char>(std::size_t{1} << 20);  // [1 MiB] pinned memory's stand-in
   std::size_t staged_ = 0;
   PassQueue<PassRecording> queue_{graphs_wanted()};

@@ -254,15 +254,16 @@ struct EmbedKernel {
   const void* table;  // [rows, cols] bf16/f16/f32, or Q8_0: int8 [rows, cols] then f16 scales [rows, cols / 32]
   DType dtype;
   std::int64_t rows, cols;
-  const std::int64_t* id;  // [1] in device memory: a decode step's graph replays with the next token
-  float* out;              // [cols]
+  const int* ids;  // [n] in device memory: a decode step's graph replays with the next tokens
+  std::int64_t n;
+  float* out;      // [n, cols]
 
   bool operator==(const EmbedKernel&) const = default;
-  LaunchShape shape() const { return detail::elementwise_shape(cols); }
+  LaunchShape shape() const { return detail::elementwise_shape(n * cols); }
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
-    for (std::int64_t i = detail::global_index(t); i < cols; i += detail::global_stride(t)) out[i] = at(*id * cols + i);
+    for (std::int64_t i = detail::global_index(t); i < n * cols; i += detail::global_stride(t)) out[i] = at(ids[i / cols] * cols + i % cols);
   }
 
   KYLIN_HD float at(std::int64_t e) const {

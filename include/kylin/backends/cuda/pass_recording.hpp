@@ -1,7 +1,7 @@
 // PassRecording: a forward pass's launches and host-to-device copies, kept instead of issued, so
 // that a pass equal to one seen before (a decode step at the same batch shape) replays as one CUDA
-// graph (PassQueue). Per-step values (positions, token ids, staged arguments) reach the kernels
-// through device memory (ValueSlots), so two steps record the same operations. Plain C++: the
+// graph (PassQueue). Per-step values (token ids, positions in the attention arguments) reach the
+// kernels through staged copies into device memory, so two steps record the same operations. Plain C++: the
 // emulated runtime runs the same queue, so the model tests run it without a GPU.
 #pragma once
 
@@ -136,30 +136,6 @@ class GraphCache {
   std::list<std::pair<PassRecording, Exec>> entries_;
   PassRecording last_;
   bool has_last_ = false;
-};
-
-// Device slots for small per-pass values (positions, token ids): one slot per distinct value, so a
-// decode step's values sit in the same slots every step. Reset when the pass's readers are issued.
-class ValueSlots {
- public:
-  static constexpr std::size_t capacity = 1024;
-  struct Slot {
-    std::size_t index;
-    bool fresh;  // the slot must be written first
-  };
-  // Precondition: !full().
-  Slot find(std::int64_t v) {
-    for (std::size_t i = 0; i < n_; ++i)
-      if (of_[i] == v) return {i, false};
-    of_[n_] = v;
-    return {n_++, true};
-  }
-  bool full() const { return n_ == capacity; }
-  void reset() { n_ = 0; }
-
- private:
-  std::int64_t of_[capacity] = {};  // [n_] the value each slot holds
-  std::size_t n_ = 0;
 };
 
 // KYLIN_CUDA_GRAPHS=0 issues every pass launch by launch (to compare, or to rule graphs out).
