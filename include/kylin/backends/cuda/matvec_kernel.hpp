@@ -52,8 +52,8 @@ struct MatvecKernelOf {
   static_assert(Kind != Store::swiglu || detail::matvec_features == 2, "a SwiGLU warp takes one feature of gate and one of up");
 
   bool operator==(const MatvecKernelOf&) const = default;
-  // 4 blocks (16 warps) per SM, so that registers stay at 128: at 130 an SM holds 3 and the
-  // matvec streamed ~25 % slower on an H200 (docs/CUDA.md).
+  // 4 blocks (16 warps) per SM, so that registers stay at 128: at 130 an SM holds 3, and decode
+  // measured 8 % slower on an H200 (docs/log/2026-11-26-cuda-third-gpu-round.md).
   static constexpr unsigned max_block_threads = detail::matvec_warps * warp_size, min_blocks_per_sm = 4;
   // Rows split over the block's warps when they are longer than the launch has features (o_proj,
   // down_proj); short rows unsplit, where 1024 columns would leave each warp one 16-byte load per
