@@ -475,8 +475,10 @@ TEST_CASE("AttentionKernel matches kernels::attention_ref within 1e-5 rel. L2: d
 }
 
 TEST_CASE("SplitAttentionKernel (keys split into shares), then AttentionCombineKernel, matches kernels::attention_ref within 1e-5 rel. L2 (shares of whole tiles, empty ones too)") {
-  for (const auto& [c, splits] : {std::pair{AttnCase{6, 2, 40, DType::f32}, 2u}, std::pair{AttnCase{8, 2, 64, DType::f16}, 5u},
+  for (const auto& case_splits : {std::pair{AttnCase{6, 2, 40, DType::f32}, 2u}, std::pair{AttnCase{8, 2, 64, DType::f16}, 5u},
                                   std::pair{AttnCase{4, 2, 128, DType::f32}, 16u}}) {
+    const AttnCase& c = case_splits.first;  // no structured bindings: clang 14 cannot capture them in CAPTURE's lambda
+    const unsigned splits = case_splits.second;
     CAPTURE(c.n_heads);
     CAPTURE(c.D);
     CAPTURE(splits);
