@@ -1,8 +1,9 @@
 // Causal grouped-query attention of a batch of sequences against their f32/f16 KV caches on the
 // GPU, with kernels::attention's semantics: one block per (query row, KV head, group of up to 8 of
 // its query heads, share of the keys), an online softmax over tiles of 64 keys, each K/V row read
-// once for the group. A few rows (decode) split their keys over blocks (flash-decoding): each share's
-// softmax state goes to a scratch buffer and AttentionCombineKernel weighs the shares together.
+// once for the group. SplitAttentionKernel (opt-in, for few rows: decode) splits each row's keys over
+// blocks (flash-decoding): each share's softmax state goes to a scratch buffer and
+// AttentionCombineKernel weighs the shares together.
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -257,7 +258,7 @@ using AttentionKernel = AttentionKernelOf<false>;
 using SplitAttentionKernel = AttentionKernelOf<true>;
 
 // out[row, h, :] = sum_z e^(m_z - M) acc_z / sum_z e^(m_z - M) l_z over the key shares z of an
-// AttentionKernel with splits > 1 (M: the largest m_z): a block per (row, head), a thread per column.
+// SplitAttentionKernel (M: the largest m_z): a block per (row, head), a thread per column.
 struct AttentionCombineKernel {
   const float* partial;            // [n_rows, n_heads, splits, head_dim + 2]
   float* out;                      // [n_rows, n_heads * head_dim]
