@@ -197,3 +197,39 @@ TEST_CASE("store_kv rounds to f16 exactly like f32_to_f16 (normals, subnormals, 
     }
   }
 }
+
+TEST_CASE("a prefill's attention rows are the bits each token gets alone (decode at its position): blocks of tokens share K/V reads") {
+  // Tokens of one prefill are attended in blocks that read the keys up to their last common whole
+  // tile together; each row must equal that token attended alone. Block boundaries, tile
+  // boundaries (64 keys) and the 4-key groups fall at different offsets across these cases;
+  // GQA groups of 1, 2, 3, 4, 6 and 16 heads per KV head (blocks of 8, 4, 2, 2, 1 and 1 tokens).
+  const std::int64_t D = 32;
+  for (DType dt : {DType::f32, DType::f16})
+    for (const Case c : {Case{70, 0, 2, 2, D}, Case{9, 61, 4, 2, D}, Case{13, 127, 6, 2, D}, Case{11, 130, 8, 2, D}, Case{5, 200, 6, 1, D},
+                         Case{3, 64, 16, 1, D}, Case{20, 3, 8, 8, D}})
+      for (int threads : {1, 2}) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(c.T);
+        CAPTURE(c.pos0);
+        CAPTURE(c.n_heads);
+        CAPTURE(c.n_kv);
+        CAPTURE(threads);
+        const Inputs in = random_inputs(c);
+        const std::int64_t capacity = c.pos0 + c.T + 3, stride = capacity * D, width = c.n_heads * D;
+        const std::size_t elem = dt == DType::f16 ? 2 : 4;
+        std::vector<std::byte> kbuf(static_cast<std::size_t>(c.n_kv * stride) * elem), vbuf(kbuf.size());
+        const kernels::KVRef k{dt, kbuf.data()}, v{dt, vbuf.data()};
+        kernels::store_kv(k, {c.n_kv, D, stride}, {in.keys.data(), c.pos0 + c.T, 0});
+        kernels::store_kv(v, {c.n_kv, D, stride}, {in.vals.data(), c.pos0 + c.T, 0});
+        const float scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+        ThreadPool pool(threads);
+        kernels::AttentionScratch scratch(pool.size(), c.n_heads / c.n_kv, D);
+        std::vector<float> prefill(in.q.size(), -1.f), alone(in.q.size(), -2.f);
+        kernels::attention(in.q.data(), k, v, prefill.data(), {c.T, c.pos0, c.n_heads, c.n_kv, D, stride, scale}, pool, scratch);
+        for (std::int64_t t = 0; t < c.T; ++t)
+          kernels::attention(in.q.data() + t * width, k, v, alone.data() + t * width, {1, c.pos0 + t, c.n_heads, c.n_kv, D, stride, scale},
+                             pool, scratch);
+        CHECK(std::memcmp(prefill.data(), alone.data(), prefill.size() * sizeof(float)) == 0);
+        CHECK(attention_error(c, in, dt, threads) < 2e-5);
+      }
+}

@@ -1,9 +1,11 @@
 // Causal grouped-query attention of T new queries against an f32 or f16 KV cache, tiled over
-// keys with an online softmax, so no T x T score matrix exists. The query heads of a GQA group
-// share every K/V row read, widened once in registers. A scalar reference is the test oracle.
+// keys with an online softmax, so no T x T score matrix exists. The query heads of a GQA group,
+// and in a prefill several query tokens, share every K/V row read, widened once in registers.
+// A scalar reference is the test oracle.
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -137,13 +139,25 @@ inline void attention_ref(const float* q, const KVRef& k, const KVRef& v, float*
 // Keys per tile of the online softmax: a tile of f16 V rows at head_dim 128 (16 KB) stays in L1.
 inline constexpr std::int64_t attention_tile = 64;
 
-// Per-thread buffers: scores [groups, tile], accumulators [groups, head_dim], running max/sum.
+// Query rows (a head of a query token) that read each K/V row together: the scores of 4 keys
+// at a time and the value sums of all of them stay in registers.
+inline constexpr std::int64_t attention_head_block = 8;
+
+// Query tokens of one sequence attended together in a prefill, with all heads of a GQA group of
+// `groups` heads: as many as fill a head block (0.6B's 2 heads: 4 tokens; 8B's 4: 2).
+inline std::int64_t attention_block_tokens(std::int64_t groups) { return std::max<std::int64_t>(1, attention_head_block / groups); }
+
+// Per-thread buffers for the query rows of one work item (a block of tokens, one GQA group):
+// scores [attention_head_block, tile], accumulators [rows, head_dim], running max and sum [rows].
 struct AttentionScratch {
   std::vector<std::vector<float>> per_thread;
   AttentionScratch() = default;
   AttentionScratch(int threads, std::int64_t max_groups, std::int64_t head_dim)
       : per_thread(static_cast<std::size_t>(threads),
-                   std::vector<float>(static_cast<std::size_t>(max_groups * (attention_tile + head_dim + 2) + lanes))) {}
+                   std::vector<float>(static_cast<std::size_t>(floats(max_groups, head_dim)))) {}
+  static std::int64_t floats(std::int64_t groups, std::int64_t head_dim) {
+    return attention_head_block * attention_tile + attention_block_tokens(groups) * groups * (head_dim + 2);
+  }
 };
 
 namespace detail {
@@ -181,16 +195,13 @@ inline float max_of(const float* x, std::int64_t n) {
   return m;
 }
 
-// Query heads handled together per key row: each K/V row is widened once for NG heads.
-inline constexpr std::int64_t attention_head_block = 4;
-
 // How far ahead of its reads attention prefetches K and V rows: the matvec's distance.
 inline constexpr std::int64_t attention_prefetch_bytes = 4096;
 
-// sc[g][j0 + i] = scale * q_g · k_{j0+i} for KG consecutive keys and NG heads: KG * NG
+// sc[g][j0 + i] = scale * q_g · k_{j0+i} for KG consecutive keys and NG query rows: KG * NG
 // independent FMA chains, reduced together (hadd4) when KG is 4.
 template <int NG, int KG, class T>
-void key_group_scores(const float* q, const T* k, float* sc, std::int64_t j0, std::int64_t D, float scale) {
+void key_group_scores(const float* const* q, const T* k, float* sc, std::int64_t j0, std::int64_t D, float scale) {
   fbatch acc[NG][KG];
   for (int g = 0; g < NG; ++g)
     for (int i = 0; i < KG; ++i) acc[g][i] = fbatch(0.f);
@@ -198,7 +209,7 @@ void key_group_scores(const float* q, const T* k, float* sc, std::int64_t j0, st
     fbatch kv[KG];
     for (int i = 0; i < KG; ++i) kv[i] = load_as_float(k + (j0 + i) * D + c);
     for (int g = 0; g < NG; ++g) {
-      const fbatch qg = fbatch::load_unaligned(q + g * D + c);
+      const fbatch qg = fbatch::load_unaligned(q[g] + c);
       for (int i = 0; i < KG; ++i) acc[g][i] = fma(qg, kv[i], acc[g][i]);
     }
   }
@@ -213,28 +224,29 @@ void key_group_scores(const float* q, const T* k, float* sc, std::int64_t j0, st
   }
 }
 
-// Keys scored together: 4 while NG * 4 accumulators, the keys and a query chunk fit the
-// register file (32 vector registers with AVX-512, 16 with AVX2), else one at a time.
-template <int NG>
-inline constexpr int score_keys = NG * 4 + 4 + 1 <= (lanes >= 16 ? 32 : 16) ? 4 : 1;
+// Query rows scored together per group of 4 keys: their 4 accumulators each, the 4 keys and a
+// query chunk fit the register file (32 vector registers with AVX-512, 16 with AVX2). More rows
+// take turns over the same keys (then in L1). Each score is the same sum however rows are grouped.
+inline constexpr int score_rows = lanes >= 16 ? 4 : 2;
 
-// sc[g][j] = scale * q_g · k_j for NG heads and nk keys (D a multiple of lanes). Prefetches the K
-// and V rows a fixed distance ahead, so both streams stay in flight as the matvec's does.
+// sc[g][j] = scale * q_g · k_j for NG query rows and nk keys (D a multiple of lanes). Prefetches
+// the K and V rows a fixed distance ahead, so both streams stay in flight as the matvec's does.
 template <int NG, class T>
-void block_scores(const float* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
-  constexpr int KG = score_keys<NG>;
-  const std::int64_t group_bytes = KG * D * static_cast<std::int64_t>(sizeof(T));
+void block_scores(const float* const* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
+  constexpr int SB = std::min(NG, score_rows), tail = NG % SB;
+  const std::int64_t group_bytes = 4 * D * static_cast<std::int64_t>(sizeof(T));
   std::int64_t j = 0;
-  for (; j + KG <= nk; j += KG) {
+  for (; j + 4 <= nk; j += 4) {
     prefetch_lines(k + j * D, attention_prefetch_bytes, group_bytes);
     prefetch_lines(v + j * D, attention_prefetch_bytes, group_bytes);
-    key_group_scores<NG, KG>(q, k, sc, j, D, scale);
+    for (int g = 0; g + SB <= NG; g += SB) key_group_scores<SB, 4>(q + g, k, sc + g * attention_tile, j, D, scale);
+    if constexpr (tail > 0) key_group_scores<tail, 4>(q + (NG - tail), k, sc + (NG - tail) * attention_tile, j, D, scale);
   }
   for (; j < nk; ++j) key_group_scores<NG, 1>(q, k, sc, j, D, scale);
 }
 
-// Lane-chunks of a V row accumulated together per head: NG * CB independent FMA chains (8 keep
-// two FMA pipes busy through a 4-cycle latency; one chain per head made the value pass
+// Lane-chunks of a V row accumulated together per query row: NG * CB independent FMA chains (8
+// keep two FMA pipes busy through a 4-cycle latency; one chain per row made the value pass
 // latency-bound at ~1/4 of the FMA throughput).
 template <int NG>
 inline constexpr int value_chunks = NG >= 8 ? 1 : static_cast<int>(std::bit_floor(static_cast<unsigned>(8 / NG)));
@@ -258,7 +270,7 @@ void block_values_cols(float* acc, const float* corr, const float* p, const T* v
     for (int b = 0; b < CB; ++b) a[g][b].store_unaligned(acc + g * D + c0 + b * L);
 }
 
-// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG heads, in column blocks of
+// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG query rows, in column blocks of
 // value_chunks<NG> lane-chunks (a narrower block for what is left of D).
 template <int NG, class T>
 void block_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D) {
@@ -269,54 +281,76 @@ void block_values(float* acc, const float* corr, const float* p, const T* v, std
   for (; c < D; c += L) block_values_cols<NG, 1>(acc, corr, p, v, nk, D, c);
 }
 
-// NG query heads sharing one KV head, one query token, online softmax over tiles of keys.
+// The online softmax of query rows: acc [rows, head_dim] (unnormalized outputs), running max and
+// sum [rows]; a row's state is row g of each.
+struct SoftmaxState {
+  float* acc;
+  float* mx;
+  float* sum;
+  std::int64_t D;
+  SoftmaxState at(std::int64_t g) const { return {acc + g * D, mx + g, sum + g, D}; }
+};
+
+// NG query rows sharing one KV head over keys [j0, j1) in tiles of attention_tile from j0: a
+// row's state after keys [0, j1) is the same bits whether its tiles ran in one call or in two
+// split at a multiple of the tile, and whichever rows ran beside it.
 template <int NG, class T>
-void attend_heads(const float* q, const T* k, const T* v, float* out, std::int64_t n_keys, std::int64_t D, float scale,
-                  float* buf) {
-  float* scores = buf;                         // [NG, tile]
-  float* acc = scores + NG * attention_tile;   // [NG, D]
-  float mx[NG], sum[NG], corr[NG];
-  std::fill(acc, acc + NG * D, 0.f);
-  std::fill(mx, mx + NG, -std::numeric_limits<float>::infinity());
-  std::fill(sum, sum + NG, 0.f);
-  for (std::int64_t j0 = 0; j0 < n_keys; j0 += attention_tile) {
-    const std::int64_t nk = std::min(attention_tile, n_keys - j0);
-    block_scores<NG>(q, k + j0 * D, v + j0 * D, scores, nk, D, scale);
+void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0, std::int64_t j1, const SoftmaxState& st,
+                 float scale, float* scores) {  // scores: [NG, tile]
+  const std::int64_t D = st.D;
+  float corr[NG];
+  for (std::int64_t t0 = j0; t0 < j1; t0 += attention_tile) {
+    const std::int64_t nk = std::min(attention_tile, j1 - t0);
+    block_scores<NG>(q, k + t0 * D, v + t0 * D, scores, nk, D, scale);
     for (int g = 0; g < NG; ++g) {
       float* sc = scores + g * attention_tile;
-      const float m_new = std::max(mx[g], max_of(sc, nk));
-      corr[g] = std::exp(mx[g] - m_new);  // exp(-inf) = 0 on the first tile
-      sum[g] = sum[g] * corr[g] + exp_shift_sum(sc, nk, m_new);
-      mx[g] = m_new;
+      const float m_new = std::max(st.mx[g], max_of(sc, nk));
+      corr[g] = std::exp(st.mx[g] - m_new);  // exp(-inf) = 0 on the first tile
+      st.sum[g] = st.sum[g] * corr[g] + exp_shift_sum(sc, nk, m_new);
+      st.mx[g] = m_new;
     }
-    block_values<NG>(acc, corr, scores, v + j0 * D, nk, D);
+    block_values<NG>(st.acc, corr, scores, v + t0 * D, nk, D);
   }
-  for (int g = 0; g < NG; ++g)
-    for (std::int64_t i = 0; i < D; ++i) out[g * D + i] = acc[g * D + i] / sum[g];
 }
 
-// All query heads of one KV head for one query token, in blocks of up to attention_head_block.
+// The query tokens [t0, t0 + n) of a sequence (t0 at position pos) with the G heads of one KV
+// head: keys up to the last whole tile that all of them see are read once for all n * G rows,
+// the rest by each token's G rows. q, out: the group's first head of token t0; ld: row stride.
+// Row r is head r % G of token r / G; a row's output is the same bits whatever n is.
 template <class T>
-void attend_group(const float* q, const T* k, const T* v, float* out, std::int64_t n_keys, const AttentionHeads& h, float* buf) {
-  const std::int64_t G = h.groups(), D = h.head_dim;
-  for (std::int64_t g = 0; g < G; g += attention_head_block) {
-    const float* qg = q + g * D;
-    float* og = out + g * D;
-    switch (std::min(attention_head_block, G - g)) {
-      case 1: attend_heads<1>(qg, k, v, og, n_keys, D, h.scale, buf); break;
-      case 2: attend_heads<2>(qg, k, v, og, n_keys, D, h.scale, buf); break;
-      case 3: attend_heads<3>(qg, k, v, og, n_keys, D, h.scale, buf); break;
-      default: attend_heads<4>(qg, k, v, og, n_keys, D, h.scale, buf); break;
-    }
-  }
+void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, std::int64_t pos, const T* k, const T* v,
+                   const AttentionHeads& h, float* buf) {
+  const std::int64_t G = h.groups(), D = h.head_dim, rows = n * G;
+  float* scores = buf;                                          // [attention_head_block, tile]
+  float* acc = scores + attention_head_block * attention_tile;  // [rows, D]
+  const SoftmaxState state{acc, acc + rows * D, acc + rows * D + rows, D};  // mx, sum: [rows]
+  std::fill(state.acc, state.acc + rows * D, 0.f);
+  std::fill(state.mx, state.mx + rows, -std::numeric_limits<float>::infinity());
+  std::fill(state.sum, state.sum + rows, 0.f);
+  const float* qrow[attention_head_block];
+  const auto run = [&](std::int64_t r0, std::int64_t m, std::int64_t j0, std::int64_t j1) {  // rows [r0, r0 + m)
+    for (std::int64_t g = 0; g < m; ++g) qrow[g] = q + (r0 + g) / G * ld + (r0 + g) % G * D;
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      ((m == I + 1 ? attend_rows<I + 1>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores) : void()), ...);
+    }(std::make_integer_sequence<int, static_cast<int>(attention_head_block)>{});
+  };
+  const std::int64_t shared = n > 1 ? (pos + 1) / attention_tile * attention_tile : 0;
+  for (std::int64_t r0 = 0; shared > 0 && r0 < rows; r0 += attention_head_block)
+    run(r0, std::min(attention_head_block, rows - r0), 0, shared);
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block) run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < D; ++i) out[r / G * ld + r % G * D + i] = state.acc[r * D + i] / state.sum[r];
 }
 
-// Work item i (counted from the batch's last query down) as a sequence and its item within it.
-inline std::pair<const AttentionSeq*, std::int64_t> find_item(std::span<const AttentionSeq> seqs, std::int64_t n_kv,
+// Work item i (counted from the batch's last query block down) as a sequence and its item within
+// it: (block of B tokens) * n_kv + kv head.
+inline std::pair<const AttentionSeq*, std::int64_t> find_item(std::span<const AttentionSeq> seqs, std::int64_t B, std::int64_t n_kv,
                                                               std::int64_t i) {
   for (const auto& s : seqs) {
-    if (i < s.n_tokens * n_kv) return {&s, s.n_tokens * n_kv - 1 - i};
-    i -= s.n_tokens * n_kv;
+    const std::int64_t n = (s.n_tokens + B - 1) / B * n_kv;
+    if (i < n) return {&s, n - 1 - i};
+    i -= n;
   }
   return {nullptr, 0};
 }
@@ -324,18 +358,19 @@ inline std::pair<const AttentionSeq*, std::int64_t> find_item(std::span<const At
 template <class T>
 void attention_typed(const float* q, float* out, std::span<const AttentionSeq> seqs, const AttentionHeads& h, ThreadPool& pool,
                      AttentionScratch& scratch) {
-  const std::int64_t D = h.head_dim, G = h.groups();
+  const std::int64_t D = h.head_dim, G = h.groups(), B = attention_block_tokens(G), ld = h.n_heads * D;
+  assert(static_cast<std::int64_t>(scratch.per_thread.front().size()) >= AttentionScratch::floats(G, D) &&
+         "attention scratch made for these heads");
   std::int64_t items = 0;
-  for (const auto& s : seqs) items += s.n_tokens * h.n_kv_heads;
-  // later tokens cost more under the causal mask: each sequence's items go from its last token down
+  for (const auto& s : seqs) items += (s.n_tokens + B - 1) / B * h.n_kv_heads;
+  // later tokens cost more under the causal mask: each sequence's items go from its last block down
   parallel_chunks(pool, items, 1, [&](int t, std::int64_t i0, std::int64_t i1) {
     float* buf = scratch.per_thread[static_cast<std::size_t>(t)].data();
     for (std::int64_t i = i0; i < i1; ++i) {
-      const auto [s, it] = find_item(seqs, h.n_kv_heads, i);
-      const std::int64_t tok = it / h.n_kv_heads, kvh = it % h.n_kv_heads, row = s->row0 + tok;
-      const std::int64_t head0 = kvh * G;
-      attend_group(q + (row * h.n_heads + head0) * D, s->k.as<const T>() + kvh * s->kv_stride,
-                   s->v.as<const T>() + kvh * s->kv_stride, out + (row * h.n_heads + head0) * D, s->pos0 + tok + 1, h, buf);
+      const auto [s, it] = find_item(seqs, B, h.n_kv_heads, i);
+      const std::int64_t tok = it / h.n_kv_heads * B, kvh = it % h.n_kv_heads, row = s->row0 + tok, head0 = kvh * G;
+      attend_tokens(q + row * ld + head0 * D, out + row * ld + head0 * D, ld, std::min(B, s->n_tokens - tok), s->pos0 + tok,
+                    s->k.as<const T>() + kvh * s->kv_stride, s->v.as<const T>() + kvh * s->kv_stride, h, buf);
     }
   });
 }
