@@ -243,8 +243,11 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
 }
 
 inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, const KVCache& cache, std::int64_t n) {
-  return write_kv_file(path, meta, cache.tokens().first(static_cast<std::size_t>(n)),
-                       [&](std::int64_t l, int kv, std::int64_t head) { return cache.head_rows(l, kv, head, n); });
+  std::vector<std::byte> rows(cache.head_bytes(n));  // one head's rows at a time, through the host
+  return write_kv_file(path, meta, cache.tokens().first(static_cast<std::size_t>(n)), [&](std::int64_t l, int kv, std::int64_t head) {
+    cache.read_rows(l, kv, head, n, rows);
+    return std::span<const std::byte>(rows);
+  });
 }
 
 // Whether every element of `bytes` (KV rows in `dtype`) is finite: an exponent of all ones is NaN
@@ -309,13 +312,14 @@ class KVFileReader {
       fail("holds " + std::to_string(tokens_.size()) + " tokens; the context is " + std::to_string(cache.capacity()));
     cache.reset();
     const auto n = static_cast<std::int64_t>(tokens_.size());
+    std::vector<std::byte> rows(cache.head_bytes(n));  // one head's rows at a time, through the host
     for (std::int64_t l = 0; l < meta_.n_layers; ++l)
       for (int kv = 0; kv < 2; ++kv)
         for (std::int64_t head = 0; head < meta_.n_kv_heads; ++head) {
-          const std::span<std::byte> rows = cache.head_rows(l, kv, head, n);
           if (!read(rows)) fail("truncated while reading");
           if (!all_finite(rows, meta_.dtype))
             fail("holds a non-finite " + std::string(kv == 0 ? "key" : "value") + " (NaN or infinity) in layer " + std::to_string(l));
+          cache.write_rows(l, kv, head, n, rows);
         }
     std::uint64_t checksum = 0;
     const std::uint64_t expected = sum_.digest();

@@ -49,7 +49,7 @@ struct PromptCacheOptions {
 
 class PromptCache {
  public:
-  PromptCache(const Engine& engine, PromptCacheOptions options) : PromptCache(checked_meta(engine), std::move(options)) {}
+  PromptCache(const Engine& engine, PromptCacheOptions options) : PromptCache(kv_file_meta(engine), std::move(options)) {}
   PromptCache(const KVFileMeta& meta, PromptCacheOptions options) : meta_(meta), o_(std::move(options)) {
     if (!o_.warn) o_.warn = [](const std::string& m) { std::fprintf(stderr, "kylin: prompt cache: %s\n", m.c_str()); };
     std::error_code ec;
@@ -62,13 +62,6 @@ class PromptCache {
                                                       .add(meta.head_dim).digest()));
     key_ = key;
     writer_ = std::thread([this] { write_loop(); });
-  }
-  // KV files are read and written through host memory (KVCache::head_rows).
-  static KVFileMeta checked_meta(const Engine& engine) {
-    if (engine.model().backend_name() != "cpu")
-      throw Error(ErrorCategory::config, "prompt cache", "needs the cpu backend: on " + std::string(engine.model().backend_name()) +
-                                                             " the KV cache lives in device memory");
-    return kv_file_meta(engine);
   }
   PromptCache(const PromptCache&) = delete;
   PromptCache& operator=(const PromptCache&) = delete;
@@ -155,8 +148,8 @@ class PromptCache {
     for (std::int64_t l = 0; l < meta_.n_layers; ++l)
       for (int kv = 0; kv < 2; ++kv)
         for (std::int64_t h = 0; h < meta_.n_kv_heads; ++h) {
-          const auto rows = cache.head_rows(l, kv, h, n);
-          out = std::copy(rows.begin(), rows.end(), out);
+          cache.read_rows(l, kv, h, n, {out, cache.head_bytes(n)});
+          out += cache.head_bytes(n);
         }
     {
       std::lock_guard lock(mutex_);

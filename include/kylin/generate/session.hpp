@@ -139,9 +139,8 @@ class Session {
   // The draft model's cache of this session (speculative decoding), made the first time `draft`
   // drafts here, once check_draft accepted it; null before.
   const KVCache* draft_cache() const { return draft_cache_ ? &*draft_cache_ : nullptr; }
-  // Starts from the first n positions of `other`'s cache (same model), copied instead of
-  // prefilled; false when a cache lives in device memory (Session::generate then prefills them).
-  bool copy_prefix(const Session& other, std::int64_t n) { return cache_.copy_prefix(other.cache_, n); }
+  // Starts from the first n positions of `other`'s cache (same model), copied instead of prefilled.
+  void copy_prefix(const Session& other, std::int64_t n) { cache_.copy_prefix(other.cache_, n); }
 
   // The whole KV state (cache().tokens() and their keys/values) to `path`, atomically, in the
   // format of docs/PROMPT_CACHE.md; returns the bytes written. kylin::Error (io) on failure.

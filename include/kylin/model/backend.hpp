@@ -10,8 +10,10 @@
 #include <cstring>
 #include <new>
 #include <span>
+#include <string>
 #include <utility>
 
+#include "kylin/core/error.hpp"
 #include "kylin/core/huge_pages.hpp"
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/io/config.hpp"
@@ -24,17 +26,27 @@ namespace kylin {
 // Where a backend's bytes live: host memory the CPU can read, or a device's own memory.
 enum class Placement : std::uint8_t { host, device };
 
+// How the host copies bytes out of and into device memory (a backend's runtime); each copy has
+// finished, and every operation the backend issued before it too, when the function returns.
+struct DeviceCopies {
+  void (*to_host)(void* host, const void* device, std::size_t bytes);
+  void (*from_host)(void* device, const void* host, std::size_t bytes);
+};
+
 // Bytes owned by a backend, in its address space (host memory for the CPU, device memory for a
-// GPU), freed by the function that came with them (given the pointer and the byte count). Move-only.
+// GPU), freed by the function that came with them (given the pointer and the byte count). Device
+// memory comes with its copies, so the host can read and write it (a KV cache saved and restored).
+// Move-only.
 class Memory {
  public:
   using Release = void (*)(void*, std::size_t);
   Memory() = default;
-  Memory(void* data, std::size_t bytes, Release release, Placement placement = Placement::host)
-      : data_(data), bytes_(bytes), release_(release), placement_(placement) {}
+  Memory(void* data, std::size_t bytes, Release release) : data_(data), bytes_(bytes), release_(release) {}
+  Memory(void* data, std::size_t bytes, Release release, const DeviceCopies& device)
+      : data_(data), bytes_(bytes), release_(release), placement_(Placement::device), device_(&device) {}
   Memory(Memory&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), release_(std::exchange(o.release_, nullptr)),
-        placement_(o.placement_) {}
+        placement_(o.placement_), device_(o.device_) {}
   Memory& operator=(Memory&& o) noexcept {
     if (this != &o) {
       reset();
@@ -42,8 +54,22 @@ class Memory {
       bytes_ = std::exchange(o.bytes_, 0);
       release_ = std::exchange(o.release_, nullptr);
       placement_ = o.placement_;
+      device_ = o.device_;
     }
     return *this;
+  }
+  // host = bytes [offset, offset + host.size()); and the reverse. Between a backend's passes.
+  void read(std::size_t offset, std::span<std::byte> host) const {
+    check_range(offset, host.size());
+    if (host.empty()) return;
+    if (device_) return device_->to_host(host.data(), as<std::byte>(offset), host.size());
+    std::memcpy(host.data(), as<std::byte>(offset), host.size());
+  }
+  void write(std::size_t offset, std::span<const std::byte> host) {
+    check_range(offset, host.size());
+    if (host.empty()) return;
+    if (device_) return device_->from_host(as<std::byte>(offset), host.data(), host.size());
+    std::memcpy(as<std::byte>(offset), host.data(), host.size());
   }
   Memory(const Memory&) = delete;
   Memory& operator=(const Memory&) = delete;
@@ -60,10 +86,16 @@ class Memory {
     if (data_ && release_) release_(data_, bytes_);
     data_ = nullptr;
   }
+  void check_range(std::size_t offset, std::size_t n) const {
+    if (offset > bytes_ || n > bytes_ - offset)
+      throw Error(ErrorCategory::runtime, "backend memory",
+                  "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) + ") are outside its " + std::to_string(bytes_));
+  }
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Release release_ = nullptr;
   Placement placement_ = Placement::host;
+  const DeviceCopies* device_ = nullptr;  // device memory: how the host reads and writes it
 };
 
 // What a backend is sized for; the model sizes come from the config.

@@ -94,36 +94,41 @@ class KVCache {
   // Called by the model after writing keys/values of `ids` at positions size()...
   void commit(std::span<const int> ids) { tokens_.insert(tokens_.end(), ids.begin(), ids.end()); }
 
-  // Positions [0, n) of one kv head of a layer's keys (kv = 0) or values (kv = 1): [n][head_dim]
-  // in dtype(). Host memory, as CpuBackend allocates it: saving and restoring a prefix
-  // (generate/kv_file.hpp) copies through these; a device backend's cache is refused by name.
-  std::span<std::byte> head_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n) {
-    if (data_.placement() != Placement::host)
-      throw Error(ErrorCategory::runtime, "kv cache", "the cache lives in device memory: saving or restoring a prompt cache needs the cpu backend");
-    return {static_cast<std::byte*>(view(2 * layer + kv).data) + static_cast<std::size_t>(head * head_stride()) * dtype_size(dtype_),
-            static_cast<std::size_t>(n * head_dim_) * dtype_size(dtype_)};
+  // Bytes of positions [0, n) of one kv head of a layer's keys (kv = 0) or values (kv = 1):
+  // [n][head_dim] in dtype(). Saving and restoring a prefix (generate/kv_file.hpp) and copying one
+  // between caches go through these, on the host for a cache in device memory too.
+  std::size_t head_bytes(std::int64_t n) const { return static_cast<std::size_t>(n * head_dim_) * dtype_size(dtype_); }
+  void read_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n, std::span<std::byte> out) const {
+    check_rows(layer, kv, head, n, out.size());
+    data_.read(head_offset(layer, kv, head), out.first(head_bytes(n)));
   }
-  std::span<const std::byte> head_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n) const {
-    return const_cast<KVCache*>(this)->head_rows(layer, kv, head, n);
+  void write_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n, std::span<const std::byte> in) {
+    check_rows(layer, kv, head, n, in.size());
+    data_.write(head_offset(layer, kv, head), in.first(head_bytes(n)));
   }
   // Holds the first n positions of `from`, a cache of the same shape and dtype, copied (a sibling
-  // generation on the same prompt starts from them). False, changing nothing, when either cache
-  // lives in device memory.
-  bool copy_prefix(const KVCache& from, std::int64_t n) {
-    if (data_.placement() != Placement::host || from.data_.placement() != Placement::host) return false;
+  // generation on the same prompt starts from them), through the host when either lives in device
+  // memory.
+  void copy_prefix(const KVCache& from, std::int64_t n) {
     if (n < 0 || n > from.size() || n > capacity_ || from.dtype_ != dtype_ || from.n_layers_ != n_layers_ ||
         from.n_kv_heads_ != n_kv_heads_ || from.head_dim_ != head_dim_)
       throw Error(ErrorCategory::runtime, "kv cache", "cannot copy " + std::to_string(n) + " positions from a cache of another shape");
+    const bool host = data_.placement() == Placement::host && from.data_.placement() == Placement::host;
+    std::vector<std::byte> staging(host ? 0 : head_bytes(n));
     for (std::int64_t layer = 0; layer < n_layers_; ++layer)
       for (int kv = 0; kv < 2; ++kv)
         for (std::int64_t head = 0; head < n_kv_heads_; ++head) {
-          const std::span<const std::byte> rows = from.head_rows(layer, kv, head, n);
-          std::memcpy(head_rows(layer, kv, head, n).data(), rows.data(), rows.size());
+          if (host) {
+            std::memcpy(data_.as<std::byte>(head_offset(layer, kv, head)), from.data_.as<std::byte>(from.head_offset(layer, kv, head)),
+                        head_bytes(n));
+            continue;
+          }
+          from.read_rows(layer, kv, head, n, staging);
+          write_rows(layer, kv, head, n, staging);
         }
     tokens_.assign(from.tokens_.begin(), from.tokens_.begin() + n);
-    return true;
   }
-  // After head_rows of positions [0, tokens.size()) were filled by a restore: the cache holds `tokens`.
+  // After the rows of positions [0, tokens.size()) were written by a restore: the cache holds `tokens`.
   void restore(std::span<const int> tokens) {
     if (static_cast<std::int64_t>(tokens.size()) > capacity_)
       throw Error(ErrorCategory::runtime, "kv cache", "cannot restore " + std::to_string(tokens.size()) + " tokens into " +
@@ -133,6 +138,16 @@ class KVCache {
 
  private:
   std::int64_t layer_elems() const { return n_kv_heads_ * capacity_ * head_dim_; }
+  void check_rows(std::int64_t layer, int kv, std::int64_t head, std::int64_t n, std::size_t bytes) const {
+    if (layer < 0 || layer >= n_layers_ || kv < 0 || kv > 1 || head < 0 || head >= n_kv_heads_ || n < 0 || n > capacity_ ||
+        bytes < head_bytes(n))
+      throw Error(ErrorCategory::runtime, "kv cache",
+                  "no rows [0, " + std::to_string(n) + ") of layer " + std::to_string(layer) + " head " + std::to_string(head) +
+                      " in a buffer of " + std::to_string(bytes) + " bytes");
+  }
+  std::size_t head_offset(std::int64_t layer, int kv, std::int64_t head) const {
+    return static_cast<std::size_t>((2 * layer + kv) * layer_elems() + head * head_stride()) * dtype_size(dtype_);
+  }
   kernels::KVRef view(std::int64_t slot) {
     return {dtype_, data_.as<std::byte>(static_cast<std::size_t>(slot * layer_elems()) * dtype_size(dtype_))};
   }

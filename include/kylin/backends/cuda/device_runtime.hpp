@@ -100,8 +100,21 @@ class DeviceRuntime {
   static Memory allocate(std::size_t bytes) {
     void* p = nullptr;
     detail::check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc of " + std::to_string(bytes) + " bytes");
-    return Memory(p, bytes, [](void* q, std::size_t) { cudaFree(q); }, Placement::device);
+    return Memory(p, bytes, [](void* q, std::size_t) { cudaFree(q); }, copies);
   }
+  // The host's copies of device memory (a KV cache saved or restored between passes): the device
+  // drains first (the backend's stream does not wait on the default one), and a copy from pageable
+  // memory has landed before the next pass reads it.
+  static constexpr DeviceCopies copies{
+      [](void* host, const void* device, std::size_t bytes) {
+        detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before a copy to the host");
+        detail::check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+      },
+      [](void* device, const void* host, std::size_t bytes) {
+        detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before a copy to the device");
+        detail::check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+        detail::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after a copy to the device");
+      }};
   // The source may be reused on return. Small copies (a layer's attention sequences, row
   // selections) go through pinned staging memory: from pageable memory the copy may first wait for
   // the stream to drain, which would stall the launch queue at every layer.

@@ -23,8 +23,11 @@ class HostRuntime {
 
   static Memory allocate(std::size_t bytes) {
     void* p = ::operator new[](std::max<std::size_t>(bytes, 1), std::align_val_t{256});
-    return Memory(p, bytes, [](void* q, std::size_t) { ::operator delete[](q, std::align_val_t{256}); }, Placement::device);
+    return Memory(p, bytes, [](void* q, std::size_t) { ::operator delete[](q, std::align_val_t{256}); }, copies);
   }
+  // Between passes nothing is held back, so the host's copies are plain ones.
+  static constexpr DeviceCopies copies{[](void* host, const void* device, std::size_t bytes) { std::memcpy(host, device, bytes); },
+                                       [](void* device, const void* host, std::size_t bytes) { std::memcpy(device, host, bytes); }};
   // Held back in a pass: the source is staged now and copied when the pass is issued, as on the GPU.
   void to_device(void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
