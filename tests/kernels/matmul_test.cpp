@@ -92,7 +92,7 @@ TEST_CASE("over panels, a token's outputs are the same bits through the GEMM (pr
       CAPTURE(dtype_name(dtype));
       CAPTURE(rows);
       const auto w = test::random_weights(dtype, rows, cols, 31);
-      const std::int64_t T = 13;
+      const std::int64_t T = 13 + kernels::detail::panel_gemm_min_tokens;  // enough rows that the GEMM runs them
       const auto x = test::random_floats(T * cols, 32);
       const auto bias = test::random_floats(rows, 33);
       ThreadPool pool(2);

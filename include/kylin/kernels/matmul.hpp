@@ -188,6 +188,13 @@ inline std::int64_t pack_decode_rows(Layout layout, const float* x, std::int64_t
   return n * dot_packed_cols(K);
 }
 
+// Below this many rows a product over BF16/F16/F32 panels runs the decode kernel: it reads the
+// panels as they are, where the GEMM first widens every one, and gives the same bits. Measured on
+// a Xeon VM, 2 threads (docs/PERFORMANCE.md): 0.6B prefill of 32 rows 1.43-1.56x faster, 64 rows
+// 1.01-1.10x, 128 rows 0.93-1.07x; a 30B-A3B-shaped MoE pp512 (~32 rows an expert) 1.09-1.13x.
+// Not measured with AVX2, which keeps the GEMM.
+inline constexpr std::int64_t panel_gemm_min_tokens = lanes >= 16 ? 96 : 0;
+
 // Prefill: x is packed once, then the weight panels of all products are split between threads.
 // X is the rows as given (const float*) or quantized (Q8Rows, for Q8_0/Q4_0 weights).
 template <class X>
@@ -359,6 +366,8 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start decode_rows rows into x and every y
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.decode_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
+  if (outs[0].w.layout == Layout::panels && !is_quantized(outs[0].w.dtype) && gemm_rows < detail::panel_gemm_min_tokens)
+    return detail::dot_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);  // the same bits, faster
   if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
 #if defined(KYLIN_VNNI_256)  // the int8 GEMM and the decode kernel give the same bits: the faster one runs
     if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);
