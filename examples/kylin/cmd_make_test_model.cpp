@@ -14,6 +14,7 @@
 #include "kylin/core/json.hpp"
 #include "kylin/io/safetensors_writer.hpp"
 #include "kylin/model/descriptors.hpp"
+#include "kylin/model/weights.hpp"
 
 namespace cmd_make_test_model {
 
@@ -74,16 +75,41 @@ struct Rng {
 
 struct Init {
   float mean, stddev;
+  bool fp8 = false;  // written as F8_E4M3 with a weight_scale_inv per block (--dtype fp8)
 };
 
+// FP8 checkpoints (--dtype fp8), as the Qwen3-*-FP8 releases store them: every projection in
+// F8_E4M3, one F32 scale (weight_scale_inv) per 128 x 128 block; embeddings, norms and the MoE
+// router stay BF16. The stored values are N(0, 16^2) rounded to the nearest E4M3 value, the
+// scale 0.02 / 16: the BF16 checkpoint's N(0, 0.02^2) after widening.
+constexpr std::int64_t fp8_block = 128;
+constexpr float fp8_spread = 16.f;
+
+// 4096 draws of N(0, fp8_spread^2) as their nearest E4M3 codes: each weight is one lookup.
+std::vector<std::uint8_t> fp8_normal_codes(Rng& rng) {
+  std::vector<std::pair<float, std::uint8_t>> finite;
+  for (int v = 0; v < 256; ++v)
+    if ((v & 0x7F) != 0x7F) finite.push_back({kylin::f8_e4m3_to_f32(static_cast<std::uint8_t>(v)), static_cast<std::uint8_t>(v)});
+  std::vector<std::uint8_t> codes(4096);
+  for (auto& c : codes) {
+    const float x = fp8_spread * rng.normal();
+    c = std::min_element(finite.begin(), finite.end(), [&](const auto& a, const auto& b) { return std::abs(a.first - x) < std::abs(b.first - x); })->second;
+  }
+  return codes;
+}
+
 // Every tensor of a descriptor with its initialisation, in checkpoint order.
-std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::ModelDescriptor& d) {
+std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::ModelDescriptor& d, bool fp8) {
   using kylin::DType;
   const std::int64_t H = d.hidden_size, I = d.intermediate_size, V = d.vocab_size, D = d.head_dim;
   const Init linear{0.f, 0.02f}, norm{1.f, 0.05f};
   std::vector<std::pair<kylin::io::TensorSpec, Init>> t;
   auto add = [&](std::string name, std::vector<std::int64_t> shape, Init init) {
-    t.push_back({{std::move(name), DType::bf16, std::move(shape)}, init});
+    const bool projection = fp8 && name.ends_with("_proj.weight");
+    if (!projection) return t.push_back({{std::move(name), DType::bf16, std::move(shape)}, init});
+    const std::vector<std::int64_t> blocks{(shape[0] + fp8_block - 1) / fp8_block, (shape[1] + fp8_block - 1) / fp8_block};
+    t.push_back({{name, DType::f8_e4m3, std::move(shape)}, {0.f, 0.f, true}});
+    t.push_back({{kylin::fp8_scale_name(name), DType::f32, blocks}, {0.02f / fp8_spread, 0.f}});
   };
   add("model.embed_tokens.weight", {V, H}, linear);
   for (std::int64_t l = 0; l < d.num_hidden_layers; ++l) {
@@ -122,7 +148,7 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
   return t;
 }
 
-kylin::json::Value config_json(const kylin::ModelDescriptor& d) {
+kylin::json::Value config_json(const kylin::ModelDescriptor& d, bool fp8) {
   using kylin::json::Value, kylin::json::Array;
   const kylin::ArchInfo& arch = d.arch();
   kylin::json::Object o{
@@ -155,6 +181,11 @@ kylin::json::Value config_json(const kylin::ModelDescriptor& d) {
                                            {"decoder_sparse_step", Value(1)},
                                            {"mlp_only_layers", Value(Array{})}})
       o.push_back(std::move(field));
+  if (fp8)
+    o.push_back({"quantization_config", Value(kylin::json::Object{{"quant_method", Value("fp8")},
+                                                                 {"activation_scheme", Value("dynamic")},
+                                                                 {"fmt", Value("e4m3")},
+                                                                 {"weight_block_size", Value(Array{Value(fp8_block), Value(fp8_block)})}})});
   return Value(std::move(o));
 }
 
@@ -170,6 +201,7 @@ struct Options {
   std::string out;
   std::int64_t layers = 0;    // 0: the preset's; fewer keep the per-layer shape in a smaller file
   std::string tokenizer_dir;  // copied into the checkpoint when given (e.g. tests/data/qwen3-tokenizer)
+  std::string dtype = "bf16";  // fp8: projections as F8_E4M3 with block scales (half the bytes)
 };
 
 int run(const Options& o) {
@@ -184,46 +216,61 @@ int run(const Options& o) {
   if (o.layers < 0) throw kylin::Error(kylin::ErrorCategory::request, "--layers", "must be positive");
   if (o.layers > 0) shape.num_hidden_layers = o.layers;
   d = &shape;
+  const bool fp8 = o.dtype == "fp8";
   const fs::path dir(o.out);
   fs::create_directories(dir);
-  write_text(dir / "config.json", kylin::json::dump(config_json(*d)) + "\n");
+  write_text(dir / "config.json", kylin::json::dump(config_json(*d, fp8)) + "\n");
   write_text(dir / "generation_config.json", "{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": true, "
                                              "\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}\n");
   const fs::path tok_dir(o.tokenizer_dir);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     if (!o.tokenizer_dir.empty() && fs::exists(tok_dir / f)) fs::copy_file(tok_dir / f, dir / f, fs::copy_options::overwrite_existing);
 
-  const auto tensors = tensor_list(*d);
+  const auto tensors = tensor_list(*d, fp8);
   std::vector<kylin::io::TensorSpec> specs;
   for (const auto& [spec, init] : tensors) specs.push_back(spec);
   kylin::io::SafetensorsWriter writer(dir / "model.safetensors", specs);
   Rng rng{o.seed * 0x2545F4914F6CDD1Dull + 1};
+  const std::vector<std::uint8_t> codes = fp8 ? fp8_normal_codes(rng) : std::vector<std::uint8_t>{};
   std::vector<std::uint16_t> chunk(std::size_t{1} << 20);
+  std::vector<std::uint8_t> bytes(std::size_t{1} << 20);
+  std::vector<float> floats(std::size_t{1} << 20);
   std::size_t total = 0;
   for (const auto& [spec, init] : tensors) {
-    std::size_t left = spec.nbytes() / 2;
+    std::size_t left = spec.nbytes() / kylin::dtype_size(spec.dtype);
     while (left > 0) {
       const std::size_t n = std::min(left, chunk.size());
-      for (std::size_t i = 0; i < n; ++i) chunk[i] = kylin::f32_to_bf16(init.mean + init.stddev * rng.normal());
-      writer.write(spec.name, std::span<const std::uint16_t>(chunk.data(), n));
+      if (init.fp8) {
+        for (std::size_t i = 0; i < n; i += 4)  // 12 of each 16 random bits pick a code
+          for (std::uint64_t r = rng.next(), j = 0; j < 4 && i + j < n; ++j) bytes[i + j] = codes[(r >> (16 * j)) & 4095];
+        writer.write(spec.name, std::span<const std::uint8_t>(bytes.data(), n));
+      } else if (spec.dtype == kylin::DType::f32) {
+        std::fill_n(floats.begin(), n, init.mean);
+        writer.write(spec.name, std::span<const float>(floats.data(), n));
+      } else {
+        for (std::size_t i = 0; i < n; ++i) chunk[i] = kylin::f32_to_bf16(init.mean + init.stddev * rng.normal());
+        writer.write(spec.name, std::span<const std::uint16_t>(chunk.data(), n));
+      }
       left -= n;
     }
     total += spec.nbytes();
   }
   writer.close();
-  std::printf("wrote %s: %s, %zu tensors, %.1f MB of BF16 weights\n", dir.string().c_str(), std::string(d->name).c_str(),
-              tensors.size(), static_cast<double>(total) / 1e6);
+  std::printf("wrote %s: %s, %zu tensors, %.1f MB of %s weights\n", dir.string().c_str(), std::string(d->name).c_str(), tensors.size(),
+              static_cast<double>(total) / 1e6, fp8 ? "FP8 (and BF16)" : "BF16");
   return 0;
 }
 
 const kylin::cli::Registrar registrar{"make-test-model", [](CLI::App& app) {
   auto o = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight checkpoint of a preset shape (HF layout, BF16)");
+  auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight checkpoint of a preset shape (HF layout, BF16 or FP8)");
   cmd->add_option("--preset", o->preset, "Shape preset, e.g. qwen3-0.6b, qwen3-1.7b, qwen2.5-0.5b, qwen3-30b-a3b, tiny-qwen3");
   cmd->add_option("--seed", o->seed, "Random seed");
   cmd->add_option("--layers", o->layers, "Number of layers (default: the preset's), e.g. 4 of Qwen3-30B-A3B's shape");
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->add_option("--tokenizer-from", o->tokenizer_dir, "Directory whose tokenizer.json / tokenizer_config.json to copy");
+  cmd->add_option("--dtype", o->dtype, "bf16, or fp8: projections in F8_E4M3 with 128 x 128 block scales, as the Qwen3-*-FP8 releases")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 

@@ -288,6 +288,25 @@ TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the dept
   CHECK(kylin::json::parse(generated.out).find("sequences")->size() == 2);
 }
 
+TEST_CASE("make-test-model --dtype fp8 writes F8_E4M3 projections with block scales that load widened and quantized") {
+  kylin::test::TempDir dir;
+  const std::string out = (dir.path() / "fp8").string();
+  const Run made = run(kylin_bin + " make-test-model --preset tiny-qwen3-moe --layers 2 --dtype fp8 --out " + out);
+  REQUIRE(made.exit_code == 0);
+  const Run inspected = run(kylin_bin + " inspect --model " + out);
+  CHECK(inspected.exit_code == 0);
+  CHECK(inspected.out.find("model.layers.1.mlp.experts.7.down_proj.weight") != std::string::npos);
+  CHECK(inspected.out.find("F8_E4M3") != std::string::npos);
+  CHECK(inspected.out.find("model.layers.1.mlp.experts.7.down_proj.weight_scale_inv") != std::string::npos);
+  const Run generated = run(kylin_bin + " generate --model " + out + " --tokens 1,2,3 -n 4 --greedy --format json");
+  CHECK(generated.exit_code == 0);
+  const Run q4 = run(kylin_bin + " bench --model " + out + " -p 4 -n 2 -r 1 -t 1 --weights q4 --format json");
+  REQUIRE(q4.exit_code == 0);
+  CHECK(kylin::json::parse(q4.out).find("tg_tok_s")->as_double() > 0);
+  const Run bad = run(kylin_bin + " make-test-model --preset tiny-qwen3 --dtype fp16 --out " + out + "-bad");
+  CHECK(bad.exit_code != 0);
+}
+
 TEST_CASE("kylin bench --draft: the cost model for k = 1..8 and the measured run; the model drafting for itself has every draft accepted") {
   const std::string model = data + "/models/e2e-qwen3-chat";  // with its tokenizer
   const kylin::test::TempModel other("e2e-qwen3-fullvocab", kylin::test::TestTokenizer::qwen3);
