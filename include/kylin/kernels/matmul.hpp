@@ -358,6 +358,9 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
     return;
   }
+  // Few GEMM rows over panels: every row through the decode kernel in one pass (the same bits).
+  if (gemm_rows > 0 && gemm_rows < detail::panel_gemm_min_tokens && outs[0].w.layout == Layout::panels && !is_quantized(outs[0].w.dtype))
+    return detail::dot_fused(x, outs, plan.rows, pool, scratch);
   if (plan.decode_rows > 0) {
     if (is_quantized(outs[0].w.dtype)) detail::quant_fused(x, outs, plan.decode_rows, pool, scratch);
     else detail::dot_fused(x, outs, plan.decode_rows, pool, scratch);
@@ -366,8 +369,6 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   MatmulOut shifted[max_fused_products];  // the GEMM's rows start decode_rows rows into x and every y
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.decode_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
-  if (outs[0].w.layout == Layout::panels && !is_quantized(outs[0].w.dtype) && gemm_rows < detail::panel_gemm_min_tokens)
-    return detail::dot_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);  // the same bits, faster
   if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
 #if defined(KYLIN_VNNI_256)  // the int8 GEMM and the decode kernel give the same bits: the faster one runs
     if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);
