@@ -7,23 +7,25 @@
 # compute-sanitizer's memcheck and racecheck where it is installed, the matvec's bandwidth against
 # the card's copy bandwidth, then `kylin bench --backend cuda` on the Qwen3-0.6B shape and on 12
 # layers of the Qwen3-8B shape (random weights made here), and llama.cpp's llama-bench on the same
-# checkpoints converted to GGUF when --llama gives its binaries. Results go to --out as JSON lines.
+# checkpoints converted to GGUF when --llama gives its binaries, and the 0.6B shape with each speed
+# switch (KYLIN_CUDA_OVERLAP/FUSE/GRAPHS=0, KYLIN_CUDA_ATTN_SPLIT=1) turned. Results go to --out as JSON lines.
 # Usage: scripts/gpu-check.sh [--prebuilt DIR] [--base DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a
 #                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
 #                   of the checkout it was built from (link it there)
 #   --base DIR      another build's kylin and libkylin-cuda.so (e.g. the last commit measured): every
 #                   bench runs on both, alternating, in two rounds, each JSON line tagged with its
-#                   "build" (GPU time drifts: only builds compared in one run compare)
+#                   "build" (GPU time drifts: only builds compared in one run compare); the
+#                   switch variants run on this build only
 #   --out DIR       where log.txt, matvec.jsonl, bench.jsonl and llama.jsonl go (default gpu-check-out/)
 #   --llama DIR     llama-bench, llama-quantize, gguf-py/, convert_qwen3_gguf.py and tokenizer/ (the
 #                   Qwen3 tokenizer.json) of a llama.cpp CUDA build (docs/CUDA.md says how it was made)
 #   --models DIR    where the random checkpoints are made and kept (default: a temporary folder)
-#   --steps LIST    comma-separated subset of check,matvec,bench,bench8b,llama,llama8b (default: all, in that order)
+#   --steps LIST    comma-separated subset of check,matvec,bench,variants,bench8b,llama,llama8b (default: all, in that order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build-gpu/bin prebuilt=0 base="" out=gpu-check-out llama="" models="" steps=check,matvec,bench,bench8b,llama,llama8b
+bin=build-gpu/bin prebuilt=0 base="" out=gpu-check-out llama="" models="" steps=check,matvec,bench,variants,bench8b,llama,llama8b
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) bin=$2; prebuilt=1; shift 2 ;;
@@ -100,12 +102,19 @@ if step bench; then
 echo "== kylin bench --backend cuda"
 make_model qwen3-0.6b "" qwen3-0.6b
 bench --model "$m" -p 512 -n 128 -r 3
-(export KYLIN_CUDA_GRAPHS=0 variant=no-graphs; bench --model "$m" -p 0 -n 128 -r 3)  # the same decode without CUDA graphs
-(export KYLIN_CUDA_FUSE=0 variant=fuse0; bench --model "$m" -p 512 -n 128 -r 3)  # residual add and SwiGLU as kernels of their own
-for p in 512 4096; do (export KYLIN_CUDA_ATTN_SPLIT=1 variant=attn-split; bench --model "$m" -p "$p" -n 64 -r 2); done  # key shares
-bench --model "$m" -p 4096 -n 64 -r 2  # the same context without them
 for weights in q8 q4; do bench --model "$m" -p 512 -n 128 -r 3 --weights "$weights"; done
 for batch in 8 32; do bench --model "$m" -p 0 -n 64 -r 3 --batch "$batch"; done
+fi
+if step variants; then
+echo "== kylin bench --backend cuda with one speed switch changed (this build only)"
+make_model qwen3-0.6b "" qwen3-0.6b
+for v in OVERLAP FUSE GRAPHS; do  # overlapping launches; norms, adds and SwiGLU in the matvecs; CUDA graphs
+  (export KYLIN_CUDA_$v=0 variant=${v,,}0; bench_on this "$bin" --model "$m" -p 512 -n 128 -r 3)
+done
+for p in 512 4096; do  # attention split into key shares (flash-decoding), and not
+  (export KYLIN_CUDA_ATTN_SPLIT=1 variant=attn-split; bench_on this "$bin" --model "$m" -p "$p" -n 64 -r 2)
+  bench_on this "$bin" --model "$m" -p "$p" -n 64 -r 2
+done
 fi
 if step bench8b; then
   echo "== kylin bench --backend cuda, 12 layers of the Qwen3-8B shape"

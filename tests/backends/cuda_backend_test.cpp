@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -175,6 +176,66 @@ TEST_CASE("CudaBackend (emulated device): decode steps replay as graphs with eac
     // Dense: the decode step is one graph. MoE: the router's logits go to the host mid-pass, and
     // its segments repeat only where the same experts are chosen.
     if (std::string(name) == "small-qwen3") CHECK(with.backend().runtime().graphs() >= 1);
+  }
+}
+
+// KYLIN_CUDA_FUSE is read when a backend is made: set it for one model's life.
+struct FuseOff {
+  FuseOff() { setenv("KYLIN_CUDA_FUSE", "0", 1); }
+  ~FuseOff() { unsetenv("KYLIN_CUDA_FUSE"); }
+};
+
+TEST_CASE("CudaBackend (emulated device): decode steps with norms taken into the matvecs and fused stores equal KYLIN_CUDA_FUSE=0 bit for bit, in 5 launches a layer fewer") {
+  for (const char* name : {"small-qwen3", "tiny-qwen3-moe"}) {
+    for (int batch : {1, 2}) {
+      CAPTURE(name);
+      CAPTURE(batch);
+      struct Steps {
+        std::vector<std::vector<float>> logits;
+        std::size_t last_step_launches = 0;
+      };
+      auto decode = [&](EmulatedModel& model) {
+        Steps s;
+        std::vector<kylin::KVCache> caches;
+        std::vector<std::vector<int>> tokens;
+        for (int i = 0; i < batch; ++i) {
+          caches.push_back(model.new_cache(64));
+          tokens.push_back({1 + i, 5, 9});
+        }
+        std::vector<std::vector<float>> logits(static_cast<std::size_t>(batch), std::vector<float>(static_cast<std::size_t>(model.vocab_size())));
+        for (int step = 0; step < 5; ++step) {
+          std::vector<kylin::SequenceInput> inputs;
+          for (std::size_t i = 0; i < caches.size(); ++i) inputs.push_back({tokens[i], caches[i], {.logits = logits[i]}});
+          const std::size_t before = model.backend().runtime().launches();
+          model.forward(inputs);
+          s.last_step_launches = model.backend().runtime().launches() - before;
+          for (std::size_t i = 0; i < caches.size(); ++i) {
+            s.logits.push_back(logits[i]);
+            tokens[i] = {kylin::test::argmax(logits[i].data(), logits[i].size())};
+          }
+        }
+        return s;
+      };
+      EmulatedModel fused = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
+      const Steps with = decode(fused);
+      Steps without;
+      {
+        const FuseOff off;
+        EmulatedModel plain = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
+        without = decode(plain);
+      }
+      REQUIRE(with.logits.size() == without.logits.size());
+      for (std::size_t i = 0; i < with.logits.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::memcmp(with.logits[i].data(), without.logits[i].data(), with.logits[i].size() * sizeof(float)) == 0);
+      }
+      // Per layer: both norms taken in (q/k/v; gate/up, or the MoE router, whose input the experts'
+      // rows are then gathered from), o_proj's add in its store; dense also down_proj's add and
+      // SwiGLU's silu_mul.
+      const std::size_t layers = static_cast<std::size_t>(fused.config().num_hidden_layers);
+      const std::size_t fewer = std::string(name) == "small-qwen3" ? 5 * layers : 3 * layers;
+      CHECK(without.last_step_launches >= with.last_step_launches + fewer);
+    }
   }
 }
 

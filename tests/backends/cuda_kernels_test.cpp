@@ -322,6 +322,49 @@ TEST_CASE("SwiGLUMatvecKernel equals the gate and up matvecs then SiluMulKernel,
   }
 }
 
+// k run twice on y (k.outs[0].y, reset to y0 each time): on x made by RmsNormKernel first, then with
+// the norm taken in (MatvecNorm). Both results and both normed rows must have the same bits.
+template <class Kernel>
+void check_norm_taken_in(Kernel k, std::vector<float>& y, const std::vector<float>& y0, const std::vector<float>& raw, const test::Weights& nw) {
+  const std::int64_t n = k.n, in = k.in_features;
+  auto normed = zeros(n * in), normed_in = std::vector<float>(static_cast<std::size_t>(n * in), std::nanf(""));
+  run(cuda::RmsNormKernel{.x = raw.data(), .w = nw.ref().data, .w_dtype = nw.ref().dtype, .out = normed.data(), .rows = n, .dim = in, .eps = 1e-6});
+  std::ranges::copy(y0, y.begin());
+  k.x = normed.data();
+  run(k);
+  const std::vector<float> want = y;
+  std::ranges::copy(y0, y.begin());
+  k.x = normed_in.data();
+  run(k.normed({.x = raw.data(), .w = nw.ref().data, .w_dtype = nw.ref().dtype, .eps = 1e-6, .out = normed_in.data()}));
+  CHECK(first_mismatch(y, want) == -1);
+  CHECK(first_mismatch(normed_in, normed) == -1);  // block 0 wrote the rows the norm would have
+}
+
+TEST_CASE("A matvec with the RMSNorm taken in (MatvecNorm) equals RmsNormKernel then the matvec, bit for bit: assign/add/SwiGLU stores, BF16/F16/Q8_0/Q4_0, 1 and 3 rows") {
+  const std::int64_t out = 200;
+  for (DType dt : {DType::bf16, DType::f16, DType::q8_0, DType::q4_0})
+    for (std::int64_t in : {192, 544})  // 544: more columns than the norm's 256 slots, and rows split over warps
+      for (std::int64_t n : {1, 3})
+        for (DType norm_dt : {DType::bf16, DType::f32}) {
+          CAPTURE(dtype_name(dt));
+          CAPTURE(in);
+          CAPTURE(n);
+          CAPTURE(dtype_name(norm_dt));
+          const CaseWeights a = case_weights(dt, out, in, 50), b = case_weights(dt, out, in, 51);
+          const auto nw = test::random_weights(norm_dt, 1, in, 52, 1.f);
+          const auto raw = test::random_floats(n * in, 53, 3.f), y0 = test::random_floats(n * out, 54), none = zeros(n * out);
+          std::vector<float> y = none, up = none;
+          const cuda::MatvecOut first{.w = a.ref.data, .bias = nullptr, .y = y.data(), .rows = out}, second{.w = b.ref.data, .bias = nullptr, .y = up.data(), .rows = out};
+          const unsigned split2 = cuda::MatvecKernel::split_for(2 * out, in), split1 = cuda::MatvecKernel::split_for(out, in);
+          check_norm_taken_in(cuda::MatvecKernel{.x = nullptr, .n = n, .w_dtype = dt, .in_features = in, .outs = {first, second}, .n_outs = 2, .k_split = split2},
+                              y, none, raw, nw);
+          check_norm_taken_in(cuda::MatvecAddKernel{.x = nullptr, .n = n, .w_dtype = dt, .in_features = in, .outs = {first}, .n_outs = 1, .k_split = split1},
+                              y, y0, raw, nw);
+          check_norm_taken_in(cuda::SwiGLUMatvecKernel{.x = nullptr, .n = n, .w_dtype = dt, .in_features = in, .outs = {first, second}, .n_outs = 2, .k_split = split2},
+                              y, none, raw, nw);
+        }
+}
+
 TEST_CASE("MatvecKernel matches kernels::matmul_ref within 1e-5 rel. L2 for BF16/F16/F32 weights, odd widths, 1..13 rows, bias or not") {
   struct Shape {
     std::int64_t out, in, n;

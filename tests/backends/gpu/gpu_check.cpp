@@ -3,9 +3,11 @@
 // tests/backends/cuda_backend_test.cpp: <= 1e-4 relative L2 with an f32 KV cache and greedy tokens
 // identical, <= 2e-3 with an f16 cache, and Q8_0/Q4_0 weights within the CPU's agreement bars
 // (tests/common/agreement.hpp); a KV cache in device memory saved to a file, restored and copied
-// decodes on bit for bit. Exit 0 only if all pass; needs an NVIDIA GPU. With --matvec-bench: the
+// decodes on bit for bit; decode with the speed switches off equals decode with them on, bit for
+// bit. Exit 0 only if all pass; needs an NVIDIA GPU. With --matvec-bench: the
 // matvec's bandwidth instead (matvec_bench.hpp).
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -91,6 +93,41 @@ bool check_kv_round_trip(const std::string& name) {
   return ok;
 }
 
+// Decode logits of two sequences in one batch, 8 steps (graphs replay from the third), with the
+// environment variable `var` set to `value` while the model is made (empty: as it is).
+std::vector<float> decode_steps(const std::string& name, const char* var, const char* value) {
+  if (var) setenv(var, value, 1);
+  kylin::Model model = load(name, kylin::WeightFormat::stored);
+  if (var) unsetenv(var);
+  auto a = model.new_cache(64), b = model.new_cache(64);
+  std::vector<int> ta{1, 2, 3}, tb{7, 8};
+  std::vector<float> la(static_cast<std::size_t>(model.vocab_size())), lb = la, all;
+  for (int step = 0; step < 8; ++step) {
+    const kylin::SequenceInput batch[] = {{ta, a, {.logits = la}}, {tb, b, {.logits = lb}}};
+    model.forward(batch);
+    all.insert(all.end(), la.begin(), la.end());
+    all.insert(all.end(), lb.begin(), lb.end());
+    ta = {kylin::test::argmax(la.data(), la.size())};
+    tb = {kylin::test::argmax(lb.data(), lb.size())};
+  }
+  return all;
+}
+
+// What the speed switches change must not change a bit: decode with kernels overlapping their
+// predecessors (programmatic dependent launch) and norms taken into matvecs (the defaults) equals
+// decode with each switched off (KYLIN_CUDA_OVERLAP=0, KYLIN_CUDA_FUSE=0). A kernel touching data
+// before its predecessor finished would show here as differing bits.
+bool check_switches(const std::string& name) {
+  const std::vector<float> with = decode_steps(name, nullptr, nullptr);
+  bool ok = true;
+  for (const char* var : {"KYLIN_CUDA_OVERLAP", "KYLIN_CUDA_FUSE"}) {
+    const bool same = decode_steps(name, var, "0") == with;
+    std::printf("%-28s decode with %s=0: logits %s  %s\n", name.c_str(), var, same ? "identical" : "differ", same ? "ok" : "FAIL");
+    ok = ok && same;
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +139,7 @@ int main(int argc, char** argv) {
     all = check_quantized(kylin::WeightFormat::q8, kylin::test::q8_bars) && all;
     all = check_quantized(kylin::WeightFormat::q4, kylin::test::q4_bars) && all;
     all = check_kv_round_trip("small-qwen3") && all;
+    for (const char* name : {"small-qwen3", "tiny-qwen3-moe"}) all = check_switches(name) && all;
     std::printf("gpu-check: %s\n", all ? "all checkpoints pass" : "FAILED");
     return all ? 0 : 1;
   } catch (const std::exception& e) {

@@ -12,7 +12,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kylin/backends/cuda/gemm_call.hpp"
@@ -72,12 +74,22 @@ class CudaBackend {
   Memory allocate_weights(std::size_t bytes) { return runtime_.allocate(bytes); }
   // One forward pass (model.hpp brackets each): the runtime may issue its work as one graph.
   void begin_pass() {
+    release_norm();
     uploaded_seqs_.clear();
     runtime_.begin_pass();
   }
-  void end_pass() { runtime_.end_pass(); }
-  void download(std::span<float> host, const float* src) { runtime_.to_host(host.data(), src, host.size_bytes()); }
-  void upload(float* dst, std::span<const float> host) { runtime_.to_device(dst, host.data(), host.size_bytes()); }
+  void end_pass() {
+    release_norm();
+    runtime_.end_pass();
+  }
+  void download(std::span<float> host, const float* src) {
+    release_norm();
+    runtime_.to_host(host.data(), src, host.size_bytes());
+  }
+  void upload(float* dst, std::span<const float> host) {
+    release_norm();
+    runtime_.to_device(dst, host.data(), host.size_bytes());
+  }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
     const kernels::MatmulOut one{w, bias, y};
@@ -86,6 +98,7 @@ class CudaBackend {
   // Decode rows: the matvec adds its sums to acc as it stores them. GEMM rows (prefill, bound by the
   // GEMMs): the product into scratch, then one add, the calls the unfused path makes.
   void matmul_add(const float* x, const kernels::MatRef& w, float* acc, const kernels::RowPlan& plan) {
+    release_norm();
     const std::int64_t D = fuse_ ? plan.decode_rows : 0, N = w.rows, K = w.cols;
     if (D > 0) {
       const kernels::MatmulOut one{w, nullptr, acc};
@@ -103,12 +116,13 @@ class CudaBackend {
   void swiglu(const float* x, const SwiGLUProduct& p, const kernels::RowPlan& plan) {
     const std::int64_t D = plan.decode_rows, T = plan.rows - D, N = p.gate.rows, K = p.gate.cols;
     const kernels::MatmulOut gate_up[] = {{p.gate, nullptr, p.y}, {p.up, nullptr, p.up_y}};
+    if (T > 0) release_norm();  // the GEMM rows read x
     if (fuse_ && D > 0 && p.gate.dtype == p.up.dtype && p.gate.rows == p.up.rows) {
       SwiGLUMatvecKernel k{.x = x, .n = D, .w_dtype = p.gate.dtype, .in_features = K, .outs = {}, .n_outs = 2};
       k.outs[0] = {.w = resident(p.gate), .bias = nullptr, .y = p.y, .rows = N};
       k.outs[1] = {.w = resident(p.up), .bias = nullptr, .y = p.up_y, .rows = N};
       k.k_split = SwiGLUMatvecKernel::split_for(k.features(), K);
-      runtime_.launch(k);
+      launch_matvec(k);
     } else if (D > 0) {
       products(x, gate_up, {D, D});
       silu_mul(p.y, p.up_y, D * N);
@@ -122,10 +136,17 @@ class CudaBackend {
     for (const kernels::DotProduct& p : each) matvec<Store::assign>(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
   }
 
+  // A decode step's norm (few rows, not in place) is held back: the matvec that reads it next takes
+  // it in (MatvecNorm, the same bits, a launch fewer); anything else first launches it (release_norm).
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
-    runtime_.launch(RmsNormKernel{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps});
+    release_norm();
+    held_norm_ = RmsNormKernel{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps};
+    const bool holdable = fuse_ && out != x && rows <= detail::matvec_rows && rows * w.cols * sizeof(float) <= max_norm_rows_bytes &&
+                          (w.dtype == DType::bf16 || w.dtype == DType::f16 || w.dtype == DType::f32);
+    if (!holdable) release_norm();
   }
   void attention_inputs(const QKVRows& r, const QKNorms& norms, const kernels::RopeTables& t, std::span<const kernels::AttentionSeq> seqs) {
+    release_norm();
     if (norms.q.data && norms.k.dtype != norms.q.dtype)
       throw Error(ErrorCategory::config, std::string(name), "q_norm and k_norm weights of different dtypes");
     upload_seqs(seqs);
@@ -138,6 +159,7 @@ class CudaBackend {
   // With KYLIN_CUDA_ATTN_SPLIT=1, few rows (decode) split each row's keys into shares
   // (flash-decoding) and combine them after.
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
+    release_norm();
     const std::int64_t n_rows = upload_seqs(seqs);
     SplitAttentionKernel k{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
                            .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
@@ -150,15 +172,26 @@ class CudaBackend {
     runtime_.launch(AttentionCombineKernel{.partial = k.partial, .out = out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows,
                                            .n_heads = h.n_heads, .head_dim = h.head_dim, .splits = k.splits});
   }
-  void silu_mul(float* gate, const float* up, std::int64_t n) { runtime_.launch(SiluMulKernel{.gate = gate, .up = up, .n = n}); }
-  void add(float* acc, const float* x, std::int64_t n) { runtime_.launch(AddKernel{.acc = acc, .x = x, .n = n}); }
-  void fill_zero(float* out, std::int64_t n) { runtime_.launch(FillKernel{.out = out, .n = n, .value = 0.0f}); }
+  void silu_mul(float* gate, const float* up, std::int64_t n) {
+    release_norm();
+    runtime_.launch(SiluMulKernel{.gate = gate, .up = up, .n = n});
+  }
+  void add(float* acc, const float* x, std::int64_t n) {
+    release_norm();
+    runtime_.launch(AddKernel{.acc = acc, .x = x, .n = n});
+  }
+  void fill_zero(float* out, std::int64_t n) {
+    release_norm();
+    runtime_.launch(FillKernel{.out = out, .n = n, .value = 0.0f});
+  }
   void gather_rows(const float* x, const kernels::RowSelection& sel, float* out, std::int64_t width) {
+    release_norm();
     runtime_.to_device(index_.data(), sel.rows.data(), sel.rows.size_bytes());
     runtime_.launch(GatherRowsKernel{.x = x, .rows = index_.as<std::int64_t>(), .n_rows = static_cast<std::int64_t>(sel.rows.size()),
                                      .width = width, .out = out});
   }
   void add_rows_scaled(float* acc, const float* y, const kernels::RowSelection& sel, std::int64_t width) {
+    release_norm();
     runtime_.to_device(index_.data(), sel.rows.data(), sel.rows.size_bytes());
     runtime_.to_device(weight_.data(), sel.weights.data(), sel.weights.size_bytes());
     runtime_.launch(AddRowsScaledKernel{.acc = acc, .y = y, .rows = index_.as<std::int64_t>(), .weights = weight_.as<float>(),
@@ -166,6 +199,7 @@ class CudaBackend {
   }
   // The ids go up as a staged copy, part of a decode step's graph like the attention arguments.
   void embed(const kernels::MatRef& table, std::span<const int> ids, float* out) {
+    release_norm();
     runtime_.to_device(ids_.data(), ids.data(), ids.size_bytes());
     runtime_.launch(EmbedKernel{.table = resident(table), .dtype = table.dtype, .rows = table.rows, .cols = table.cols, .ids = ids_.as<int>(),
                                 .n = static_cast<std::int64_t>(ids.size()), .out = out});
@@ -199,6 +233,7 @@ class CudaBackend {
   // keeps ~16 bits), F32 weights through one F32 GEMM, F16 and Q8_0 weights through the matvec kernel.
   void products(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
     const std::int64_t K = outs.front().w.cols, T = plan.rows - plan.decode_rows;
+    if (T > 0) release_norm();  // the GEMM rows read x
     if (plan.decode_rows > 0) matvec<Store::assign>(x, plan.decode_rows, outs);
     if (T == 0) return;
     const float* xg = x + plan.decode_rows * K;  // [T, K]
@@ -229,7 +264,7 @@ class CudaBackend {
     MatvecKernelOf<Kind> k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
     auto launch = [&] {
       k.k_split = MatvecKernelOf<Kind>::split_for(k.features(), k.in_features);
-      runtime_.launch(k);
+      launch_matvec(k);  // the first launch may take the norm in, writing the normed rows for the others
     };
     for (const kernels::MatmulOut& o : outs) {
       if (k.n_outs == detail::matvec_max_outs || o.w.dtype != k.w_dtype) {
@@ -240,6 +275,24 @@ class CudaBackend {
       k.outs[k.n_outs++] = {.w = resident(o.w), .bias = o.bias ? resident(o.bias, o.w.rows) : nullptr, .y = o.y, .rows = o.w.rows};
     }
     launch();
+  }
+
+  // k, with the held norm taken in if it made k's x and the launch is small enough that norming in
+  // every block costs less than a launch (one wave of blocks); else the norm is launched first.
+  template <Store Kind>
+  void launch_matvec(const MatvecKernelOf<Kind>& k) {
+    if (!held_norm_) return runtime_.launch(k);
+    const RmsNormKernel& h = *held_norm_;
+    if (h.out != k.x || h.rows != k.n || k.shape().grid.x > max_norm_blocks) {
+      release_norm();
+      return runtime_.launch(k);
+    }
+    const MatvecNorm taken{.x = h.x, .w = h.w, .w_dtype = h.w_dtype, .eps = h.eps, .out = h.out};
+    held_norm_.reset();
+    runtime_.launch(k.normed(taken));
+  }
+  void release_norm() {
+    if (held_norm_) runtime_.launch(*std::exchange(held_norm_, std::nullopt));
   }
 
   // The device copy of a weight (keyed by its host address: weights never change while a model
@@ -276,7 +329,11 @@ class CudaBackend {
   // Key shares in attention (flash-decoding): opt-in, since on an H200 they did not pay off at every
   // context (docs/CUDA.md).
   bool attention_splits_ = switched("KYLIN_CUDA_ATTN_SPLIT", false);
-  bool fuse_ = switched("KYLIN_CUDA_FUSE", true);  // 0: matmul_add and swiglu as separate products, add and silu_mul
+  bool fuse_ = switched("KYLIN_CUDA_FUSE", true);  // 0: matmul_add and swiglu as separate products, add and silu_mul; norms launched
+  std::optional<RmsNormKernel> held_norm_;          // a norm not launched yet (rms_norm)
+  // Norms taken into matvecs of at most this many blocks (0.6B: q/k/v 512, gate/up 768) and rows.
+  static constexpr unsigned max_norm_blocks = 1024;
+  static constexpr std::size_t max_norm_rows_bytes = 32 << 10;
   std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
   std::vector<DeviceAttentionSeq> uploaded_seqs_;         // [<= rows] what seqs_ holds, this pass
   std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy

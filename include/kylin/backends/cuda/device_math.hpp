@@ -158,6 +158,42 @@ inline LaunchShape row_shape(std::int64_t rows, std::size_t shared_bytes = 0) {
   return {{static_cast<unsigned>(rows < 1 ? 1 : rows > 65535 ? 65535 : rows)}, {block_threads}, shared_bytes};
 }
 
+// The sum of squares of an RMSNorm row is split into norm_slots double partial sums, slot s taking
+// x[s], x[s + norm_slots], ..., then added in a fixed tree: the same bits for every block of
+// threads dividing norm_slots (RmsNormKernel's 256, a matvec's 128).
+inline constexpr unsigned norm_slots = 256;
+
+// 1 / sqrt(mean(xr^2) + eps) in float, as kernels::rms_norm computes it (the sum in double), for
+// every thread of the block. Uses norm_slots doubles at the start of shared memory, free on return.
+template <class Thread>
+KYLIN_HD float inv_rms(Thread& t, const float* xr, std::int64_t dim, double eps) {
+  double* partial = t.template shared<double>();  // [norm_slots]
+  const unsigned tid = t.thread_idx().x, threads = t.block_dim().x;
+  for (unsigned s = tid; s < norm_slots; s += threads) {
+    double ss = 0.0;
+    for (std::int64_t i = s; i < dim; i += norm_slots) ss += static_cast<double>(xr[i]) * xr[i];
+    partial[s] = ss;
+  }
+  t.sync();
+  for (unsigned h = norm_slots / 2; h > 0; h >>= 1) {
+    for (unsigned s = tid; s < h; s += threads) partial[s] += partial[s + h];
+    t.sync();
+  }
+  const float inv = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(dim) + eps));
+  t.sync();  // every thread has read partial[0] before the shared memory is reused
+  return inv;
+}
+
+// Element i of an RMSNorm weight as f32; NaN for a dtype without a path.
+KYLIN_HD inline float norm_weight(const void* w, DType dtype, std::int64_t i) {
+  switch (dtype) {
+    case DType::bf16: return to_f32(static_cast<const bf16_t*>(w)[i]);
+    case DType::f16: return to_f32(static_cast<const f16_t*>(w)[i]);
+    case DType::f32: return static_cast<const float*>(w)[i];
+    default: return poison();
+  }
+}
+
 template <class Thread>
 KYLIN_HD std::int64_t global_index(Thread& t) {
   return static_cast<std::int64_t>(t.block_idx().x) * t.block_dim().x + t.thread_idx().x;

@@ -74,6 +74,9 @@ class DeviceRuntime {
     if (e != cudaSuccess || devices == 0)
       throw Error(ErrorCategory::runtime, "cuda", std::string("no CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
     detail::check(cudaSetDevice(0), "cudaSetDevice");
+    int major = 0;
+    detail::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "cudaDeviceGetAttribute");
+    overlap_ = major >= 9 && overlap_wanted();
     detail::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream_);
@@ -184,10 +187,21 @@ class DeviceRuntime {
 
   // What the pass holds back is issued.
   void flush() { queue_.flush(*this); }
+  // With overlap_, a kernel may be scheduled while the previous one runs (programmatic dependent
+  // launch; every kernel waits for its predecessor before touching its data: portable.hpp).
   void launch_raw(const void* entry, const LaunchShape& s, const void* params) {
     void* args[] = {const_cast<void*>(params)};
-    detail::check(cudaLaunchKernel(entry, dim3(s.grid.x, s.grid.y, s.grid.z), dim3(s.block.x, s.block.y, s.block.z), args, s.shared_bytes, stream_),
-                  "cudaLaunchKernel");
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    const cudaLaunchConfig_t config{.gridDim = dim3(s.grid.x, s.grid.y, s.grid.z), .blockDim = dim3(s.block.x, s.block.y, s.block.z),
+                                    .dynamicSmemBytes = s.shared_bytes, .stream = stream_, .attrs = &overlap, .numAttrs = overlap_ ? 1u : 0u};
+    detail::check(cudaLaunchKernelExC(&config, entry, args), "cudaLaunchKernelExC");
+  }
+  // KYLIN_CUDA_OVERLAP=0 launches each kernel after the previous one has finished, for comparison.
+  static bool overlap_wanted() {
+    const char* v = std::getenv("KYLIN_CUDA_OVERLAP");
+    return !(v && std::string_view(v) == "0");
   }
   void copy_async(void* dst, const void* src, std::size_t bytes) {
     detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync to the device");
@@ -210,6 +224,7 @@ class DeviceRuntime {
   cublasHandle_t blas_ = nullptr;
   void* staging_ = nullptr;  // [staging_bytes] pinned host memory, reused after each synchronization
   std::size_t staged_ = 0;
+  bool overlap_ = false;  // programmatic dependent launch: compute capability 9.0 on, unless switched off
   PassQueue<detail::GraphExec> queue_{graphs_wanted()};
 };
 

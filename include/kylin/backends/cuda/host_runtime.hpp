@@ -48,6 +48,7 @@ class HostRuntime {
   }
   template <class Kernel>
   void launch(const Kernel& k) {
+    ++launches_;
     if (queue_.holding()) return queue_.recording().launch(reinterpret_cast<const void*>(&run_kernel<Kernel>), k);
     emulate::launch(k, k.shape());
   }
@@ -58,6 +59,7 @@ class HostRuntime {
   void begin_pass() { queue_.begin(*this); }
   void end_pass() { queue_.end(*this); }
   std::size_t graphs() const { return queue_.graphs(); }
+  std::size_t launches() const { return launches_; }  // kernel launches asked for so far (each pass's, replayed or not)
 
   // For PassQueue: a "graph" is a copy of the recording, replayed with its own (captured) arguments.
   void issue(const PassRecording& r) {
@@ -85,6 +87,7 @@ class HostRuntime {
 
   std::vector<unsigned char> staging_ = std::vector<unsigned char>(std::size_t{1} << 20);  // [1 MiB] pinned memory's stand-in
   std::size_t staged_ = 0;
+  std::size_t launches_ = 0;
   PassQueue<PassRecording> queue_{graphs_wanted()};
 };
 

@@ -24,6 +24,9 @@ template const void* kernel_entry<EmbedKernel>();
 template const void* kernel_entry<MatvecKernel>();
 template const void* kernel_entry<MatvecAddKernel>();
 template const void* kernel_entry<SwiGLUMatvecKernel>();
+template const void* kernel_entry<MatvecKernelOf<Store::assign, true>>();
+template const void* kernel_entry<MatvecKernelOf<Store::add, true>>();
+template const void* kernel_entry<MatvecKernelOf<Store::swiglu, true>>();
 template const void* kernel_entry<SplitBf16Kernel>();
 template const void* kernel_entry<AddBiasKernel>();
 

@@ -10,8 +10,9 @@
 namespace kylin::cuda {
 
 // out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, as kernels::rms_norm: the sum of squares
-// in double, reduced through shared memory, a block per row: a decode step norms one row, and a
-// single warp streaming a 1024-wide row measured 4x slower on an H200 (docs/CUDA.md).
+// in double (detail::inv_rms), a block per row: a decode step norms one row, and a single warp
+// streaming a 1024-wide row measured 4x slower on an H200 (docs/CUDA.md). A matvec that follows
+// may take the norm in instead (MatvecNorm), with the same bits.
 struct RmsNormKernel {
   const float* x;   // [rows, dim]
   const void* w;    // [dim] bf16/f16/f32
@@ -21,38 +22,15 @@ struct RmsNormKernel {
   double eps;
 
   bool operator==(const RmsNormKernel&) const = default;
-  LaunchShape shape() const { return detail::row_shape(rows, detail::block_threads * sizeof(double)); }
+  LaunchShape shape() const { return detail::row_shape(rows, detail::norm_slots * sizeof(double)); }
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
-    switch (w_dtype) {
-      case DType::bf16: return run<bf16_t>(t);
-      case DType::f16: return run<f16_t>(t);
-      case DType::f32: return run<float>(t);
-      default: return run<void>(t);
-    }
-  }
-
-  template <class T, class Thread>
-  KYLIN_HD void run(Thread& t) const {
-    double* partial = t.template shared<double>();
     const unsigned tid = t.thread_idx().x, threads = t.block_dim().x;
     for (std::int64_t r = t.block_idx().x; r < rows; r += t.grid_dim().x) {
       const float* xr = x + r * dim;
-      double ss = 0.0;
-      for (std::int64_t i = tid; i < dim; i += threads) ss += static_cast<double>(xr[i]) * xr[i];
-      partial[tid] = ss;
-      t.sync();
-      for (unsigned s = threads / 2; s > 0; s >>= 1) {  // block_threads is a power of two
-        if (tid < s) partial[tid] += partial[tid + s];
-        t.sync();
-      }
-      const float inv = static_cast<float>(1.0 / sqrt(partial[0] / static_cast<double>(dim) + eps));
-      for (std::int64_t i = tid; i < dim; i += threads) {
-        if constexpr (std::is_void_v<T>) out[r * dim + i] = detail::poison();
-        else out[r * dim + i] = xr[i] * inv * detail::to_f32(static_cast<const T*>(w)[i]);
-      }
-      t.sync();  // partial[0] is read by every thread before the next row overwrites it
+      const float inv = detail::inv_rms(t, xr, dim, eps);
+      for (std::int64_t i = tid; i < dim; i += threads) out[r * dim + i] = xr[i] * inv * detail::norm_weight(w, w_dtype, i);
     }
   }
 };
@@ -132,8 +110,8 @@ struct AttentionInputsKernel {
     for (std::int64_t i = lane; i < half; i += warp_size) {
       float a = x[i], b = x[i + half];
       if (q_norm) {
-        a = a * inv * weight(norm, i);
-        b = b * inv * weight(norm, i + half);
+        a = a * inv * detail::norm_weight(norm, norm_dtype, i);
+        b = b * inv * detail::norm_weight(norm, norm_dtype, i + half);
       }
       const float c = cos[r * half + i], s = sin[r * half + i];
       const float ra = a * c - b * s, rb = b * c + a * s;
@@ -146,14 +124,6 @@ struct AttentionInputsKernel {
     }
   }
 
-  KYLIN_HD float weight(const void* w, std::int64_t i) const {
-    switch (norm_dtype) {
-      case DType::bf16: return detail::to_f32(static_cast<const bf16_t*>(w)[i]);
-      case DType::f16: return detail::to_f32(static_cast<const f16_t*>(w)[i]);
-      case DType::f32: return static_cast<const float*>(w)[i];
-      default: return detail::poison();
-    }
-  }
   // As kernels::store_kv_ref (f16/bf16: nearest-even).
   KYLIN_HD void store(const void* cache, std::int64_t e, float value) const {
     switch (kv_dtype) {

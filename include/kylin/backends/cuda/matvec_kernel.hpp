@@ -35,12 +35,26 @@ struct MatvecOut {
   bool operator==(const MatvecOut&) const = default;
 };
 
+// An RMSNorm taken into a matvec (CudaBackend holds a decode step's norm back for the product that
+// reads it): every block norms the rows of x into shared memory as RmsNormKernel would, the same
+// bits (detail::inv_rms), and block 0 also writes them to out, where the norm would have put them.
+struct MatvecNorm {
+  const float* x = nullptr;  // [n, in_features] before the norm; null: no norm, the kernel reads its x
+  const void* w = nullptr;   // [in_features] bf16/f16/f32
+  DType w_dtype = DType::f32;
+  double eps = 0;
+  float* out = nullptr;  // [n, in_features], not x: other blocks still read x while block 0 writes
+  bool operator==(const MatvecNorm&) const = default;
+};
+
 // y_i[r, o] (+)= x[r, :] · W_i[o, :] (+ bias_i[o]) for r < n and every output i, f32 accumulation. The
 // outputs' features are numbered one after another; warp g of the grid takes features
 // g * matvec_features ... Q8_0 and Q4_0 are kernels::matmul_ref's quantized product: x is
 // quantized per block of 32 exactly as quantize_rows_q8 does (in registers), so each block pair is
 // the same exact integer dot product, scaled and summed in float.
-template <Store Kind>
+// Normed: x is norm(norm.x), made in shared memory (MatvecNorm); its own kernel, so that the plain
+// one keeps its registers (the normed loop reads x through a generic pointer).
+template <Store Kind, bool Normed = false>
 struct MatvecKernelOf {
   const float* x;  // [n, in_features]
   std::int64_t n;
@@ -49,9 +63,15 @@ struct MatvecKernelOf {
   MatvecOut outs[detail::matvec_max_outs];
   int n_outs;
   unsigned k_split = 1;  // warps sharing a feature's columns: 1, or matvec_warps (split_for)
+  MatvecNorm norm{};     // Normed only
   static_assert(Kind != Store::swiglu || detail::matvec_features == 2, "a SwiGLU warp takes one feature of gate and one of up");
 
   bool operator==(const MatvecKernelOf&) const = default;
+  // The same launch with the norm m taken in.
+  MatvecKernelOf<Kind, true> normed(const MatvecNorm& m) const {
+    static_assert(detail::matvec_max_outs == 3);
+    return {.x = x, .n = n, .w_dtype = w_dtype, .in_features = in_features, .outs = {outs[0], outs[1], outs[2]}, .n_outs = n_outs, .k_split = k_split, .norm = m};
+  }
   // 4 blocks (16 warps) per SM, so that registers stay at 128: at 130 an SM holds 3, and decode
   // measured 8 % slower on an H200 (docs/log/2026-11-26-cuda-third-gpu-round.md).
   static constexpr unsigned max_block_threads = detail::matvec_warps * warp_size, min_blocks_per_sm = 4;
@@ -70,13 +90,16 @@ struct MatvecKernelOf {
   // Shared memory: every lane's partial sums [warps, features, rows, 33] (padded: the sums read no
   // bank twice). Two barriers per group of rows instead of 5 shuffles per sum: the emulator that
   // tests the kernel pays per rendezvous, the GPU hardly notices.
+  // With a norm, the normed rows follow: [n, in_features] f32.
   static constexpr unsigned pitch = warp_size + 1;
+  static constexpr std::size_t partial_bytes = detail::matvec_warps * detail::matvec_features * detail::matvec_rows * pitch * sizeof(float);
+  static_assert(partial_bytes >= detail::norm_slots * sizeof(double) && partial_bytes % 16 == 0, "inv_rms's sums fit; the rows stay 16-byte aligned");
+  static_assert(detail::norm_slots % (detail::matvec_warps * warp_size) == 0, "the block's threads divide the norm's slots");
   LaunchShape shape() const {
     const std::int64_t per_block = detail::matvec_warps / k_split * detail::matvec_features;
     const std::int64_t blocks = (features() + per_block - 1) / per_block;
-    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)},
-            {detail::matvec_warps * warp_size},
-            detail::matvec_warps * detail::matvec_features * detail::matvec_rows * pitch * sizeof(float)};
+    const std::size_t rows_bytes = Normed ? static_cast<std::size_t>(n * in_features) * sizeof(float) : 0;
+    return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)}, {detail::matvec_warps * warp_size}, partial_bytes + rows_bytes};
   }
 
   // Output feature g as (output, row): where its weight row, scales and results are.
@@ -101,19 +124,21 @@ struct MatvecKernelOf {
     Feature fs[F];
     KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature_of_group(b0 + group, f);
     const bool live = fs[0].out >= 0;  // the same for the whole warp: its shuffles stay convergent
+    const float* xs = x;  // [n, in_features]
+    if constexpr (Normed) xs = normed_rows(t);
     float* partial = t.template shared<float>();  // [warps, F, R, pitch]
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
       const int nr = n - r0 < R ? static_cast<int>(n - r0) : R;
       float acc[F][R] = {};
       if (live) switch (w_dtype) {
-          case DType::bf16: dot_rows<bf16_t>(fs, r0, nr, lane, part, acc); break;
-          case DType::f16: dot_rows<f16_t>(fs, r0, nr, lane, part, acc); break;
-          case DType::f32: dot_rows<float>(fs, r0, nr, lane, part, acc); break;
+          case DType::bf16: dot_rows<bf16_t>(xs, fs, r0, nr, lane, part, acc); break;
+          case DType::f16: dot_rows<f16_t>(xs, fs, r0, nr, lane, part, acc); break;
+          case DType::f32: dot_rows<float>(xs, fs, r0, nr, lane, part, acc); break;
           case DType::q8_0:
-            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<false>(t, fs[f], r0, nr, lane, part, acc[f]);
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<false>(t, xs, fs[f], r0, nr, lane, part, acc[f]);
             break;
           case DType::q4_0:
-            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<true>(t, fs[f], r0, nr, lane, part, acc[f]);
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<true>(t, xs, fs[f], r0, nr, lane, part, acc[f]);
             break;
           default:
             KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
@@ -135,6 +160,52 @@ struct MatvecKernelOf {
       }
       t.sync();  // partial is rewritten by the next group of rows
     }
+  }
+
+#if KYLIN_DEVICE_CODE
+  // While the previous kernel runs (portable.hpp's run_after_previous): this warp's share of its
+  // features' weight rows into L2, a line per lane per step, so that its loads after the wait hit L2.
+  __device__ void prefetch(DeviceThread& t) const {
+    const unsigned tid = t.thread_idx().x, lane = tid % warp_size, warp = tid / warp_size;
+    const unsigned S = k_split, group = warp / S, part = warp % S;
+    const std::int64_t b0 = static_cast<std::int64_t>(t.block_idx().x) * (detail::matvec_warps / S);
+    for (int f = 0; f < detail::matvec_features; ++f) {
+      const Feature fe = feature_of_group(b0 + group, f);
+      if (fe.out < 0) continue;
+      const std::int64_t bytes = weight_row_bytes();
+      const auto* row = static_cast<const unsigned char*>(outs[fe.out].w) + fe.row * bytes;
+      for (std::int64_t at = (part * warp_size + lane) * 128; at < bytes; at += static_cast<std::int64_t>(warp_size) * S * 128) prefetch_l2(row + at);
+    }
+  }
+#endif
+  // Bytes of one weight row (Q8_0/Q4_0: its values; the scales follow every row).
+  KYLIN_HD std::int64_t weight_row_bytes() const {
+    switch (w_dtype) {
+      case DType::bf16:
+      case DType::f16: return in_features * 2;
+      case DType::f32: return in_features * 4;
+      case DType::q8_0: return in_features;
+      case DType::q4_0: return in_features / 2;
+      default: return 0;
+    }
+  }
+
+  // norm.x's rows normed into shared memory after the partial sums (and by block 0 into norm.out).
+  template <class Thread>
+  KYLIN_HD const float* normed_rows(Thread& t) const {
+    float* rows = t.template shared<float>() + partial_bytes / sizeof(float);  // [n, in_features]
+    const unsigned tid = t.thread_idx().x, threads = t.block_dim().x;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const float* xr = norm.x + r * in_features;
+      const float inv = detail::inv_rms(t, xr, in_features, norm.eps);
+      for (std::int64_t i = tid; i < in_features; i += threads) {
+        const float v = xr[i] * inv * detail::norm_weight(norm.w, norm.w_dtype, i);  // RmsNormKernel's expression
+        rows[r * in_features + i] = v;
+        if (t.block_idx().x == 0) norm.out[r * in_features + i] = v;
+      }
+    }
+    t.sync();
+    return rows;
   }
 
   // Group g's sum of feature f, row r: its warps' lanes, part by part in order.
@@ -172,12 +243,12 @@ struct MatvecKernelOf {
   // columns, matvec_unroll of them per feature issued before the first is used, where rows and x
   // are 16-byte aligned; one element per lane per step otherwise (odd widths).
   template <class T>
-  KYLIN_HD void dot_rows(const Feature (&fs)[detail::matvec_features], std::int64_t r0, int nr, unsigned lane, unsigned part,
+  KYLIN_HD void dot_rows(const float* xs, const Feature (&fs)[detail::matvec_features], std::int64_t r0, int nr, unsigned lane, unsigned part,
                          float (&acc)[detail::matvec_features][detail::matvec_rows]) const {
     constexpr int F = detail::matvec_features, U = detail::matvec_unroll, R = detail::matvec_rows;
     constexpr int V = 16 / static_cast<int>(sizeof(T));
     const std::int64_t K = in_features, step = static_cast<std::int64_t>(warp_size) * V * k_split;  // between one warp's chunks
-    const float* xr = x + r0 * K;
+    const float* xr = (Normed ? xs : x) + r0 * K;  // x itself when plain: a kernel parameter, no register held
     const T* wr[F] = {};
     bool vec = K % V == 0 && detail::aligned16(xr);
     KYLIN_UNROLL for (int f = 0; f < F; ++f) {
@@ -221,7 +292,7 @@ struct MatvecKernelOf {
   // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step. The 8 lanes of a
   // block find its max |x| and integer dot product by shuffles; their first lane accumulates it.
   template <bool Q4, class Thread>
-  KYLIN_HD void quant_dot_rows(Thread& t, Feature fe, std::int64_t r0, int nr, unsigned lane, unsigned part,
+  KYLIN_HD void quant_dot_rows(Thread& t, const float* xs, Feature fe, std::int64_t r0, int nr, unsigned lane, unsigned part,
                                float (&acc)[detail::matvec_rows]) const {
     const MatvecOut& out = outs[fe.out];
     const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K, o = fe.row;
@@ -238,7 +309,7 @@ struct MatvecKernelOf {
       for (int r = 0; r < nr; ++r) {
         float xv[4] = {0.f, 0.f, 0.f, 0.f}, amax = 0.f;
         if (live)
-          for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(xv[i] = x[(r0 + r) * K + k + i]));
+          for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(xv[i] = (Normed ? xs : x)[(r0 + r) * K + k + i]));
         for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, t.shfl_xor(amax, m));
         const float d = amax / 127.f, inv = d > 0.f ? 1.f / d : 0.f;  // as quantize_block_q8
         int s = 0;
