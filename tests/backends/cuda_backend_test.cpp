@@ -179,13 +179,14 @@ TEST_CASE("CudaBackend (emulated device): decode steps replay as graphs with eac
   }
 }
 
-// KYLIN_CUDA_FUSE is read when a backend is made: set it for one model's life.
-struct FuseOff {
-  FuseOff() { setenv("KYLIN_CUDA_FUSE", "0", 1); }
-  ~FuseOff() { unsetenv("KYLIN_CUDA_FUSE"); }
+// The KYLIN_CUDA_FUSE switches are read when a backend is made: set one for one model's life.
+struct Switch {
+  const char* name;
+  Switch(const char* n, const char* value) : name(n) { setenv(name, value, 1); }
+  ~Switch() { unsetenv(name); }
 };
 
-TEST_CASE("CudaBackend (emulated device): decode steps with norms taken into the matvecs and fused stores equal KYLIN_CUDA_FUSE=0 bit for bit, in 5 launches a layer fewer") {
+TEST_CASE("CudaBackend (emulated device): decode steps with norms taken into the matvecs (KYLIN_CUDA_FUSE_NORM=1) and fused stores equal KYLIN_CUDA_FUSE=0 bit for bit, in 5 launches a layer fewer") {
   for (const char* name : {"small-qwen3", "tiny-qwen3-moe"}) {
     for (int batch : {1, 2}) {
       CAPTURE(name);
@@ -216,11 +217,14 @@ TEST_CASE("CudaBackend (emulated device): decode steps with norms taken into the
         }
         return s;
       };
-      EmulatedModel fused = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
-      const Steps with = decode(fused);
-      Steps without;
+      Steps with, without;
       {
-        const FuseOff off;
+        const Switch norm_in("KYLIN_CUDA_FUSE_NORM", "1");
+        EmulatedModel fused = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
+        with = decode(fused);
+      }
+      {
+        const Switch off("KYLIN_CUDA_FUSE", "0");
         EmulatedModel plain = EmulatedModel::load(kylin::test::data + "/models/" + name, {});
         without = decode(plain);
       }
@@ -232,7 +236,7 @@ TEST_CASE("CudaBackend (emulated device): decode steps with norms taken into the
       // Per layer: both norms taken in (q/k/v; gate/up, or the MoE router, whose input the experts'
       // rows are then gathered from), o_proj's add in its store; dense also down_proj's add and
       // SwiGLU's silu_mul.
-      const std::size_t layers = static_cast<std::size_t>(fused.config().num_hidden_layers);
+      const std::size_t layers = static_cast<std::size_t>(EmulatedModel::load(kylin::test::data + "/models/" + name, {}).config().num_hidden_layers);
       const std::size_t fewer = std::string(name) == "small-qwen3" ? 5 * layers : 3 * layers;
       CHECK(without.last_step_launches >= with.last_step_launches + fewer);
     }

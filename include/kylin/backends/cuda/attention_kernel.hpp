@@ -25,6 +25,9 @@ inline constexpr int attn_tile = 64;           // keys per tile: two per lane in
 inline constexpr int attn_heads = 8;           // query heads per block: accumulators in registers
 inline constexpr int attn_max_dim = 256;
 inline constexpr int attn_key_lanes = 8;       // lanes sharing one key's dot product
+// K and V elements each thread loads before it uses the first: without them in flight together,
+// each tile cost a memory latency per key (H200: ~0.5 us a key a layer in decode).
+inline constexpr int attn_loads = 8;
 inline constexpr int attn_dim_threads = attn_max_dim / static_cast<int>(attn_threads);  // V columns per thread
 // Blocks a launch should have to fill a GPU (132 SMs on an H100/H200): fewer (rows x KV heads x head
 // blocks) and each row's keys are split into up to attn_max_splits shares.
@@ -191,7 +194,15 @@ struct AttentionKernelOf {
       const int j = j0 + lane / lanes;
       const bool live = j < nk;  // dead lanes still shuffle, with zeros
       float part[detail::attn_heads] = {};
-      for (std::int64_t d = sub; live && d < head_dim; d += lanes) {
+      constexpr int U = detail::attn_loads;
+      std::int64_t d = sub;
+      for (; live && d + (U - 1) * lanes < head_dim; d += U * lanes) {  // the same sums in the same order, U loads at a time
+        float kd[U];
+        KYLIN_UNROLL for (int u = 0; u < U; ++u) kd[u] = detail::to_f32(k[j * head_dim + d + u * lanes]);
+        KYLIN_UNROLL for (int u = 0; u < U; ++u) KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
+          if (g < ng) part[g] += q_s[g * head_dim + d + u * lanes] * kd[u];
+      }
+      for (; live && d < head_dim; d += lanes) {
         const float kd = detail::to_f32(k[j * head_dim + d]);
         KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
           if (g < ng) part[g] += q_s[g * head_dim + d] * kd;
@@ -245,7 +256,15 @@ struct AttentionKernelOf {
       if (d >= head_dim) break;
       KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
         if (g < ng) acc[g][c] *= c_s[g];
-      for (int j = 0; j < nk; ++j) {
+      constexpr int U = detail::attn_loads;
+      int j = 0;
+      for (; j + U <= nk; j += U) {  // the same sums in the same order, U rows of V loaded at a time
+        float vj[U];
+        KYLIN_UNROLL for (int u = 0; u < U; ++u) vj[u] = detail::to_f32(v[(j + u) * head_dim + d]);
+        KYLIN_UNROLL for (int u = 0; u < U; ++u) KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
+          if (g < ng) acc[g][c] += p_s[g * detail::attn_tile + j + u] * vj[u];
+      }
+      for (; j < nk; ++j) {
         const float vj = detail::to_f32(v[j * head_dim + d]);
         KYLIN_UNROLL for (int g = 0; g < detail::attn_heads; ++g)
           if (g < ng) acc[g][c] += p_s[g * detail::attn_tile + j] * vj;

@@ -122,6 +122,7 @@ class CudaBackend {
       k.outs[0] = {.w = resident(p.gate), .bias = nullptr, .y = p.y, .rows = N};
       k.outs[1] = {.w = resident(p.up), .bias = nullptr, .y = p.up_y, .rows = N};
       k.k_split = SwiGLUMatvecKernel::split_for(k.features(), K);
+      k.warm_l2 = warm_l2_;
       launch_matvec(k);
     } else if (D > 0) {
       products(x, gate_up, {D, D});
@@ -136,12 +137,13 @@ class CudaBackend {
     for (const kernels::DotProduct& p : each) matvec<Store::assign>(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
   }
 
-  // A decode step's norm (few rows, not in place) is held back: the matvec that reads it next takes
-  // it in (MatvecNorm, the same bits, a launch fewer); anything else first launches it (release_norm).
+  // With KYLIN_CUDA_FUSE_NORM=1, a decode step's norm (few rows, not in place) is held back: the
+  // matvec that reads it next takes it in (MatvecNorm, the same bits, a launch fewer); anything else
+  // first launches it (release_norm). Opt-in: on an H200 it made decode slower (docs/CUDA.md).
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
     release_norm();
     held_norm_ = RmsNormKernel{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps};
-    const bool holdable = fuse_ && out != x && rows <= detail::matvec_rows && rows * w.cols * sizeof(float) <= max_norm_rows_bytes &&
+    const bool holdable = norm_in_ && out != x && rows <= detail::matvec_rows && rows * w.cols * sizeof(float) <= max_norm_rows_bytes &&
                           (w.dtype == DType::bf16 || w.dtype == DType::f16 || w.dtype == DType::f32);
     if (!holdable) release_norm();
   }
@@ -264,6 +266,7 @@ class CudaBackend {
     MatvecKernelOf<Kind> k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
     auto launch = [&] {
       k.k_split = MatvecKernelOf<Kind>::split_for(k.features(), k.in_features);
+      k.warm_l2 = warm_l2_;
       launch_matvec(k);  // the first launch may take the norm in, writing the normed rows for the others
     };
     for (const kernels::MatmulOut& o : outs) {
@@ -329,7 +332,11 @@ class CudaBackend {
   // Key shares in attention (flash-decoding): opt-in, since on an H200 they did not pay off at every
   // context (docs/CUDA.md).
   bool attention_splits_ = switched("KYLIN_CUDA_ATTN_SPLIT", false);
-  bool fuse_ = switched("KYLIN_CUDA_FUSE", true);  // 0: matmul_add and swiglu as separate products, add and silu_mul; norms launched
+  bool fuse_ = switched("KYLIN_CUDA_FUSE", true);  // 0: matmul_add and swiglu as separate products, add and silu_mul
+  // Norms taken into the matvecs: every block then pays the norm's latency before its first
+  // product, and the matvec, filling the GPU, leaves no room to overlap its predecessor.
+  bool norm_in_ = switched("KYLIN_CUDA_FUSE_NORM", false);
+  bool warm_l2_ = switched("KYLIN_CUDA_PREFETCH", true);  // matvecs prefetch their weights while the previous kernel runs
   std::optional<RmsNormKernel> held_norm_;          // a norm not launched yet (rms_norm)
   // Norms taken into matvecs of at most this many blocks (0.6B: q/k/v 512, gate/up 768) and rows.
   static constexpr unsigned max_norm_blocks = 1024;

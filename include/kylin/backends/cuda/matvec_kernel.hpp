@@ -64,13 +64,15 @@ struct MatvecKernelOf {
   int n_outs;
   unsigned k_split = 1;  // warps sharing a feature's columns: 1, or matvec_warps (split_for)
   MatvecNorm norm{};     // Normed only
+  bool warm_l2 = true;   // prefetch (before the previous kernel has finished)
   static_assert(Kind != Store::swiglu || detail::matvec_features == 2, "a SwiGLU warp takes one feature of gate and one of up");
 
   bool operator==(const MatvecKernelOf&) const = default;
   // The same launch with the norm m taken in.
   MatvecKernelOf<Kind, true> normed(const MatvecNorm& m) const {
     static_assert(detail::matvec_max_outs == 3);
-    return {.x = x, .n = n, .w_dtype = w_dtype, .in_features = in_features, .outs = {outs[0], outs[1], outs[2]}, .n_outs = n_outs, .k_split = k_split, .norm = m};
+    return {.x = x, .n = n, .w_dtype = w_dtype, .in_features = in_features, .outs = {outs[0], outs[1], outs[2]}, .n_outs = n_outs, .k_split = k_split, .norm = m,
+            .warm_l2 = warm_l2};
   }
   // 4 blocks (16 warps) per SM, so that registers stay at 128: at 130 an SM holds 3, and decode
   // measured 8 % slower on an H200 (docs/log/2026-11-26-cuda-third-gpu-round.md).
@@ -166,6 +168,7 @@ struct MatvecKernelOf {
   // While the previous kernel runs (portable.hpp's run_after_previous): this warp's share of its
   // features' weight rows into L2, a line per lane per step, so that its loads after the wait hit L2.
   __device__ void prefetch(DeviceThread& t) const {
+    if (!warm_l2) return;
     const unsigned tid = t.thread_idx().x, lane = tid % warp_size, warp = tid / warp_size;
     const unsigned S = k_split, group = warp / S, part = warp % S;
     const std::int64_t b0 = static_cast<std::int64_t>(t.block_idx().x) * (detail::matvec_warps / S);
@@ -289,34 +292,45 @@ struct MatvecKernelOf {
       }
   }
 
-  // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step. The 8 lanes of a
-  // block find its max |x| and integer dot product by shuffles; their first lane accumulates it.
+  // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step, the weights and
+  // scales of matvec_unroll steps loaded before the first is used (one step's at a time left a
+  // memory latency per 128 bytes). The 8 lanes of a block find its max |x| and integer dot product
+  // by shuffles; their first lane accumulates it, step by step in order.
   template <bool Q4, class Thread>
   KYLIN_HD void quant_dot_rows(Thread& t, const float* xs, Feature fe, std::int64_t r0, int nr, unsigned lane, unsigned part,
                                float (&acc)[detail::matvec_rows]) const {
+    constexpr int U = detail::matvec_unroll;
     const MatvecOut& out = outs[fe.out];
-    const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K, o = fe.row;
+    const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K, o = fe.row, step = 4 * static_cast<std::int64_t>(k_split);
     const auto* q = static_cast<const std::uint8_t*>(out.w);
     const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out.rows * row_bytes) + o * nb;
     const unsigned sub = lane % 8;
-    for (std::int64_t b0 = 4 * part; b0 < nb; b0 += 4 * k_split) {
-      const std::int64_t b = b0 + lane / 8, k = b * 32 + sub * 4;
-      const bool live = b < nb;  // lanes past the last block carry zeros through the shuffles
-      int wq[4] = {0, 0, 0, 0};
-      const float dw = live ? detail::f16_to_f32(scale[b]) : 0.f;
-      if (live)
-        for (int i = 0; i < 4; ++i) wq[i] = Q4 ? q4_value(q + o * row_bytes, nb, b, sub * 4 + i) : static_cast<std::int8_t>(q[o * K + k + i]);
-      for (int r = 0; r < nr; ++r) {
-        float xv[4] = {0.f, 0.f, 0.f, 0.f}, amax = 0.f;
-        if (live)
-          for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(xv[i] = (Normed ? xs : x)[(r0 + r) * K + k + i]));
-        for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, t.shfl_xor(amax, m));
-        const float d = amax / 127.f, inv = d > 0.f ? 1.f / d : 0.f;  // as quantize_block_q8
-        int s = 0;
-        for (int i = 0; i < 4; ++i) s += static_cast<int>(fminf(fmaxf(rintf(xv[i] * inv), -127.f), 127.f)) * wq[i];
-        float fs = static_cast<float>(s);  // |sum| <= 32 * 127^2 < 2^24: exact in float, in any order
-        for (int m = 1; m < 8; m <<= 1) fs += t.shfl_xor(fs, m);
-        if (sub == 0) acc[r] = fmaf(dw * d, fs, acc[r]);
+    for (std::int64_t s0 = 4 * part; s0 < nb; s0 += step * U) {
+      int wq[U][4] = {};
+      float dw[U] = {};
+      KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+        const std::int64_t b = s0 + u * step + lane / 8, k = b * 32 + sub * 4;
+        if (b >= nb) continue;  // lanes past the last block carry zeros through the shuffles
+        dw[u] = detail::f16_to_f32(scale[b]);
+        KYLIN_UNROLL for (int i = 0; i < 4; ++i)
+          wq[u][i] = Q4 ? q4_value(q + o * row_bytes, nb, b, sub * 4 + i) : static_cast<std::int8_t>(q[o * K + k + i]);
+      }
+      KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+        if (s0 + u * step >= nb) break;  // the same for the whole warp
+        const std::int64_t b = s0 + u * step + lane / 8, k = b * 32 + sub * 4;
+        const bool live = b < nb;
+        for (int r = 0; r < nr; ++r) {
+          float xv[4] = {0.f, 0.f, 0.f, 0.f}, amax = 0.f;
+          if (live)
+            for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(xv[i] = (Normed ? xs : x)[(r0 + r) * K + k + i]));
+          for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, t.shfl_xor(amax, m));
+          const float d = amax / 127.f, inv = d > 0.f ? 1.f / d : 0.f;  // as quantize_block_q8
+          int s = 0;
+          for (int i = 0; i < 4; ++i) s += static_cast<int>(fminf(fmaxf(rintf(xv[i] * inv), -127.f), 127.f)) * wq[u][i];
+          float fs = static_cast<float>(s);  // |sum| <= 32 * 127^2 < 2^24: exact in float, in any order
+          for (int m = 1; m < 8; m <<= 1) fs += t.shfl_xor(fs, m);
+          if (sub == 0) acc[r] = fmaf(dw[u] * d, fs, acc[r]);
+        }
       }
     }
   }
