@@ -8,7 +8,7 @@
 # the card's copy bandwidth, then `kylin bench --backend cuda` on the Qwen3-0.6B shape and on 12
 # layers of the Qwen3-8B shape (random weights made here), and llama.cpp's llama-bench on the same
 # checkpoints converted to GGUF when --llama gives its binaries, and the 0.6B shape with each speed
-# switch (KYLIN_CUDA_OVERLAP/PREFETCH/FUSE/GRAPHS=0, KYLIN_CUDA_FUSE_NORM/ATTN_SPLIT=1) turned. Results go to --out as JSON lines.
+# switch (KYLIN_CUDA_OVERLAP/FUSE/GRAPHS/ATTN_SPLIT=0, KYLIN_CUDA_FUSE_NORM/ATTN_SPLIT=1) turned. Results go to --out as JSON lines.
 # Usage: scripts/gpu-check.sh [--prebuilt DIR] [--base DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a
 #                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
@@ -108,9 +108,9 @@ fi
 if step variants; then
 echo "== kylin bench --backend cuda with one speed switch changed (this build only)"
 make_model qwen3-0.6b "" qwen3-0.6b
-# overlapping launches; matvecs prefetching their weights; adds and SwiGLU in the matvecs' stores;
-# norms taken into the matvecs (opt-in); CUDA graphs
-for v in OVERLAP=0 PREFETCH=0 FUSE=0 FUSE_NORM=1 GRAPHS=0; do
+# overlapping launches; adds and SwiGLU in the matvecs' stores; norms taken into the matvecs
+# (opt-in); CUDA graphs
+for v in OVERLAP=0 FUSE=0 FUSE_NORM=1 GRAPHS=0; do
   (export "KYLIN_CUDA_$v" variant="${v,,}"; bench_on this "$bin" --model "$m" -p 512 -n 128 -r 3)
 done
 for p in 512 4096; do  # attention split into key shares (flash-decoding), and not

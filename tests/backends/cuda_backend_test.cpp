@@ -92,6 +92,31 @@ TEST_CASE("CudaBackend (emulated device) with attention split into key shares ma
   ::unsetenv("KYLIN_CUDA_ATTN_SPLIT");
 }
 
+// By default decode rows take key shares once a row sees 256 keys: a decode crossing that length
+// switches kernels (one AttentionCombineKernel launch a layer more) and its graphs, and every
+// step's logits stay within 1e-5 of the CPU's.
+TEST_CASE("CudaBackend (emulated device): decode past 256 keys switches to key shares, logits within 1e-5 of the CPU's") {
+  const std::string dir = kylin::test::data + "/models/tiny-qwen3-untied";
+  EmulatedModel gpu = EmulatedModel::load(dir, {});
+  kylin::Model cpu = kylin::Model::load(dir, {.threads = 1});
+  std::vector<int> prompt(250);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 37 + 11) % 256);
+  auto gc = gpu.new_cache(300), cc = cpu.new_cache(300);
+  std::vector<float> gl = gpu.logits_last(prompt, gc), cl = cpu.logits_last(prompt, cc);
+  std::vector<std::size_t> launches;
+  for (int step = 0; step < 12; ++step) {  // keys 251 .. 262
+    CAPTURE(step);
+    const std::vector<int> next{kylin::test::argmax(cl.data(), cl.size())};
+    const std::size_t before = gpu.backend().runtime().launches();
+    gl = gpu.logits_last(next, gc);
+    launches.push_back(gpu.backend().runtime().launches() - before);
+    cl = cpu.logits_last(next, cc);
+    CHECK(relative_l2(gl, cl) <= 1e-5);
+  }
+  const auto layers = static_cast<std::size_t>(gpu.config().num_hidden_layers);
+  CHECK(launches.back() == launches.front() + layers);
+}
+
 // What kylin-gpu-check asks of a GPU's quantized path, met here first on a dense and a MoE
 // checkpoint (the emulated quantized kernels are slow: every row of all eight would take minutes;
 // the dense one only under a sanitizer) within the CPU's agreement bars for Q8_0 and Q4_0 (tests/common/agreement.hpp).

@@ -115,13 +115,13 @@ std::vector<float> decode_steps(const std::string& name, const char* var, const 
 }
 
 // What the speed switches change must not change a bit: decode as by default (kernels overlapping
-// their predecessors, matvecs prefetching, fused stores) equals decode with each switch turned. A
+// their predecessors, fused stores) equals decode with each switch turned. A
 // kernel touching data before its predecessor finished would show here as differing bits.
 bool check_switches(const std::string& name) {
   const std::vector<float> with = decode_steps(name, nullptr, nullptr);
   bool ok = true;
   const std::pair<const char*, const char*> turned[] = {
-      {"KYLIN_CUDA_OVERLAP", "0"}, {"KYLIN_CUDA_PREFETCH", "0"}, {"KYLIN_CUDA_FUSE", "0"}, {"KYLIN_CUDA_FUSE_NORM", "1"}};
+      {"KYLIN_CUDA_OVERLAP", "0"}, {"KYLIN_CUDA_FUSE", "0"}, {"KYLIN_CUDA_FUSE_NORM", "1"}};
   for (const auto& [var, value] : turned) {
     const bool same = decode_steps(name, var, value) == with;
     std::printf("%-28s decode with %s=%s: logits %s  %s\n", name.c_str(), var, value, same ? "identical" : "differ", same ? "ok" : "FAIL");

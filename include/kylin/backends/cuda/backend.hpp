@@ -122,7 +122,6 @@ class CudaBackend {
       k.outs[0] = {.w = resident(p.gate), .bias = nullptr, .y = p.y, .rows = N};
       k.outs[1] = {.w = resident(p.up), .bias = nullptr, .y = p.up_y, .rows = N};
       k.k_split = SwiGLUMatvecKernel::split_for(k.features(), K);
-      k.warm_l2 = warm_l2_;
       launch_matvec(k);
     } else if (D > 0) {
       products(x, gate_up, {D, D});
@@ -158,15 +157,18 @@ class CudaBackend {
                                           .cos = t.cos, .sin = t.sin, .seqs = seqs_.as<DeviceAttentionSeq>(),
                                           .n_seqs = static_cast<std::int64_t>(seqs.size()), .kv_dtype = seqs.front().k.dtype});
   }
-  // With KYLIN_CUDA_ATTN_SPLIT=1, few rows (decode) split each row's keys into shares
-  // (flash-decoding) and combine them after.
+  // Few rows (decode) split each row's keys into shares (flash-decoding) and combine them after,
+  // once a row sees split_min_keys keys (KYLIN_CUDA_ATTN_SPLIT=1: at any length, =0: never).
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     release_norm();
     const std::int64_t n_rows = upload_seqs(seqs);
     SplitAttentionKernel k{.q = q, .out = out, .seqs = seqs_.as<DeviceAttentionSeq>(), .n_seqs = static_cast<std::int64_t>(seqs.size()),
                            .n_rows = n_rows, .n_heads = h.n_heads, .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim,
                            .scale = h.scale, .kv_dtype = seqs.front().k.dtype, .splits = 1, .partial = partial_.as<float>()};
-    k.splits = attention_splits_ ? k.splits_for() : 1;
+    std::int64_t keys = 0;  // the most any row sees
+    for (const kernels::AttentionSeq& s : seqs) keys = std::max(keys, s.pos0 + s.n_tokens);
+    const bool split = split_keys_ == SplitKeys::always || (split_keys_ == SplitKeys::long_rows && keys >= split_min_keys);
+    k.splits = split ? k.splits_for() : 1;
     if (k.splits == 1)
       return runtime_.launch(AttentionKernel{.q = q, .out = out, .seqs = k.seqs, .n_seqs = k.n_seqs, .n_rows = n_rows, .n_heads = h.n_heads,
                                              .n_kv_heads = h.n_kv_heads, .head_dim = h.head_dim, .scale = h.scale, .kv_dtype = k.kv_dtype});
@@ -266,7 +268,6 @@ class CudaBackend {
     MatvecKernelOf<Kind> k{.x = x, .n = n, .w_dtype = outs.front().w.dtype, .in_features = outs.front().w.cols, .outs = {}, .n_outs = 0};
     auto launch = [&] {
       k.k_split = MatvecKernelOf<Kind>::split_for(k.features(), k.in_features);
-      k.warm_l2 = warm_l2_;
       launch_matvec(k);  // the first launch may take the norm in, writing the normed rows for the others
     };
     for (const kernels::MatmulOut& o : outs) {
@@ -329,14 +330,19 @@ class CudaBackend {
   Memory ids_;     // [rows] int token ids of a pass
   Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
   Memory sum_;      // [rows, hidden] a residual product of GEMM rows before matmul_add adds it
-  // Key shares in attention (flash-decoding): opt-in, since on an H200 they did not pay off at every
-  // context (docs/CUDA.md).
-  bool attention_splits_ = switched("KYLIN_CUDA_ATTN_SPLIT", false);
+  // Key shares in attention (flash-decoding). On an H200 (0.6B shape, decode): 380 against 145
+  // tok/s at depth 1024, but 463 against 489 below 64 keys, where one tile is all a row has.
+  enum class SplitKeys : std::uint8_t { never, long_rows, always };
+  static constexpr std::int64_t split_min_keys = 256;
+  SplitKeys split_keys_ = [] {
+    const char* v = std::getenv("KYLIN_CUDA_ATTN_SPLIT");
+    const std::string_view s = v ? v : "";
+    return s == "1" ? SplitKeys::always : s == "0" ? SplitKeys::never : SplitKeys::long_rows;
+  }();
   bool fuse_ = switched("KYLIN_CUDA_FUSE", true);  // 0: matmul_add and swiglu as separate products, add and silu_mul
   // Norms taken into the matvecs: every block then pays the norm's latency before its first
   // product, and the matvec, filling the GPU, leaves no room to overlap its predecessor.
   bool norm_in_ = switched("KYLIN_CUDA_FUSE_NORM", false);
-  bool warm_l2_ = switched("KYLIN_CUDA_PREFETCH", true);  // matvecs prefetch their weights while the previous kernel runs
   std::optional<RmsNormKernel> held_norm_;          // a norm not launched yet (rms_norm)
   // Norms taken into matvecs of at most this many blocks (0.6B: q/k/v 512, gate/up 768) and rows.
   static constexpr unsigned max_norm_blocks = 1024;

@@ -64,15 +64,13 @@ struct MatvecKernelOf {
   int n_outs;
   unsigned k_split = 1;  // warps sharing a feature's columns: 1, or matvec_warps (split_for)
   MatvecNorm norm{};     // Normed only
-  bool warm_l2 = true;   // prefetch (before the previous kernel has finished)
   static_assert(Kind != Store::swiglu || detail::matvec_features == 2, "a SwiGLU warp takes one feature of gate and one of up");
 
   bool operator==(const MatvecKernelOf&) const = default;
   // The same launch with the norm m taken in.
   MatvecKernelOf<Kind, true> normed(const MatvecNorm& m) const {
     static_assert(detail::matvec_max_outs == 3);
-    return {.x = x, .n = n, .w_dtype = w_dtype, .in_features = in_features, .outs = {outs[0], outs[1], outs[2]}, .n_outs = n_outs, .k_split = k_split, .norm = m,
-            .warm_l2 = warm_l2};
+    return {.x = x, .n = n, .w_dtype = w_dtype, .in_features = in_features, .outs = {outs[0], outs[1], outs[2]}, .n_outs = n_outs, .k_split = k_split, .norm = m};
   }
   // 4 blocks (16 warps) per SM, so that registers stay at 128: at 130 an SM holds 3, and decode
   // measured 8 % slower on an H200 (docs/log/2026-11-26-cuda-third-gpu-round.md).
@@ -161,35 +159,6 @@ struct MatvecKernelOf {
         }
       }
       t.sync();  // partial is rewritten by the next group of rows
-    }
-  }
-
-#if KYLIN_DEVICE_CODE
-  // While the previous kernel runs (portable.hpp's run_after_previous): this warp's share of its
-  // features' weight rows into L2, a line per lane per step, so that its loads after the wait hit L2.
-  __device__ void prefetch(DeviceThread& t) const {
-    if (!warm_l2) return;
-    const unsigned tid = t.thread_idx().x, lane = tid % warp_size, warp = tid / warp_size;
-    const unsigned S = k_split, group = warp / S, part = warp % S;
-    const std::int64_t b0 = static_cast<std::int64_t>(t.block_idx().x) * (detail::matvec_warps / S);
-    for (int f = 0; f < detail::matvec_features; ++f) {
-      const Feature fe = feature_of_group(b0 + group, f);
-      if (fe.out < 0) continue;
-      const std::int64_t bytes = weight_row_bytes();
-      const auto* row = static_cast<const unsigned char*>(outs[fe.out].w) + fe.row * bytes;
-      for (std::int64_t at = (part * warp_size + lane) * 128; at < bytes; at += static_cast<std::int64_t>(warp_size) * S * 128) prefetch_l2(row + at);
-    }
-  }
-#endif
-  // Bytes of one weight row (Q8_0/Q4_0: its values; the scales follow every row).
-  KYLIN_HD std::int64_t weight_row_bytes() const {
-    switch (w_dtype) {
-      case DType::bf16:
-      case DType::f16: return in_features * 2;
-      case DType::f32: return in_features * 4;
-      case DType::q8_0: return in_features;
-      case DType::q4_0: return in_features / 2;
-      default: return 0;
     }
   }
 

@@ -54,15 +54,14 @@ struct DeviceThread {
 // Every kernel's body runs behind programmatic dependent launch (sm_90 on; DeviceRuntime launches
 // with it where the device has it, and without it the two instructions return at once): each block
 // first lets the stream's next kernel be scheduled, so that its blocks are resident and waiting
-// when this one ends instead of being launched then; touches only what no kernel writes (a
-// matvec's weights: Kernel::prefetch, into L2); and waits until the previous kernel has finished,
-// its memory included, before the body reads or writes anything else.
+// when this one ends instead of being launched then, and waits until the previous kernel has
+// finished, its memory included, before the body reads or writes anything. (Prefetching a matvec's
+// weights into L2 before the wait measured no faster on an H200: docs/CUDA.md.)
 template <class Kernel>
 __device__ void run_after_previous(const Kernel& k) {
   DeviceThread t;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  if constexpr (requires { k.prefetch(t); }) k.prefetch(t);
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   k(t);
@@ -78,13 +77,6 @@ __global__ void run_kernel(Kernel k) {
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::max_block_threads, Kernel::min_blocks_per_sm) run_bounded_kernel(Kernel k) {
   run_after_previous(k);
-}
-
-// The 128-byte line at p into L2 (a hint: no fault, no result).
-__device__ inline void prefetch_l2(const void* p) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
 }
 #endif
 
