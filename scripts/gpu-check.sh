@@ -102,6 +102,7 @@ if step bench; then
 echo "== kylin bench --backend cuda"
 make_model qwen3-0.6b "" qwen3-0.6b
 bench --model "$m" -p 512 -n 128 -r 3
+bench --model "$m" -p 0 -n 64 -r 3 -d 1024  # decode at depth
 for weights in q8 q4; do bench --model "$m" -p 512 -n 128 -r 3 --weights "$weights"; done
 for batch in 8 32; do bench --model "$m" -p 0 -n 64 -r 3 --batch "$batch"; done
 fi
@@ -113,9 +114,9 @@ make_model qwen3-0.6b "" qwen3-0.6b
 for v in OVERLAP=0 FUSE=0 FUSE_NORM=1 GRAPHS=0; do
   (export "KYLIN_CUDA_$v" variant="${v,,}"; bench_on this "$bin" --model "$m" -p 512 -n 128 -r 3)
 done
-for p in 512 4096; do  # attention split into key shares (flash-decoding), and not
-  (export KYLIN_CUDA_ATTN_SPLIT=1 variant=attn-split; bench_on this "$bin" --model "$m" -p "$p" -n 64 -r 2)
-  bench_on this "$bin" --model "$m" -p "$p" -n 64 -r 2
+for d in 0 1024; do  # attention's key shares (flash-decoding) forced on, forced off, and from 256 keys (the default)
+  for v in 1 0; do (export KYLIN_CUDA_ATTN_SPLIT=$v variant=attn_split=$v; bench_on this "$bin" --model "$m" -p 0 -n 64 -r 3 -d "$d"); done
+  bench_on this "$bin" --model "$m" -p 0 -n 64 -r 3 -d "$d"
 done
 fi
 if step bench8b; then
