@@ -180,4 +180,32 @@ TEST_CASE("activation rows quantize the same in SIMD as in the scalar reference,
   CHECK(q_ref[64 + 2] == -14);  // -13.5 too
 }
 
+TEST_CASE("weight rows quantize the same in SIMD as in the scalar reference, bit for bit: Q8_0 and Q4_0, paired and unpaired blocks; zero, tied, sign-tied and clamped blocks") {
+  for (std::int64_t cols : {4 * 32, 5 * 32}) {  // 5 blocks: Q4_0's last block is unpaired
+    CAPTURE(cols);
+    const std::int64_t rows = 3;
+    auto x = test::random_floats(rows * cols, 23, 3.f);
+    std::fill_n(x.begin() + 32, 32, 0.f);  // row 0, block 1: zero (its scale 0)
+    for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(64 + i)] = static_cast<float>(i % 16) - 7.5f;  // block 2: ties
+    x[64 + 3] = -8.f, x[64 + 9] = 8.f;  // the first of two values of largest magnitude sets Q4_0's sign
+    for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(96 + i)] = i % 2 ? -1e-30f : 1e30f;  // block 3: extremes
+    for (bool q4 : {false, true}) {
+      CAPTURE(q4);
+      const std::size_t bytes = q4 ? kernels::q4_bytes(rows, cols) : kernels::q8_bytes(rows, cols);
+      std::vector<std::uint8_t> simd(bytes, 0xAA), ref(bytes, 0x55);  // every byte written, whatever was there
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols;
+        if (q4) {
+          kernels::detail::quantize_weight_row_q4_simd(row, simd.data(), rows, cols, r);
+          kernels::quantize_weight_row_q4(row, ref.data(), rows, cols, r);
+        } else {
+          kernels::detail::quantize_weight_row_q8_simd(row, simd.data(), rows, cols, r);
+          kernels::quantize_weight_row_q8(row, ref.data(), rows, cols, r);
+        }
+      }
+      CHECK(simd == ref);
+    }
+  }
+}
+
 }  // namespace quant_test

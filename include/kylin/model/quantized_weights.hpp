@@ -14,6 +14,7 @@
 
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/matmul.hpp"
+#include "kylin/kernels/quant_dot.hpp"
 #include "kylin/model/weights.hpp"
 
 namespace kylin {
@@ -106,7 +107,7 @@ class QuantizedWeights {
               const T* src = static_cast<const T*>(m.data) + r * m.cols;
               for (std::int64_t c = 0; c < m.cols; ++c) row[static_cast<std::size_t>(c)] = to_float(src[c]);
             });
-          kernels::quantize_weight_row<W>(row.data(), out, m.rows, m.cols, r);
+          kernels::detail::quantize_weight_row_simd<W>(row.data(), out, m.rows, m.cols, r);
         }
       });
       ckpt.advise(io::AccessHint::release, static_cast<const std::byte*>(m.data) + static_cast<std::size_t>(s0) * row_bytes,
