@@ -9,10 +9,10 @@
 #include <concepts>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
