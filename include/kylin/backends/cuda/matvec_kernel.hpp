@@ -39,7 +39,7 @@ struct MatvecOut {
 // reads it): every block norms the rows of x into shared memory as RmsNormKernel would, the same
 // bits (detail::inv_rms), and block 0 also writes them to out, where the norm would have put them.
 struct MatvecNorm {
-  const float* x = nullptr;  // [n, in_features] before the norm; null: no norm, the kernel reads its x
+  const float* x = nullptr;  // [n, in_features] before the norm
   const void* w = nullptr;   // [in_features] bf16/f16/f32
   DType w_dtype = DType::f32;
   double eps = 0;
