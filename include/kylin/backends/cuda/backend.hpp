@@ -141,10 +141,11 @@ class CudaBackend {
   // first launches it (release_norm). Opt-in: on an H200 it made decode slower (docs/CUDA.md).
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
     release_norm();
-    held_norm_ = RmsNormKernel{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps};
+    const RmsNormKernel k{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps};
     const bool holdable = norm_in_ && out != x && rows <= detail::matvec_rows && rows * w.cols * sizeof(float) <= max_norm_rows_bytes &&
                           (w.dtype == DType::bf16 || w.dtype == DType::f16 || w.dtype == DType::f32);
-    if (!holdable) release_norm();
+    if (holdable) held_norm_ = k;
+    else runtime_.launch(k);
   }
   void attention_inputs(const QKVRows& r, const QKNorms& norms, const kernels::RopeTables& t, std::span<const kernels::AttentionSeq> seqs) {
     release_norm();
