@@ -202,17 +202,23 @@ struct BandwidthSampler {
 };
 
 // One decode test: `gen` greedy tokens from `cache` truncated to `depth`, in tok/s; adds the CPU
-// seconds it used to `cpu`.
+// seconds it used to `cpu`. Each token is the forward's greedy id, as a greedy generation takes it
+// (picked where the logits are: a GPU sends back one int, not the row); with `logits`, each step's
+// row is downloaded there and the token picked on the host instead (what llama-bench times).
 double decode_once(kylin::Model& model, kylin::KVCache& cache, std::span<float> logits, int gen, std::int64_t depth,
                    std::mt19937& rng, double& cpu) {
   std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
   cache.truncate(depth);
-  int tok = id(rng);
+  int tok = id(rng), next = 0;
   const auto t0 = Clock::now();
   const double c0 = cpu_seconds();
   for (int i = 0; i < gen; ++i) {
-    model.forward(std::span<const int>(&tok, 1), cache, logits);
-    tok = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (logits.empty()) model.forward(std::span<const int>(&tok, 1), cache, {.greedy = std::span<int>(&next, 1)});
+    else {
+      model.forward(std::span<const int>(&tok, 1), cache, logits);
+      next = kylin::kernels::argmax(logits);
+    }
+    tok = std::max(next, 0);  // -1: no logit above -inf (never with finite weights)
   }
   const double tok_s = gen / seconds_since(t0);
   cpu += cpu_seconds() - c0;
@@ -222,20 +228,19 @@ double decode_once(kylin::Model& model, kylin::KVCache& cache, std::span<float> 
 // One batched decode test: B sequences from depth 0, `gen` greedy steps of one batched forward
 // each; aggregate tok/s over all B sequences.
 double decode_batch_once(kylin::Model& model, std::vector<kylin::KVCache>& caches, int gen, std::mt19937& rng) {
-  const std::size_t B = caches.size(), V = static_cast<std::size_t>(model.vocab_size());
-  std::uniform_int_distribution<int> id(0, static_cast<int>(V) - 1);
-  std::vector<std::vector<float>> logits(B, std::vector<float>(V));
-  std::vector<int> tok(B);
+  const std::size_t B = caches.size();
+  std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
+  std::vector<int> tok(B), next(B);
   std::vector<kylin::SequenceInput> inputs;
   for (std::size_t i = 0; i < B; ++i) {
     caches[i].reset();
     tok[i] = id(rng);
-    inputs.push_back({std::span<const int>(&tok[i], 1), caches[i], {.logits = logits[i]}});
+    inputs.push_back({std::span<const int>(&tok[i], 1), caches[i], {.greedy = std::span<int>(&next[i], 1)}});
   }
   const auto t0 = Clock::now();
   for (int step = 0; step < gen; ++step) {
     model.forward(inputs);
-    for (std::size_t i = 0; i < B; ++i) tok[i] = static_cast<int>(std::max_element(logits[i].begin(), logits[i].end()) - logits[i].begin());
+    for (std::size_t i = 0; i < B; ++i) tok[i] = std::max(next[i], 0);
   }
   return static_cast<double>(B) * gen / seconds_since(t0);
 }
@@ -288,6 +293,7 @@ struct Options {
   std::string backend = "cpu";
   std::string format = "text";
   bool no_mmap = false;
+  bool download_logits = false;
   // random weights: a draft's confidence is low, so the bench drafts regardless (p_min 0)
   kylin::cli::SpeculativeFlags speculative{.draft = {}, .draft_max = 4, .p_min = 0.0f, .lookup = 0};
 };
@@ -351,7 +357,7 @@ int run(const Options& o) {
   if (o.depth > 0 && o.gen > 0) short_cache.emplace(model.new_cache(o.gen + 16));
   std::vector<kylin::KVCache> batch_caches;
   for (int i = 0; i < o.batch; ++i) batch_caches.push_back(model.new_cache(o.gen + 16));
-  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, logits, batch_caches, o.reps, o.gen,
+  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, o.download_logits ? std::span<float>(logits) : std::span<float>{}, batch_caches, o.reps, o.gen,
                                      o.depth, bytes_per_token, sampler, rng);
   const double peak_rss = sampler.final_peak_rss();
   const double bandwidth = dec.bandwidth.empty() ? bandwidth_idle : median(dec.bandwidth);
@@ -373,6 +379,7 @@ int run(const Options& o) {
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
                           {"depth", kylin::json::Value(o.depth)},
+                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : "greedy_ids")},
                           {"pp_tok_s", kylin::json::Value(pp_tok_s)},
                           {"tg_tok_s", kylin::json::Value(tg_tok_s)},
                           {"pp_tok_per_cpu_s", kylin::json::Value(pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0)},
@@ -443,6 +450,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("--weight-layout", o->weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
   cmd->add_flag("--no-mmap", o->no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o->backend);
+  cmd->add_flag("--download-logits", o->download_logits, "Decode test: download each step's logits and pick the token on the host (what llama-bench times) instead of taking the forward's greedy id");
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   o->speculative.add_to(cmd);  // --draft (may be --model itself), --draft-max, --draft-p-min, --lookup

@@ -323,7 +323,10 @@ TEST_CASE("SwiGLUMatvecKernel equals the gate and up matvecs then SiluMulKernel,
 }
 
 // k run twice on y (k.outs[0].y, reset to y0 each time): on x made by RmsNormKernel first, then with
-// the norm taken in (MatvecNorm). Both results and both normed rows must have the same bits.
+// the norm taken in (MatvecNorm, applied to the sums). The products round before the scale, so the
+// bits differ: measured <= 4e-7 relative L2 for BF16/F16 weights, <= 1e-7 for Q8_0/Q4_0 (whose bar
+// allows for a value on a rounding boundary quantizing apart in x * w and x * inv * w); the normed
+// rows came out identical (the same double sum of squares).
 template <class Kernel>
 void check_norm_taken_in(Kernel k, std::vector<float>& y, const std::vector<float>& y0, const std::vector<float>& raw, const test::Weights& nw) {
   const std::int64_t n = k.n, in = k.in_features;
@@ -336,11 +339,13 @@ void check_norm_taken_in(Kernel k, std::vector<float>& y, const std::vector<floa
   std::ranges::copy(y0, y.begin());
   k.x = normed_in.data();
   run(k.normed({.x = raw.data(), .w = nw.ref().data, .w_dtype = nw.ref().dtype, .eps = 1e-6, .out = normed_in.data()}));
-  CHECK(first_mismatch(y, want) == -1);
-  CHECK(first_mismatch(normed_in, normed) == -1);  // block 0 wrote the rows the norm would have
+  const double bar = kernels::is_quantized(k.w_dtype) ? 1e-3 : 1e-6;
+  MESSAGE("relative L2 " << rel_l2(y, want) << ", normed rows " << rel_l2(normed_in, normed));
+  CHECK(rel_l2(y, want) <= bar);
+  CHECK(rel_l2(normed_in, normed) <= 1e-6);  // block 0 wrote the rows the norm would have
 }
 
-TEST_CASE("A matvec with the RMSNorm taken in (MatvecNorm) equals RmsNormKernel then the matvec, bit for bit: assign/add/SwiGLU stores, BF16/F16/Q8_0/Q4_0, 1 and 3 rows") {
+TEST_CASE("A matvec with the RMSNorm taken in (MatvecNorm) agrees with RmsNormKernel then the matvec: assign/add/SwiGLU stores, BF16/F16/Q8_0/Q4_0, 1 and 3 rows") {
   const std::int64_t out = 200;
   for (DType dt : {DType::bf16, DType::f16, DType::q8_0, DType::q4_0})
     for (std::int64_t in : {192, 544})  // 544: more columns than the norm's 256 slots, and rows split over warps
@@ -609,4 +614,33 @@ TEST_CASE("grid-stride kernels are correct under a grid smaller than their work 
   CHECK(first_mismatch(gg, ge) == -1);
 }
 
+TEST_CASE("ArgmaxKernel gives kernels::argmax's id for every row, cut or whole, one launch for rows of a wider stride") {
+  const auto cases = test::argmax_rows_cases();
+  for (const auto& row : cases) {
+    for (std::size_t width : {row.size(), row.size() / 2}) {
+      CAPTURE(row.size());
+      CAPTURE(width);
+      int id = -7;
+      run(cuda::ArgmaxKernel{.x = row.data(), .rows = 1, .width = static_cast<std::int64_t>(width),
+                             .stride = static_cast<std::int64_t>(row.size()), .ids = &id});
+      CHECK(id == kernels::argmax(std::span<const float>(row).first(width)));
+    }
+  }
+  // every short case in one launch: row r holds the case, -inf up to the cut, then +inf the cut must hide
+  const std::int64_t stride = 40, width = stride - 3;
+  std::vector<float> cut;  // [rows, stride]
+  std::vector<int> expected;
+  for (const auto& row : cases) {
+    if (static_cast<std::int64_t>(row.size()) > width) continue;
+    cut.insert(cut.end(), row.begin(), row.end());
+    cut.resize(cut.size() + static_cast<std::size_t>(width) - row.size(), -INFINITY);
+    cut.resize(cut.size() + static_cast<std::size_t>(stride - width), INFINITY);
+    expected.push_back(kernels::argmax(row));
+  }
+  std::vector<int> got(expected.size(), -7);
+  run(cuda::ArgmaxKernel{.x = cut.data(), .rows = static_cast<std::int64_t>(expected.size()), .width = width, .stride = stride, .ids = got.data()});
+  CHECK(got == expected);
+}
+
 }  // namespace cuda_kernels_test
+

@@ -240,6 +240,31 @@ TEST_CASE("greedy never yields an id past the tokenizer, though this random chec
   CHECK(g.tokens == manual_greedy(prompt, 6));
 }
 
+TEST_CASE("plain greedy steps take only the forward's greedy id (cut at the tokenizer), steps anything looks at the row for take the row, with the same tokens") {
+  const auto prompt = engine().tokenizer().encode("Once upon a time");
+  kylin::Session session(engine());
+  auto o = greedy(10);
+  o.ignore_eos = true;
+  {
+    kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
+    const kylin::SequenceInput in = run.input();
+    CHECK(in.out.logits.empty());
+    CHECK(in.out.greedy.size() == 1);
+    CHECK(in.out.greedy_end == static_cast<std::int64_t>(engine().sampleable_ids().end()));
+  }
+  const auto by_ids = session.generate(prompt, o);
+  int rows_seen = 0;
+  o.on_logits = [&](std::span<float>) { ++rows_seen; };
+  {
+    kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
+    CHECK(run.input().out.greedy.empty());
+  }
+  const auto by_rows = session.generate(prompt, o);
+  CHECK(rows_seen == 10);
+  CHECK(by_ids.tokens.size() == 10);
+  CHECK(by_ids.tokens == by_rows.tokens);
+}
+
 TEST_CASE("ids the tokenizer cannot decode are never generated, even when a logit hook makes them win") {
   const int n_tokens = engine().tokenizer().vocab_size();
   const auto rows = static_cast<std::size_t>(engine().model().vocab_size());

@@ -132,4 +132,37 @@ inline std::vector<float> attention_oracle(const float* q, const float* keys, co
   return out;
 }
 
+// The greedy id of a row by its definition: the first id holding the highest value above -inf
+// (NaN never), -1 when there is none.
+inline int argmax_oracle(const std::vector<float>& row, std::size_t width) {
+  int best = -1;
+  for (std::size_t i = 0; i < width; ++i)
+    if (row[i] > -INFINITY && (best < 0 || row[i] > row[static_cast<std::size_t>(best)])) best = static_cast<int>(i);
+  return best;
+}
+
+// Logit rows that tell argmax implementations apart: ties between ids far apart (other SIMD lanes,
+// other threads of a block), NaN and +-inf, rows with no usable logit, the maximum first and last,
+// lengths around 16, and random rows up to a Qwen3 vocabulary.
+inline std::vector<std::vector<float>> argmax_rows_cases() {
+  constexpr float inf = INFINITY, nan = NAN;
+  std::vector<std::vector<float>> rows = {
+      {}, {nan}, {-inf}, {3.f}, {-inf, -inf, -inf}, {nan, nan, 1.f, nan}, {nan, -inf, -2.f},
+      {inf, 1.f, inf}, {1.f, nan, inf, nan, inf}, {-0.f, 0.f}, {0.f, -0.f},
+  };
+  for (std::size_t n : {15, 16, 17, 33, 1000, 4096 + 7, 151936}) {
+    rows.push_back(random_floats(static_cast<std::int64_t>(n), static_cast<unsigned>(n), 3.f));
+    auto tied = rows.back();  // the maximum at the last id and at an id in another lane / thread
+    const float top = *std::max_element(tied.begin(), tied.end()) + 1.f;
+    tied[n - 1] = top;
+    tied[(n - 1) / 3] = top;
+    if (n > 1024 + 5) tied[5 + 1024] = top, tied[5] = top;  // ids a block's stride apart
+    rows.push_back(tied);
+    auto first = rows[rows.size() - 2];
+    first[0] = top;
+    rows.push_back(first);
+  }
+  return rows;
+}
+
 }  // namespace kylin::test

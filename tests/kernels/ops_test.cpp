@@ -111,3 +111,14 @@ TEST_CASE("rope rotates each (i, i + d/2) pair by its angle, for every head and 
         CHECK(x[o + i + half] == doctest::Approx(b * cc + a * ss).epsilon(1e-6));
       }
 }
+
+TEST_CASE("argmax picks the lowest id among the highest logits, never NaN, -1 without a logit above -inf, for every cut of a row") {
+  for (const auto& row : test::argmax_rows_cases()) {
+    for (std::size_t width : {row.size(), row.size() / 2, row.size() > 0 ? row.size() - 1 : 0}) {
+      CAPTURE(row.size());
+      CAPTURE(width);
+      CHECK(kernels::argmax(std::span<const float>(row).first(width)) == test::argmax_oracle(row, width));
+    }
+  }
+}
+

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/greedy_outputs.hpp"
 #include "common/reference.hpp"
 #include "common/sanitizer.hpp"
 #include "kylin/model/model.hpp"
@@ -134,10 +135,26 @@ TEST_CASE("a bad sequence anywhere in a batch is refused before anything runs: n
                          doctest::Contains("sequence 1: the cache has another layer or head shape"), kylin::Error);
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {t, b, {.logits = short_buffer}}}),
                        doctest::Contains("sequence 1: logits output buffer holds 3 floats"), kylin::Error);
+  std::vector<int> one_id(1);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {t, b, {.positions = kylin::Positions::all, .greedy = one_id}}}),
+                       doctest::Contains("sequence 1: greedy output buffer holds 1 ids, needs 3"), kylin::Error);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.greedy = one_id, .greedy_end = model.vocab_size() + 1}}}),
+                       doctest::Contains("greedy_end"), kylin::Error);
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {std::vector<int>{1, 99999}, b, {}}}),
                        doctest::Contains("sequence 1: token id 99999 is outside"), kylin::Error);
   CHECK(a.size() == 0);
   CHECK(b.size() == 0);
+}
+
+TEST_CASE("greedy ids handed back by a forward are kernels::argmax of its logits (batch, every position, a cut row), and decoding on ids alone gives the references' greedy tokens") {
+  for (const char* name : {"small-qwen3", "tiny-qwen3-moe", "e2e-qwen3-fullvocab"}) {
+    CAPTURE(name);
+    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2});
+    const kylin::test::Case c = kylin::test::longest_case(name);
+    kylin::test::check_greedy_outputs(model, c.tokens);
+    auto cache = model.new_cache(128);
+    CHECK(kylin::test::greedy_ids(model, cache, c.tokens, static_cast<int>(c.greedy.size())) == c.greedy);
+  }
 }
 
 TEST_CASE("hidden states are the LM head's input: logits = lm_head · hidden for the last row") {

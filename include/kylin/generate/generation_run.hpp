@@ -39,6 +39,10 @@ class GenerationRun {
     // the draft catches up in the same chunks, not in the rest's: its cache may reuse less
     draft_chunk_ = prefill_chunk > 0 || o_.on_prefill ? chunk_ : std::numeric_limits<std::int64_t>::max();
     if (o_.constraint) o_.constraint->begin(channel == Channel::reasoning);
+    // Greedy decoding that nothing else looks at the row for takes each token straight from the
+    // forward (picked where the logits are: one int, not the row, comes back from a GPU).
+    const SamplingParams& p = sampler_.params();
+    greedy_only_ = p.is_greedy() && !p.has_penalties() && sampler_.sampleable().holes().empty() && !o_.constraint && !o_.on_logits && !spec_;
     plan_step();
   }
   GenerationRun(const GenerationRun&) = delete;
@@ -54,9 +58,9 @@ class GenerationRun {
   SequenceInput input() {
     if (prefilling()) {
       const auto n = std::min<std::int64_t>(chunk_, static_cast<std::int64_t>(rest_.size()) - fed_);
-      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, {.logits = s_.logits_}};
+      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, outputs()};
     }
-    if (!verifying()) return {std::span<const int>(&g_.tokens.back(), 1), s_.cache_, {.logits = s_.logits_}};
+    if (!verifying()) return {std::span<const int>(&g_.tokens.back(), 1), s_.cache_, outputs()};
     verify_feed_.assign(1, g_.tokens.back());
     verify_feed_.insert(verify_feed_.end(), spec_->drafts().begin(), spec_->drafts().end());
     const std::size_t rows = verify_feed_.size() * s_.logits_.size();
@@ -72,11 +76,11 @@ class GenerationRun {
       if (prefilling()) return plan_step();
       end_prefill();
       if (o_.max_new_tokens <= 0) return stop(StopReason::max_tokens);
-      sample(s_.logits_, -1);
+      next();
     } else {
       ++g_.stats.decode_passes;
       if (verifying()) verify();
-      else sample(s_.logits_, -1);
+      else next();
     }
     plan_step();
   }
@@ -194,6 +198,19 @@ class GenerationRun {
     if (s_.draft_cache_) s_.draft_cache_->truncate(static_cast<std::int64_t>(ctx.common_prefix(s_.draft_cache_->tokens())));
   }
 
+  // What a plain step's forward hands back: the last row's logits, or only its greedy id.
+  ForwardOutputs outputs() {
+    if (!greedy_only_) return {.logits = s_.logits_};
+    const auto end = std::min(sampler_.sampleable().end(), s_.logits_.size());
+    return {.greedy = std::span<int>(&greedy_id_, 1), .greedy_end = static_cast<std::int64_t>(end)};
+  }
+  // The token after a plain step: the forward's greedy id as Sampler::sample would pick it (its
+  // fallback where no logit is above -inf), or a draw from the row.
+  void next() {
+    if (!greedy_only_) return static_cast<void>(sample(s_.logits_, -1));
+    emit(greedy_id_ >= 0 ? greedy_id_ : std::min(sampler_.sampleable().first(), static_cast<int>(s_.logits_.size()) - 1));
+  }
+
   // Samples the token after `row` and emits it. With a draft token (>= 0), the draw is
   // verify_draft's; returns whether the draft was accepted.
   bool sample(std::span<float> row, int draft) {
@@ -244,6 +261,8 @@ class GenerationRun {
   bool eos_token_ = false;          // ended by an EOS token (which the context does not hold)
   std::optional<Speculator> spec_;  // with GenerateOptions::speculative enabled
   std::vector<int> verify_feed_;    // [drafts + 1] the last token and the drafts
+  bool greedy_only_ = false;        // plain steps hand back greedy ids, not logit rows (outputs())
+  int greedy_id_ = -1;              // the last plain step's greedy id
 };
 
 inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {

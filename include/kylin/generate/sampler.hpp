@@ -19,6 +19,7 @@
 #include "kylin/generate/sampler_reference.hpp"
 #include "kylin/generate/sampler_rng.hpp"
 #include "kylin/generate/sampler_vocab.hpp"
+#include "kylin/kernels/ops.hpp"
 
 namespace kylin {
 
@@ -161,28 +162,10 @@ class Sampler {
     kept_weights_.push_back(1.0f);
   }
 
-  // Lowest id among the highest logits (NaN never wins), fallback_ when none is above -inf:
-  // kLanes independent running maxima that the compiler turns into vector compares and blends.
+  // Lowest id among the highest logits (NaN never wins), fallback_ when none is above -inf.
   int argmax(std::span<const float> logits) const {
-    std::array<float, kLanes> best;  // [kLanes] max of logits[i] with i % kLanes == lane
-    std::array<int, kLanes> at{};    // [kLanes] its first id
-    best.fill(-std::numeric_limits<float>::infinity());
-    const std::size_t n = logits.size();
-    for (std::size_t base = 0; base < n; base += kLanes) {
-      const std::size_t lanes = std::min(kLanes, n - base);
-      for (std::size_t j = 0; j < lanes; ++j) {
-        const float l = logits[base + j];
-        const bool higher = l > best[j];
-        best[j] = higher ? l : best[j];
-        at[j] = higher ? static_cast<int>(base + j) : at[j];
-      }
-    }
-    int winner = -1;
-    for (std::size_t j = 0; j < kLanes; ++j)
-      if (best[j] > -std::numeric_limits<float>::infinity() &&
-          (winner < 0 || best[j] > logits[winner] || (best[j] == logits[winner] && at[j] < winner)))
-        winner = at[j];
-    return winner >= 0 ? winner : fallback_;  // no logit above -inf
+    const int winner = kernels::argmax(logits);
+    return winner >= 0 ? winner : fallback_;
   }
 
   // Top-k by a k-entry heap whose root is the worst kept token. Once it is full, a block of

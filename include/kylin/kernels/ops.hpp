@@ -1,12 +1,15 @@
 // Element-wise and per-row kernels of the forward pass: RMSNorm, rotary embedding, SwiGLU
-// gating, residual add, embedding lookup, and the row gather/scatter of expert routing. All in f32 on activations; weights in stored dtype.
+// gating, residual add, embedding lookup, the row gather/scatter of expert routing, and the
+// greedy token of a logit row. All in f32 on activations; weights in stored dtype.
 // These are short loops the compiler vectorizes; each is its own scalar reference.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "kylin/kernels/matmul.hpp"
@@ -132,6 +135,33 @@ inline void embed_row(const MatRef& table, std::int64_t id, float* out) {
     const T* row = static_cast<const T*>(table.data) + id * table.cols;
     for (std::int64_t i = 0; i < table.cols; ++i) out[i] = to_float(row[i]);
   });
+}
+
+// The greedy token of a logit row: the lowest id among the highest logits (+inf beats every finite
+// one, NaN never wins); -1 when none is above -inf. kLanes independent running maxima that the
+// compiler turns into vector compares and blends; the sampler's greedy pick and every backend's
+// argmax_rows are this function.
+inline int argmax(std::span<const float> row) {
+  constexpr std::size_t kLanes = 16;
+  std::array<float, kLanes> best;  // [kLanes] max of row[i] with i % kLanes == lane
+  std::array<int, kLanes> at{};    // [kLanes] its first id
+  best.fill(-std::numeric_limits<float>::infinity());
+  const std::size_t n = row.size();
+  for (std::size_t base = 0; base < n; base += kLanes) {
+    const std::size_t lanes = std::min(kLanes, n - base);
+    for (std::size_t j = 0; j < lanes; ++j) {
+      const float l = row[base + j];
+      const bool higher = l > best[j];
+      best[j] = higher ? l : best[j];
+      at[j] = higher ? static_cast<int>(base + j) : at[j];
+    }
+  }
+  int winner = -1;
+  for (std::size_t j = 0; j < kLanes; ++j)
+    if (best[j] > -std::numeric_limits<float>::infinity() &&
+        (winner < 0 || best[j] > row[static_cast<std::size_t>(winner)] || (best[j] == row[static_cast<std::size_t>(winner)] && at[j] < winner)))
+      winner = at[j];
+  return winner;
 }
 
 }  // namespace kylin::kernels

@@ -125,6 +125,13 @@ struct SwiGLUProduct {
   float* up_y;  // [rows, up.rows] scratch
 };
 
+// Logit rows whose greedy ids a backend picks (argmax_rows): row i is data[i * stride, + width);
+// width <= stride cuts ids a sampler may never return (a vocabulary's padding rows).
+struct LogitRows {
+  const float* data;  // [rows, stride] in backend memory
+  std::int64_t width, stride;
+};
+
 template <class B>
 concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOptions&> &&
     requires(B& b, const float* in, float* out, const kernels::MatRef& w, std::span<const kernels::MatmulOut> outs,
@@ -132,7 +139,8 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              std::span<const kernels::DotProduct> products, const kernels::HeadRows& heads,
              const kernels::RopeTables& tables, const QKVRows& qkv, const QKNorms& norms,
              std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
-             const SwiGLUProduct& glu, std::span<const int> ids, std::size_t bytes, std::span<float> host, std::span<const float> host_in) {
+             const SwiGLUProduct& glu, std::span<const int> ids, std::size_t bytes, std::span<float> host, std::span<const float> host_in,
+             const LogitRows& logit_rows, std::span<int> host_ids) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
       { B::packed_layout } -> std::convertible_to<kernels::Layout>;  // what WeightLayout::packed repacks weights into
@@ -153,6 +161,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.embed(w, ids, out);                  // out[i] = row ids[i] of the table: a pass's tokens in one call
       b.download(host, in);                  // host.size() floats from backend memory to the host
       b.upload(out, host_in);                // host_in.size() floats from the host to backend memory
+      b.argmax_rows(logit_rows, host_ids);   // host_ids[i] = kernels::argmax of row i: one int a row comes back
     };
 
 class CpuBackend {
@@ -191,6 +200,10 @@ class CpuBackend {
   }
   static void download(std::span<float> host, const float* src) { std::memcpy(host.data(), src, host.size_bytes()); }
   static void upload(float* dst, std::span<const float> host) { std::memcpy(dst, host.data(), host.size_bytes()); }
+  static void argmax_rows(const LogitRows& r, std::span<int> ids) {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = kernels::argmax({r.data + static_cast<std::int64_t>(i) * r.stride, static_cast<std::size_t>(r.width)});
+  }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
     kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_);

@@ -23,6 +23,8 @@ struct OutputRows {
   std::int64_t count = 0;         // 0: nothing (an early chunk of a long prompt)
   std::span<float> logits = {};   // [count, vocab] on the host, or empty
   std::span<float> hidden = {};   // [count, hidden] on the host, or empty
+  std::span<int> greedy = {};     // [count] on the host, or empty (ForwardOutputs::greedy)
+  std::int64_t greedy_end = 0;    // ids at or past it are not picked
 };
 
 // One sequence's chunk in a pass: `tokens` at positions cache->size().. fill rows [row0, row0 + n).

@@ -49,6 +49,7 @@ class CudaBackend {
         weight_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(float))),
         seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))),
         ids_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
+        greedy_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
         partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))),
         sum_(runtime_.allocate(static_cast<std::size_t>(rows_ * c.hidden_size) * sizeof(float))) {
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
@@ -89,6 +90,15 @@ class CudaBackend {
   void upload(float* dst, std::span<const float> host) {
     release_norm();
     runtime_.to_device(dst, host.data(), host.size_bytes());
+  }
+  // Greedy decoding without logits: each row's id is picked on the device, one int a row comes back.
+  void argmax_rows(const LogitRows& r, std::span<int> host) {
+    release_norm();
+    const auto n = static_cast<std::int64_t>(host.size());
+    assert(n <= rows_);
+    if (n == 0) return;
+    runtime_.launch(ArgmaxKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .ids = greedy_.as<int>()});
+    runtime_.to_host(host.data(), greedy_.as<int>(), host.size_bytes());
   }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
@@ -137,8 +147,8 @@ class CudaBackend {
   }
 
   // With KYLIN_CUDA_FUSE_NORM=1, a decode step's norm (few rows, not in place) is held back: the
-  // matvec that reads it next takes it in (MatvecNorm, the same bits, a launch fewer); anything else
-  // first launches it (release_norm). Opt-in: on an H200 it made decode slower (docs/CUDA.md).
+  // matvec that reads it next takes it in (MatvecNorm: applied to its sums, a launch fewer); anything
+  // else first launches it (release_norm). Opt-in until measured faster on a GPU (docs/CUDA.md).
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
     release_norm();
     const RmsNormKernel k{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps};
@@ -329,6 +339,7 @@ class CudaBackend {
   Memory weight_;  // [rows] f32 routing weights of a selection
   Memory seqs_;    // [rows] DeviceAttentionSeq
   Memory ids_;     // [rows] int token ids of a pass
+  Memory greedy_;  // [rows] int greedy ids of a pass's logit rows (argmax_rows)
   Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
   Memory sum_;      // [rows, hidden] a residual product of GEMM rows before matmul_add adds it
   // Key shares in attention (flash-decoding). On an H200 (0.6B shape, decode): 380 against 145

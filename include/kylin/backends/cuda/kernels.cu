@@ -29,5 +29,6 @@ template const void* kernel_entry<MatvecKernelOf<Store::add, true>>();
 template const void* kernel_entry<MatvecKernelOf<Store::swiglu, true>>();
 template const void* kernel_entry<SplitBf16Kernel>();
 template const void* kernel_entry<AddBiasKernel>();
+template const void* kernel_entry<ArgmaxKernel>();
 
 }  // namespace kylin::cuda

@@ -12,7 +12,7 @@ namespace kylin::cuda {
 // out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w, as kernels::rms_norm: the sum of squares
 // in double (detail::inv_rms), a block per row: a decode step norms one row, and a single warp
 // streaming a 1024-wide row measured 4x slower on an H200 (docs/CUDA.md). A matvec that follows
-// may take the norm in instead (MatvecNorm), with the same bits.
+// may take the norm in instead (MatvecNorm), applied to its sums.
 struct RmsNormKernel {
   const float* x;   // [rows, dim]
   const void* w;    // [dim] bf16/f16/f32
@@ -254,6 +254,59 @@ struct EmbedKernel {
                detail::f16_to_f32(scale[e / 32]);
       }
       default: return detail::poison();
+    }
+  }
+};
+
+// ids[r] = kernels::argmax(x[r, 0 .. width)): the lowest id among the highest logits, NaN never,
+// -1 when none is above -inf; a block a row. Each thread walks ids tid, tid + T, ... upwards with
+// `unroll` loads in flight (a row is ~600 KB of L2 reads for one block), then the block keeps the
+// higher logit, the lower id on a tie: an order-free rule, so the CPU's pick whatever the tree.
+struct ArgmaxKernel {
+  const float* x;  // [rows, stride]
+  std::int64_t rows, width, stride;
+  int* ids;  // [rows]
+
+  bool operator==(const ArgmaxKernel&) const = default;
+  static constexpr unsigned max_block_threads = 1024, min_blocks_per_sm = 1;
+  static constexpr int unroll = 8;
+  LaunchShape shape() const {
+    const LaunchShape r = detail::row_shape(rows);
+    return {r.grid, {max_block_threads}, max_block_threads * (sizeof(float) + sizeof(int))};
+  }
+
+  template <class Thread>
+  KYLIN_HD void operator()(Thread& t) const {
+    const unsigned tid = t.thread_idx().x, T = t.block_dim().x;
+    float* best = t.template shared<float>();                 // [T]
+    int* at = reinterpret_cast<int*>(best + T);               // [T]
+    for (std::int64_t r = t.block_idx().x; r < rows; r += t.grid_dim().x) {
+      const float* xr = x + r * stride;
+      float b = -INFINITY;
+      int a = -1;
+      for (std::int64_t i0 = tid; i0 < width; i0 += static_cast<std::int64_t>(T) * unroll) {
+        float v[unroll];
+        KYLIN_UNROLL for (int u = 0; u < unroll; ++u) {
+          const std::int64_t i = i0 + static_cast<std::int64_t>(u) * T;
+          v[u] = i < width ? xr[i] : -INFINITY;
+        }
+        KYLIN_UNROLL for (int u = 0; u < unroll; ++u) if (v[u] > b) {
+          b = v[u];
+          a = static_cast<int>(i0 + static_cast<std::int64_t>(u) * T);
+        }
+      }
+      best[tid] = b;
+      at[tid] = a;
+      t.sync();
+      for (unsigned h = T / 2; h > 0; h >>= 1) {
+        if (tid < h && at[tid + h] >= 0 && (at[tid] < 0 || best[tid + h] > best[tid] || (best[tid + h] == best[tid] && at[tid + h] < at[tid]))) {
+          best[tid] = best[tid + h];
+          at[tid] = at[tid + h];
+        }
+        t.sync();
+      }
+      if (tid == 0) ids[r] = at[0];
+      t.sync();  // at[0] is read before the next row overwrites it
     }
   }
 };

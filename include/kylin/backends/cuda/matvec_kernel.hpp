@@ -36,8 +36,11 @@ struct MatvecOut {
 };
 
 // An RMSNorm taken into a matvec (CudaBackend holds a decode step's norm back for the product that
-// reads it): every block norms the rows of x into shared memory as RmsNormKernel would, the same
-// bits (detail::inv_rms), and block 0 also writes them to out, where the norm would have put them.
+// reads it). The norm is applied after the sums: W · (x * inv * w) = inv * (W · (x * w)), so every
+// block stages x * w in shared memory (one pass over x, no reduction before the first weight load)
+// and scales its sums by inv = 1 / sqrt(mean(x^2) + eps) once they are made; block 0 also writes
+// x * inv * w to out, where the norm would have put it. Not the unfused path's bits (the products
+// round before the scale): within 1e-6 relative of them for BF16/F16 weights.
 struct MatvecNorm {
   const float* x = nullptr;  // [n, in_features] before the norm
   const void* w = nullptr;   // [in_features] bf16/f16/f32
@@ -90,7 +93,8 @@ struct MatvecKernelOf {
   // Shared memory: every lane's partial sums [warps, features, rows, 33] (padded: the sums read no
   // bank twice). Two barriers per group of rows instead of 5 shuffles per sum: the emulator that
   // tests the kernel pays per rendezvous, the GPU hardly notices.
-  // With a norm, the normed rows follow: [n, in_features] f32.
+  // With a norm, then: x * w [n, in_features] f32, each thread's sum of squares [n, threads] f64,
+  // and each row's inv [n] f32.
   static constexpr unsigned pitch = warp_size + 1;
   static constexpr std::size_t partial_bytes = detail::matvec_warps * detail::matvec_features * detail::matvec_rows * pitch * sizeof(float);
   static_assert(partial_bytes >= detail::norm_slots * sizeof(double) && partial_bytes % 16 == 0, "inv_rms's sums fit; the rows stay 16-byte aligned");
@@ -98,8 +102,13 @@ struct MatvecKernelOf {
   LaunchShape shape() const {
     const std::int64_t per_block = detail::matvec_warps / k_split * detail::matvec_features;
     const std::int64_t blocks = (features() + per_block - 1) / per_block;
-    const std::size_t rows_bytes = Normed ? static_cast<std::size_t>(n * in_features) * sizeof(float) : 0;
+    const std::size_t rows_bytes = Normed ? norm_bytes(n, in_features) : 0;
     return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)}, {detail::matvec_warps * warp_size}, partial_bytes + rows_bytes};
+  }
+
+  static std::size_t norm_bytes(std::int64_t n, std::int64_t in) {
+    const auto rows = static_cast<std::size_t>(n);
+    return (rows * static_cast<std::size_t>(in) * sizeof(float) + 7) / 8 * 8 + rows * max_block_threads * sizeof(double) + rows * sizeof(float);
   }
 
   // Output feature g as (output, row): where its weight row, scales and results are.
@@ -125,7 +134,7 @@ struct MatvecKernelOf {
     KYLIN_UNROLL for (int f = 0; f < F; ++f) fs[f] = feature_of_group(b0 + group, f);
     const bool live = fs[0].out >= 0;  // the same for the whole warp: its shuffles stay convergent
     const float* xs = x;  // [n, in_features]
-    if constexpr (Normed) xs = normed_rows(t);
+    if constexpr (Normed) xs = weighted_rows(t);
     float* partial = t.template shared<float>();  // [warps, F, R, pitch]
     for (std::int64_t r0 = 0; r0 < n; r0 += R) {
       const int nr = n - r0 < R ? static_cast<int>(n - r0) : R;
@@ -144,40 +153,69 @@ struct MatvecKernelOf {
             KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
         }
       KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) partial[((warp * F + f) * R + r) * pitch + lane] = acc[f][r];
+      if constexpr (Normed) if (r0 == 0) scales(t);  // the weights are read: now the norm's reduction
       t.sync();
       // Thread (group, f, r) adds its group's warps' lanes, part by part in order, and writes the output.
       const unsigned g = tid / (F * R), f = tid / R % F, r = tid % R;
       if (g < groups && static_cast<int>(r) < nr) {
         const Feature fe = feature_of_group(b0 + g, f);
+        const float inv = Normed ? inv_of(t)[r0 + r] : 1.f;
         if constexpr (Kind == Store::swiglu) {
-          if (fe.out == 0) write_swiglu(fe.row, r0 + r, sum_of(partial, g, 0, r), sum_of(partial, g, 1, r));  // thread f = 0 sums both
+          if (fe.out == 0) write_swiglu(fe.row, r0 + r, inv * sum_of(partial, g, 0, r), inv * sum_of(partial, g, 1, r));  // thread f = 0 sums both
         } else if (fe.out >= 0) {
           float s = 0.f;
           for (unsigned p = 0; p < S; ++p)
             for (unsigned l = 0; l < warp_size; ++l) s += partial[(((g * S + p) * F + f) * R + r) * pitch + l];
-          write(fe, r0 + r, s);
+          write(fe, r0 + r, Normed ? inv * s : s);
         }
       }
       t.sync();  // partial is rewritten by the next group of rows
     }
   }
 
-  // norm.x's rows normed into shared memory after the partial sums (and by block 0 into norm.out).
+  // norm.x * w into shared memory after the partial sums, each thread's sums of squares of the
+  // elements it read after those; one barrier.
   template <class Thread>
-  KYLIN_HD const float* normed_rows(Thread& t) const {
+  KYLIN_HD const float* weighted_rows(Thread& t) const {
     float* rows = t.template shared<float>() + partial_bytes / sizeof(float);  // [n, in_features]
     const unsigned tid = t.thread_idx().x, threads = t.block_dim().x;
     for (std::int64_t r = 0; r < n; ++r) {
       const float* xr = norm.x + r * in_features;
-      const float inv = detail::inv_rms(t, xr, in_features, norm.eps);
+      double ss = 0.0;
       for (std::int64_t i = tid; i < in_features; i += threads) {
-        const float v = xr[i] * inv * detail::norm_weight(norm.w, norm.w_dtype, i);  // RmsNormKernel's expression
-        rows[r * in_features + i] = v;
-        if (t.block_idx().x == 0) norm.out[r * in_features + i] = v;
+        const float v = xr[i];
+        rows[r * in_features + i] = v * detail::norm_weight(norm.w, norm.w_dtype, i);
+        ss += static_cast<double>(v) * v;
       }
+      squares_of(t)[r * threads + tid] = ss;
     }
     t.sync();
     return rows;
+  }
+  template <class Thread>
+  KYLIN_HD double* squares_of(Thread& t) const {  // [n, threads]
+    const std::size_t at = (partial_bytes + static_cast<std::size_t>(n * in_features) * sizeof(float) + 7) / 8 * 8;
+    return reinterpret_cast<double*>(reinterpret_cast<unsigned char*>(t.template shared<float>()) + at);
+  }
+  template <class Thread>
+  KYLIN_HD float* inv_of(Thread& t) const {  // [n]
+    return reinterpret_cast<float*>(squares_of(t) + n * static_cast<std::int64_t>(t.block_dim().x));
+  }
+  // Each row's inv from the threads' sums (thread r adds row r's, in thread order), visible after
+  // the caller's barrier; block 0 then writes the normed rows to norm.out.
+  template <class Thread>
+  KYLIN_HD void scales(Thread& t) const {
+    const unsigned tid = t.thread_idx().x, threads = t.block_dim().x;
+    if (tid < n) {
+      double ss = 0.0;
+      for (unsigned j = 0; j < threads; ++j) ss += squares_of(t)[tid * threads + j];
+      inv_of(t)[tid] = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(in_features) + norm.eps));
+    }
+    if (t.block_idx().x != 0) return;
+    t.sync();
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t i = tid; i < in_features; i += threads)
+        norm.out[r * in_features + i] = norm.x[r * in_features + i] * inv_of(t)[r] * detail::norm_weight(norm.w, norm.w_dtype, i);
   }
 
   // Group g's sum of feature f, row r: its warps' lanes, part by part in order.

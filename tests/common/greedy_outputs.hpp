@@ -1,0 +1,69 @@
+// ForwardOutputs::greedy checked on any backend's model: the ids a forward hands back equal
+// kernels::argmax of the logits the same forward writes (rows of a batch, every position, a cut
+// row), and greedy decoding on ids alone gives the float64 reference's tokens.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "common/reference.hpp"
+#include "kylin/kernels/ops.hpp"
+#include "kylin/model/model.hpp"
+
+namespace kylin::test {
+
+// The reference case of `name` with the longest prompt (at least 3 tokens: check_greedy_outputs
+// cuts it), with its greedy continuation.
+inline Case longest_case(const std::string& name) {
+  std::vector<Case> cases = load_cases(name);
+  Case c = *std::max_element(cases.begin(), cases.end(), [](const Case& a, const Case& b) { return a.tokens.size() < b.tokens.size(); });
+  REQUIRE(c.tokens.size() >= 3);
+  REQUIRE(!c.greedy.empty());
+  return c;
+}
+
+// `n` greedy tokens after `prompt`, each step handing back only its greedy id.
+template <class M>
+std::vector<int> greedy_ids(M& model, KVCache& cache, std::span<const int> prompt, int n) {
+  std::vector<int> out;
+  int next = -1;
+  model.forward(prompt, cache, ForwardOutputs{.greedy = std::span<int>(&next, 1)});
+  for (int i = 0; i < n; ++i) {
+    out.push_back(next);
+    if (i + 1 < n) model.forward(std::span<const int>(&out.back(), 1), cache, ForwardOutputs{.greedy = std::span<int>(&next, 1)});
+  }
+  return out;
+}
+
+// A batch of three sequences in one forward: every position with logits and ids, the last position
+// with ids cut at half the vocabulary, and ids alone; each id checked against its row's logits.
+template <class M>
+void check_greedy_outputs(M& model, std::span<const int> tokens) {
+  const std::int64_t V = model.vocab_size(), T = static_cast<std::int64_t>(tokens.size());
+  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64);
+  std::vector<float> all(static_cast<std::size_t>(T * V)), last(static_cast<std::size_t>(V));  // [T, V], [V]
+  std::vector<int> all_ids(static_cast<std::size_t>(T), -7), cut_id(1, -7), only_id(1, -7);
+  const SequenceInput batch[] = {
+      {tokens, c0, {.logits = all, .positions = Positions::all, .greedy = all_ids}},
+      {tokens.first(tokens.size() - 1), c1, {.logits = last, .greedy = cut_id, .greedy_end = V / 2}},
+      {tokens.last(2), c2, {.greedy = only_id}},
+  };
+  model.forward(batch);
+  for (std::int64_t r = 0; r < T; ++r) {
+    CAPTURE(r);
+    CHECK(all_ids[static_cast<std::size_t>(r)] == kernels::argmax(std::span<const float>(all).subspan(static_cast<std::size_t>(r * V), static_cast<std::size_t>(V))));
+  }
+  CHECK(cut_id[0] == kernels::argmax(std::span<const float>(last).first(static_cast<std::size_t>(V / 2))));
+  CHECK(cut_id[0] < V / 2);
+  std::vector<float> alone(static_cast<std::size_t>(V));
+  auto c3 = model.new_cache(64);
+  model.forward(tokens.last(2), c3, alone);
+  CHECK(only_id[0] == kernels::argmax(alone));
+}
+
+}  // namespace kylin::test
