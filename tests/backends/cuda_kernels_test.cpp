@@ -420,8 +420,11 @@ TEST_CASE("MatvecKernel on Q8_0/Q4_0 weights matches matmul_ref's quantized prod
   struct Shape {
     std::int64_t out, in, n;
   };
+  // Q8_0 stages x's rows in shared memory, 8 at a time, fewer where rows are long: 12288 columns
+  // (the 8B shape's down_proj) take 2 a group, so 5 rows are 3 groups
+  CHECK(cuda::MatvecKernel{.x = nullptr, .n = 5, .w_dtype = DType::q8_0, .in_features = 12288, .outs = {}, .n_outs = 0}.staged_rows() == 2);
   for (DType dt : {DType::q8_0, DType::q4_0})
-    for (const Shape& s : {Shape{192, 96, 1}, Shape{136, 192, 3}, Shape{64, 256, 9}, Shape{1531, 32, 1}, Shape{96, 160, 8}}) {
+    for (const Shape& s : {Shape{192, 96, 1}, Shape{136, 192, 3}, Shape{64, 256, 9}, Shape{1531, 32, 1}, Shape{96, 160, 8}, Shape{40, 12288, 5}}) {
       CAPTURE(dtype_name(dt));
       CAPTURE(s.out);
       CAPTURE(s.in);
@@ -592,6 +595,15 @@ TEST_CASE("launch shapes respect CUDA's limits at full model sizes and are valid
   }
   CHECK(ok(cuda::AttentionCombineKernel{.partial = nullptr, .out = nullptr, .seqs = nullptr, .n_seqs = 0, .n_rows = 100'000, .n_heads = 64,
                                         .head_dim = 256, .splits = 16}.shape()));
+  // a norm taken into a matvec only where the backend's bound keeps the launch within 48 KiB (8
+  // rows of the 0.6B shape's 1024 did not fit, and failed to launch on an H100)
+  for (std::int64_t rows : {1, 2, 4, 8})
+    for (std::int64_t width : {128, 1024, 2560, 4096, 8192}) {
+      const cuda::MatvecKernel k{.x = nullptr, .n = rows, .w_dtype = DType::bf16, .in_features = width,
+                                 .outs = {{.w = nullptr, .bias = nullptr, .y = nullptr, .rows = 4096}}, .n_outs = 1};
+      if (cuda::MatvecKernel::norm_bytes(rows, width) <= cuda::MatvecKernel::max_norm_bytes) CHECK(ok(k.normed({}).shape()));
+    }
+  CHECK(cuda::MatvecKernel::norm_bytes(8, 1024) > cuda::MatvecKernel::max_norm_bytes);
 }
 
 TEST_CASE("grid-stride kernels are correct under a grid smaller than their work (more rows and elements than threads)") {

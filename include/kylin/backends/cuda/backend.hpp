@@ -152,7 +152,7 @@ class CudaBackend {
   void rms_norm(const float* x, const kernels::MatRef& w, float* out, std::int64_t rows, double eps) {
     release_norm();
     const RmsNormKernel k{.x = x, .w = resident(w), .w_dtype = w.dtype, .out = out, .rows = rows, .dim = w.cols, .eps = eps};
-    const bool holdable = norm_in_ && out != x && rows <= detail::matvec_rows && rows * w.cols * sizeof(float) <= max_norm_rows_bytes &&
+    const bool holdable = norm_in_ && out != x && rows <= detail::matvec_rows && MatvecKernel::norm_bytes(rows, w.cols) <= MatvecKernel::max_norm_bytes &&
                           (w.dtype == DType::bf16 || w.dtype == DType::f16 || w.dtype == DType::f32);
     if (holdable) held_norm_ = k;
     else runtime_.launch(k);
@@ -358,7 +358,6 @@ class CudaBackend {
   std::optional<RmsNormKernel> held_norm_;          // a norm not launched yet (rms_norm)
   // Norms taken into matvecs of at most this many blocks (0.6B: q/k/v 512, gate/up 768) and rows.
   static constexpr unsigned max_norm_blocks = 1024;
-  static constexpr std::size_t max_norm_rows_bytes = 32 << 10;
   std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
   std::vector<DeviceAttentionSeq> uploaded_seqs_;         // [<= rows] what seqs_ holds, this pass
   std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy

@@ -112,6 +112,27 @@ KYLIN_HD inline void load16(const T* p, float (&out)[V]) {
   KYLIN_UNROLL for (int i = 0; i < V; ++i) out[i] = to_f32(v[i]);
 }
 
+// 16 bytes at p as four ints (p 16-byte aligned; the emulation refuses a misaligned p, as load16).
+KYLIN_HD inline void load16_ints(const void* p, int (&out)[4]) {
+#if defined(__CUDA_ARCH__)
+  const int4 v = *reinterpret_cast<const int4*>(p);
+  out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+#else
+  if (!aligned16(p)) throw std::logic_error("load16_ints: address not 16-byte aligned");
+  std::memcpy(out, p, 16);
+#endif
+}
+
+// c + the dot product of the four signed bytes of a with those of b (CUDA's __dp4a).
+KYLIN_HD inline int dp4a(int a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+  return __dp4a(a, b, c);
+#else
+  for (int i = 0; i < 4; ++i) c += static_cast<std::int8_t>(static_cast<std::uint32_t>(a) >> (8 * i)) * static_cast<std::int8_t>(static_cast<std::uint32_t>(b) >> (8 * i));
+  return c;
+#endif
+}
+
 // What a kernel writes for a dtype it has no path for (the backend refuses those before launching).
 KYLIN_HD inline float poison() { return NAN; }
 

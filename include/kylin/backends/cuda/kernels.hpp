@@ -250,7 +250,7 @@ struct EmbedKernel {
         const auto* q = static_cast<const std::uint8_t*>(table);
         const auto* scale = reinterpret_cast<const std::uint16_t*>(q + rows * (cols / 2));
         const std::int64_t r = e / cols, c = e % cols;
-        return static_cast<float>(MatvecKernel::q4_value(q + r * (cols / 2), cols / 32, c / 32, static_cast<int>(c % 32))) *
+        return static_cast<float>(detail::q4_value(q + r * (cols / 2), cols / 32, c / 32, static_cast<int>(c % 32))) *
                detail::f16_to_f32(scale[e / 32]);
       }
       default: return detail::poison();

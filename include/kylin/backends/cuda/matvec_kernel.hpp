@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
+#include "kylin/backends/cuda/matvec_quant.hpp"
 
 namespace kylin::cuda {
 
@@ -102,10 +103,24 @@ struct MatvecKernelOf {
   LaunchShape shape() const {
     const std::int64_t per_block = detail::matvec_warps / k_split * detail::matvec_features;
     const std::int64_t blocks = (features() + per_block - 1) / per_block;
-    const std::size_t rows_bytes = Normed ? norm_bytes(n, in_features) : 0;
+    const std::size_t rows_bytes = Normed ? norm_bytes(n, in_features) : static_cast<std::size_t>(staged_rows() * staged_row_bytes(in_features));
     return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)}, {detail::matvec_warps * warp_size}, partial_bytes + rows_bytes};
   }
+  // Q8_0 weights: each group of rows of x is quantized once per block into shared memory (int8
+  // values [rows, in], then f32 scales [rows, in / 32]), as many rows at a time as fit beside the
+  // partial sums (up to matvec_rows); 0 where not even one row fits, x is not 16-byte aligned, or
+  // for the normed kernel: there the warps quantize x themselves (quant_dot_rows).
+  KYLIN_HD static constexpr std::int64_t staged_row_bytes(std::int64_t in) { return in + in / 32 * 4; }
+  KYLIN_HD std::int64_t staged_rows() const {
+    if (Normed || w_dtype != DType::q8_0 || in_features % 32 != 0 || !detail::aligned16(x)) return 0;
+    const std::int64_t fit = static_cast<std::int64_t>((launch_shared_bytes - partial_bytes) / static_cast<std::size_t>(staged_row_bytes(in_features)));
+    return fit < detail::matvec_rows ? fit : detail::matvec_rows;
+  }
 
+  // The shared memory a launch gets without opting in (DeviceRuntime opts in to none), and what a
+  // norm may add within it.
+  static constexpr std::size_t launch_shared_bytes = 48 << 10;
+  static constexpr std::size_t max_norm_bytes = launch_shared_bytes - partial_bytes;
   static std::size_t norm_bytes(std::int64_t n, std::int64_t in) {
     const auto rows = static_cast<std::size_t>(n);
     return (rows * static_cast<std::size_t>(in) * sizeof(float) + 7) / 8 * 8 + rows * max_block_threads * sizeof(double) + rows * sizeof(float);
@@ -136,18 +151,28 @@ struct MatvecKernelOf {
     const float* xs = x;  // [n, in_features]
     if constexpr (Normed) xs = weighted_rows(t);
     float* partial = t.template shared<float>();  // [warps, F, R, pitch]
-    for (std::int64_t r0 = 0; r0 < n; r0 += R) {
-      const int nr = n - r0 < R ? static_cast<int>(n - r0) : R;
+    const std::int64_t staged = staged_rows(), G = staged > 0 ? staged : R;  // rows per group
+    for (std::int64_t r0 = 0; r0 < n; r0 += G) {
+      const int nr = n - r0 < G ? static_cast<int>(n - r0) : static_cast<int>(G);
+      if (staged > 0) detail::stage_q8(t, x + r0 * in_features, in_features, nr, staged_q(t), staged_d(t));
       float acc[F][R] = {};
       if (live) switch (w_dtype) {
           case DType::bf16: dot_rows<bf16_t>(xs, fs, r0, nr, lane, part, acc); break;
           case DType::f16: dot_rows<f16_t>(xs, fs, r0, nr, lane, part, acc); break;
           case DType::f32: dot_rows<float>(xs, fs, r0, nr, lane, part, acc); break;
           case DType::q8_0:
-            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<false>(t, xs, fs[f], r0, nr, lane, part, acc[f]);
+            if (staged > 0) {
+              detail::QuantRow w[F];
+              KYLIN_UNROLL for (int f = 0; f < F; ++f) w[f] = fs[f].out >= 0 ? quant_row(fs[f]) : detail::QuantRow{nullptr, nullptr};
+              detail::staged_q8_dot<F, R, detail::matvec_unroll / 2>(w, staged_q(t), staged_d(t), in_features, nr, {lane, part, S}, acc);
+              break;
+            }
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0)
+              detail::quant_dot<false, R, detail::matvec_unroll>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, {lane, part, S}, acc[f]);
             break;
           case DType::q4_0:
-            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0) quant_dot_rows<true>(t, xs, fs[f], r0, nr, lane, part, acc[f]);
+            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0)
+              detail::quant_dot<true, R, detail::matvec_unroll>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, {lane, part, S}, acc[f]);
             break;
           default:
             KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
@@ -299,53 +324,21 @@ struct MatvecKernelOf {
       }
   }
 
-  // Q8_0/Q4_0: 8 lanes per block of 32 (4 values each), 4 blocks per warp step, the weights and
-  // scales of matvec_unroll steps loaded before the first is used (one step's at a time left a
-  // memory latency per 128 bytes). The 8 lanes of a block find its max |x| and integer dot product
-  // by shuffles; their first lane accumulates it, step by step in order.
-  template <bool Q4, class Thread>
-  KYLIN_HD void quant_dot_rows(Thread& t, const float* xs, Feature fe, std::int64_t r0, int nr, unsigned lane, unsigned part,
-                               float (&acc)[detail::matvec_rows]) const {
-    constexpr int U = detail::matvec_unroll;
-    const MatvecOut& out = outs[fe.out];
-    const std::int64_t K = in_features, nb = K / 32, row_bytes = Q4 ? K / 2 : K, o = fe.row, step = 4 * static_cast<std::int64_t>(k_split);
-    const auto* q = static_cast<const std::uint8_t*>(out.w);
-    const auto* scale = reinterpret_cast<const std::uint16_t*>(q + out.rows * row_bytes) + o * nb;
-    const unsigned sub = lane % 8;
-    for (std::int64_t s0 = 4 * part; s0 < nb; s0 += step * U) {
-      int wq[U][4] = {};
-      float dw[U] = {};
-      KYLIN_UNROLL for (int u = 0; u < U; ++u) {
-        const std::int64_t b = s0 + u * step + lane / 8, k = b * 32 + sub * 4;
-        if (b >= nb) continue;  // lanes past the last block carry zeros through the shuffles
-        dw[u] = detail::f16_to_f32(scale[b]);
-        KYLIN_UNROLL for (int i = 0; i < 4; ++i)
-          wq[u][i] = Q4 ? q4_value(q + o * row_bytes, nb, b, sub * 4 + i) : static_cast<std::int8_t>(q[o * K + k + i]);
-      }
-      KYLIN_UNROLL for (int u = 0; u < U; ++u) {
-        if (s0 + u * step >= nb) break;  // the same for the whole warp
-        const std::int64_t b = s0 + u * step + lane / 8, k = b * 32 + sub * 4;
-        const bool live = b < nb;
-        for (int r = 0; r < nr; ++r) {
-          float xv[4] = {0.f, 0.f, 0.f, 0.f}, amax = 0.f;
-          if (live)
-            for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(xv[i] = (Normed ? xs : x)[(r0 + r) * K + k + i]));
-          for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, t.shfl_xor(amax, m));
-          const float d = amax / 127.f, inv = d > 0.f ? 1.f / d : 0.f;  // as quantize_block_q8
-          int s = 0;
-          for (int i = 0; i < 4; ++i) s += static_cast<int>(fminf(fmaxf(rintf(xv[i] * inv), -127.f), 127.f)) * wq[u][i];
-          float fs = static_cast<float>(s);  // |sum| <= 32 * 127^2 < 2^24: exact in float, in any order
-          for (int m = 1; m < 8; m <<= 1) fs += t.shfl_xor(fs, m);
-          if (sub == 0) acc[r] = fmaf(dw[u] * d, fs, acc[r]);
-        }
-      }
-    }
+  // Feature f's quantized row.
+  KYLIN_HD detail::QuantRow quant_row(const Feature& fe) const {
+    const MatvecOut& o = outs[fe.out];
+    const std::int64_t row_bytes = w_dtype == DType::q4_0 ? in_features / 2 : in_features;
+    const auto* q = static_cast<const std::uint8_t*>(o.w);
+    return {q + fe.row * row_bytes, reinterpret_cast<const std::uint16_t*>(q + o.rows * row_bytes) + fe.row * (in_features / 32)};
   }
-
-  // Value j of block b of a Q4_0 row of nb blocks (kernels::block_values' layout).
-  KYLIN_HD static int q4_value(const std::uint8_t* row, std::int64_t nb, std::int64_t b, int j) {
-    const int byte = (b | 1) < nb ? row[(b / 2) * 32 + j] >> ((b % 2) * 4) : row[b * 16 + j % 16] >> (j < 16 ? 0 : 4);
-    return (byte & 0x0F) - 8;
+  // Where stage_q8 puts x's group of rows: int8 values [G, in], then f32 scales [G, in / 32].
+  template <class Thread>
+  KYLIN_HD std::int8_t* staged_q(Thread& t) const {
+    return reinterpret_cast<std::int8_t*>(t.template shared<float>() + partial_bytes / sizeof(float));
+  }
+  template <class Thread>
+  KYLIN_HD float* staged_d(Thread& t) const {
+    return reinterpret_cast<float*>(staged_q(t) + staged_rows() * in_features);
   }
 };
 
