@@ -420,9 +420,10 @@ TEST_CASE("MatvecKernel on Q8_0/Q4_0 weights matches matmul_ref's quantized prod
   struct Shape {
     std::int64_t out, in, n;
   };
-  // Q8_0 stages x's rows in shared memory, 8 at a time, fewer where rows are long: 12288 columns
+  // Q8_0/Q4_0 stage x's rows in shared memory, 8 at a time, fewer where rows are long: 12288 columns
   // (the 8B shape's down_proj) take 2 a group, so 5 rows are 3 groups
   CHECK(cuda::MatvecKernel{.x = nullptr, .n = 5, .w_dtype = DType::q8_0, .in_features = 12288, .outs = {}, .n_outs = 0}.staged_rows() == 2);
+  CHECK(cuda::MatvecKernel{.x = nullptr, .n = 5, .w_dtype = DType::q4_0, .in_features = 12288, .outs = {}, .n_outs = 0}.staged_rows() == 2);
   for (DType dt : {DType::q8_0, DType::q4_0})
     for (const Shape& s : {Shape{192, 96, 1}, Shape{136, 192, 3}, Shape{64, 256, 9}, Shape{1531, 32, 1}, Shape{96, 160, 8}, Shape{40, 12288, 5}}) {
       CAPTURE(dtype_name(dt));

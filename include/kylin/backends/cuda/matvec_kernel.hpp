@@ -106,13 +106,13 @@ struct MatvecKernelOf {
     const std::size_t rows_bytes = Normed ? norm_bytes(n, in_features) : static_cast<std::size_t>(staged_rows() * staged_row_bytes(in_features));
     return {{static_cast<unsigned>(blocks < 1 ? 1 : blocks)}, {detail::matvec_warps * warp_size}, partial_bytes + rows_bytes};
   }
-  // Q8_0 weights: each group of rows of x is quantized once per block into shared memory (int8
+  // Q8_0/Q4_0 weights: each group of rows of x is quantized once per block into shared memory (int8
   // values [rows, in], then f32 scales [rows, in / 32]), as many rows at a time as fit beside the
   // partial sums (up to matvec_rows); 0 where not even one row fits, x is not 16-byte aligned, or
   // for the normed kernel: there the warps quantize x themselves (quant_dot_rows).
   KYLIN_HD static constexpr std::int64_t staged_row_bytes(std::int64_t in) { return in + in / 32 * 4; }
   KYLIN_HD std::int64_t staged_rows() const {
-    if (Normed || w_dtype != DType::q8_0 || in_features % 32 != 0 || !detail::aligned16(x)) return 0;
+    if (Normed || (w_dtype != DType::q8_0 && w_dtype != DType::q4_0) || in_features % 32 != 0 || !detail::aligned16(x)) return 0;
     const std::int64_t fit = static_cast<std::int64_t>((launch_shared_bytes - partial_bytes) / static_cast<std::size_t>(staged_row_bytes(in_features)));
     return fit < detail::matvec_rows ? fit : detail::matvec_rows;
   }
@@ -171,6 +171,12 @@ struct MatvecKernelOf {
               detail::quant_dot<false, R, detail::matvec_unroll>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, {lane, part, S}, acc[f]);
             break;
           case DType::q4_0:
+            if (staged > 0) {
+              detail::QuantRow w[F];
+              KYLIN_UNROLL for (int f = 0; f < F; ++f) w[f] = fs[f].out >= 0 ? quant_row(fs[f]) : detail::QuantRow{nullptr, nullptr};
+              detail::staged_q4_dot<F, R, detail::matvec_unroll / 2>(w, staged_q(t), staged_d(t), in_features, nr, {lane, part, S}, acc);
+              break;
+            }
             KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0)
               detail::quant_dot<true, R, detail::matvec_unroll>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, {lane, part, S}, acc[f]);
             break;

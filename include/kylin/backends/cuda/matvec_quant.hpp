@@ -1,7 +1,7 @@
 // The Q8_0/Q4_0 inner products of MatvecKernel: x quantized per block of 32 exactly as
 // kernels::quantize_rows_q8 does, each block pair's exact integer dot product scaled and summed in
 // float (kernels::matmul_ref's quantized product). Two ways: x staged once per thread block in
-// shared memory (Q8_0), or quantized by the warps in registers (Q4_0, and where x cannot be staged).
+// shared memory, or quantized by the warps in registers (where x cannot be staged).
 #pragma once
 
 #include "kylin/backends/cuda/device_math.hpp"
@@ -85,6 +85,66 @@ KYLIN_HD void staged_q8_dot(const QuantRow (&w)[F], const std::int8_t* xq, const
           int s = 0;
           KYLIN_UNROLL for (int h = 0; h < 2; ++h) KYLIN_UNROLL for (int i = 0; i < 4; ++i) s = dp4a(wv[f][u][h][i], xv[h][i], s);
           acc[f][r] = fmaf(dw[f][u] * dx, static_cast<float>(s), acc[f][r]);  // |s| <= 32 * 127^2: exact in float
+        }
+      }
+    }
+  }
+}
+
+// The integer dot product of a block of 32 nibbles (values n - 8; ints `lo`/`hi` hold 4 bytes each,
+// `shift` picks each byte's low or high nibble) with x's block of 32 int8 values.
+KYLIN_HD inline int q4_block_dot(const int (&w)[2][4], int shift, const int (&x)[2][4]) {
+  int s = 0, sum_x = 0;
+  KYLIN_UNROLL for (int h = 0; h < 2; ++h) KYLIN_UNROLL for (int i = 0; i < 4; ++i) {
+    s = dp4a((w[h][i] >> shift) & 0x0F0F0F0F, x[h][i], s);
+    sum_x = dp4a(0x01010101, x[h][i], sum_x);
+  }
+  return s - 8 * sum_x;
+}
+
+// acc[f][r] += W_f · x[r] for F Q4_0 rows (null: none) against x staged by stage_q8: a lane takes a
+// pair of blocks (64 nibbles in 32 bytes: byte j holds value j of the even block low, of the odd
+// block high; kernels/quant.hpp's layout) or the last, unpaired block (16 bytes: byte j holds
+// values j and j + 16), U of them per feature loaded before the first is used.
+template <int F, int R, int U>
+KYLIN_HD void staged_q4_dot(const QuantRow (&w)[F], const std::int8_t* xq, const float* xd, std::int64_t K, int nr, LaneSlice at,
+                            float (&acc)[F][R]) {
+  const std::int64_t nb = K / 32, pairs = (nb + 1) / 2, step = static_cast<std::int64_t>(warp_size) * at.parts;
+  for (std::int64_t p0 = at.part * warp_size + at.lane; p0 < pairs; p0 += step * U) {
+    int wv[F][U][2][4];  // a pair's 32 bytes as 8 ints (an unpaired block: the first 4)
+    float dw[F][U][2];
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+      const std::int64_t p = p0 + u * step, b = 2 * p;
+      dw[f][u][0] = dw[f][u][1] = 0.f;
+      KYLIN_UNROLL for (int h = 0; h < 2; ++h) KYLIN_UNROLL for (int i = 0; i < 4; ++i) wv[f][u][h][i] = 0;
+      if (!w[f].q || p >= pairs) continue;
+      if (b + 1 < nb) {
+        KYLIN_UNROLL for (int h = 0; h < 2; ++h) load16_ints(w[f].q + p * 32 + h * 16, wv[f][u][h]);
+        dw[f][u][1] = f16_to_f32(w[f].scale[b + 1]);
+      } else {
+        load16_ints(w[f].q + b * 16, wv[f][u][0]);
+      }
+      dw[f][u][0] = f16_to_f32(w[f].scale[b]);
+    }
+    KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+      const std::int64_t p = p0 + u * step, b = 2 * p;
+      if (p >= pairs) break;
+      const bool paired = b + 1 < nb;
+      KYLIN_UNROLL for (int r = 0; r < R; ++r) {
+        if (r >= nr) break;
+        int xa[2][4], xb[2][4] = {};  // blocks b and b + 1 of x
+        KYLIN_UNROLL for (int h = 0; h < 2; ++h) load16_ints(xq + r * K + b * 32 + h * 16, xa[h]);
+        if (paired) KYLIN_UNROLL for (int h = 0; h < 2; ++h) load16_ints(xq + r * K + (b + 1) * 32 + h * 16, xb[h]);
+        const float da = xd[r * nb + b], db = paired ? xd[r * nb + b + 1] : 0.f;
+        KYLIN_UNROLL for (int f = 0; f < F; ++f) {
+          if (paired) {
+            acc[f][r] = fmaf(dw[f][u][0] * da, static_cast<float>(q4_block_dot(wv[f][u], 0, xa)), acc[f][r]);
+            acc[f][r] = fmaf(dw[f][u][1] * db, static_cast<float>(q4_block_dot(wv[f][u], 4, xb)), acc[f][r]);
+          } else {  // bytes 0-15: values j (low nibble) and j + 16 (high)
+            const int lohi[2][4] = {{wv[f][u][0][0], wv[f][u][0][1], wv[f][u][0][2], wv[f][u][0][3]},
+                                    {wv[f][u][0][0] >> 4, wv[f][u][0][1] >> 4, wv[f][u][0][2] >> 4, wv[f][u][0][3] >> 4}};
+            acc[f][r] = fmaf(dw[f][u][0] * da, static_cast<float>(q4_block_dot(lohi, 0, xa)), acc[f][r]);
+          }
         }
       }
     }
