@@ -160,26 +160,8 @@ struct MatvecKernelOf {
           case DType::bf16: dot_rows<bf16_t>(xs, fs, r0, nr, lane, part, acc); break;
           case DType::f16: dot_rows<f16_t>(xs, fs, r0, nr, lane, part, acc); break;
           case DType::f32: dot_rows<float>(xs, fs, r0, nr, lane, part, acc); break;
-          case DType::q8_0:
-            if (staged > 0) {
-              detail::QuantRow w[F];
-              KYLIN_UNROLL for (int f = 0; f < F; ++f) w[f] = fs[f].out >= 0 ? quant_row(fs[f]) : detail::QuantRow{nullptr, nullptr};
-              detail::staged_q8_dot<F, R, detail::matvec_unroll / 2>(w, staged_q(t), staged_d(t), in_features, nr, {lane, part, S}, acc);
-              break;
-            }
-            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0)
-              detail::quant_dot<false, R, detail::matvec_unroll>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, {lane, part, S}, acc[f]);
-            break;
-          case DType::q4_0:
-            if (staged > 0) {
-              detail::QuantRow w[F];
-              KYLIN_UNROLL for (int f = 0; f < F; ++f) w[f] = fs[f].out >= 0 ? quant_row(fs[f]) : detail::QuantRow{nullptr, nullptr};
-              detail::staged_q4_dot<F, R, detail::matvec_unroll / 2>(w, staged_q(t), staged_d(t), in_features, nr, {lane, part, S}, acc);
-              break;
-            }
-            KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0)
-              detail::quant_dot<true, R, detail::matvec_unroll>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, {lane, part, S}, acc[f]);
-            break;
+          case DType::q8_0: quant_rows<false>(t, fs, xs, r0, nr, {lane, part, S}, staged > 0, acc); break;
+          case DType::q4_0: quant_rows<true>(t, fs, xs, r0, nr, {lane, part, S}, staged > 0, acc); break;
           default:
             KYLIN_UNROLL for (int f = 0; f < F; ++f) KYLIN_UNROLL for (int r = 0; r < R; ++r) acc[f][r] = detail::poison();
         }
@@ -328,6 +310,22 @@ struct MatvecKernelOf {
         KYLIN_UNROLL for (int r = 0; r < R; ++r)
           if (r < nr) acc[f][r] += xr[r * K + k] * wk;
       }
+  }
+
+  // Q8_0/Q4_0 (Q4) products of rows [r0, r0 + nr): on x staged by stage_q8, or quantized by the warps.
+  template <bool Q4, class Thread>
+  KYLIN_HD void quant_rows(Thread& t, const Feature (&fs)[detail::matvec_features], const float* xs, std::int64_t r0, int nr,
+                           detail::LaneSlice at, bool staged, float (&acc)[detail::matvec_features][detail::matvec_rows]) const {
+    constexpr int F = detail::matvec_features, R = detail::matvec_rows, U = detail::matvec_unroll;
+    if (!staged) {
+      KYLIN_UNROLL for (int f = 0; f < F; ++f) if (fs[f].out >= 0)
+        detail::quant_dot<Q4, R, U>(t, quant_row(fs[f]), xs + r0 * in_features, in_features, nr, at, acc[f]);
+      return;
+    }
+    detail::QuantRow w[F];
+    KYLIN_UNROLL for (int f = 0; f < F; ++f) w[f] = fs[f].out >= 0 ? quant_row(fs[f]) : detail::QuantRow{nullptr, nullptr};
+    if constexpr (Q4) detail::staged_q4_dot<F, R, U / 2>(w, staged_q(t), staged_d(t), in_features, nr, at, acc);
+    else detail::staged_q8_dot<F, R, U / 2>(w, staged_q(t), staged_d(t), in_features, nr, at, acc);
   }
 
   // Feature f's quantized row.
