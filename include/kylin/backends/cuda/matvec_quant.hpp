@@ -73,9 +73,8 @@ KYLIN_HD void staged_q8_dot(const QuantRow (&w)[F], const std::int8_t* xq, const
       KYLIN_UNROLL for (int h = 0; h < 2; ++h) load16_ints(w[f].q + b * 32 + h * 16, wv[f][u][h]);
       dw[f][u] = f16_to_f32(w[f].scale[b]);
     }
-    KYLIN_UNROLL for (int u = 0; u < U; ++u) {
+    KYLIN_UNROLL for (int u = 0; u < U && b0 + u * step < nb; ++u) {
       const std::int64_t b = b0 + u * step;
-      if (b >= nb) break;
       KYLIN_UNROLL for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         int xv[2][4];
