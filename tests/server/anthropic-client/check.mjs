@@ -73,9 +73,11 @@ assert.equal(withResult.input_tokens, promptOf(second.usage));
 console.log("tool round trip ok");
 
 // tool_choice any forces a call: a tool_use block whose input has the schema's required city
-// (its length bounded, so the sampled random-weight answer ends well within max_tokens).
-const bounded = [{ ...tools[0], input_schema: { ...tools[0].input_schema, properties: { city: { type: "string", maxLength: 10 } } } }];
-const forced = await client.messages.create({ ...greedy, max_tokens: 200, temperature: 1, tools: bounded, tool_choice: { type: "any" } });
+// (its length bounded: one call, the city at most 10 characters and no other property, so the
+// unseeded random-weight answer ends well within max_tokens whatever it samples).
+const bounded = [{ ...tools[0], input_schema: { ...tools[0].input_schema, properties: { city: { type: "string", maxLength: 10 } }, additionalProperties: false } }];
+const forced = await client.messages.create({ ...greedy, max_tokens: 200, temperature: 1, tools: bounded,
+                                              tool_choice: { type: "any", disable_parallel_tool_use: true } });
 assert.equal(forced.stop_reason, "tool_use");
 const use = forced.content.find((b) => b.type === "tool_use");
 assert.ok(use, "a tool_use block");
