@@ -39,8 +39,6 @@ class HostThread;
 namespace detail {
 
 inline constexpr unsigned max_block_threads = 1024;
-// Dynamic shared memory a launch gets without cudaFuncSetAttribute (DeviceRuntime sets none).
-inline constexpr std::size_t max_shared_bytes = 48 * 1024;
 // ASan's redzones make every frame several times larger. A multiple of any page size.
 inline constexpr std::size_t stack_bytes = (KYLIN_EMULATE_ASAN ? 256 : 64) * 1024;
 inline constexpr unsigned char shared_garbage = 0xCD;
@@ -328,8 +326,8 @@ inline void validate(std::string_view name, const LaunchShape& s) {
   if (n > max_block_threads)
     throw fail("block " + dims(s.block) + " has " + std::to_string(n) + " threads, more than " +
                std::to_string(max_block_threads));
-  if (s.shared_bytes > max_shared_bytes)
-    throw fail(std::to_string(s.shared_bytes) + " bytes of shared memory, more than a launch gets (" + std::to_string(max_shared_bytes) + ")");
+  if (s.shared_bytes > launch_shared_bytes)
+    throw fail(std::to_string(s.shared_bytes) + " bytes of shared memory, more than a launch gets (" + std::to_string(launch_shared_bytes) + ")");
 }
 
 // Marks this OS thread's workspace in use for one launch, also when the launch throws.

@@ -117,9 +117,7 @@ struct MatvecKernelOf {
     return fit < detail::matvec_rows ? fit : detail::matvec_rows;
   }
 
-  // The shared memory a launch gets without opting in (DeviceRuntime opts in to none), and what a
-  // norm may add within it.
-  static constexpr std::size_t launch_shared_bytes = 48 << 10;
+  // What a norm may add within the shared memory a launch gets.
   static constexpr std::size_t max_norm_bytes = launch_shared_bytes - partial_bytes;
   static std::size_t norm_bytes(std::int64_t n, std::int64_t in) {
     const auto rows = static_cast<std::size_t>(n);

@@ -28,6 +28,9 @@ struct LaunchShape {
 };
 
 inline constexpr unsigned warp_size = 32;
+// Dynamic shared memory a launch gets without cudaFuncSetAttribute (DeviceRuntime opts in to none;
+// the emulator refuses more).
+inline constexpr std::size_t launch_shared_bytes = 48 * 1024;
 
 // The thread interface every kernel body uses (DeviceThread below, emulate::HostThread on the host):
 //   t.thread_idx(), t.block_idx(), t.block_dim(), t.grid_dim() -> Dim3
