@@ -48,32 +48,12 @@ inline __m256i dot4_add(__m256i acc, __m256i u, __m256i s) {
 inline __m512i dot4_add(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
 #endif
 
-// The bits of 1.5 * 2^23: an int32 accumulator started there and given a lane sum s (|s| < 2^22,
-// as every sum of 4 quantized products is) reads as the float 1.5 * 2^23 + s exactly, so one
-// subtraction makes float(s) exactly, as vcvtdq2ps would, but on either FMA port (vcvtdq2ps
-// has one on Intel's AVX-512 cores).
+// The bits of 1.5 * 2^23: an int32 accumulator started there and given a block's dot product s
+// (|s| < 2^22, as every sum of 32 quantized products is: at most 32 * 127 * 127) reads as the
+// float 1.5 * 2^23 + s exactly, so one subtraction makes float(s) exactly, as vcvtdq2ps would, but
+// on either FMA port (vcvtdq2ps has one on Intel's AVX-512 cores).
 inline constexpr std::int32_t exact_float_start = 0x4B400000;
 inline constexpr float exact_float_start_value = 12582912.f;
-
-// float(dot4(u, s)), lane for lane.
-#if defined(KYLIN_INT8_SIMD)
-inline __m256 lane_sums(__m256i u, __m256i s) {
-#if defined(KYLIN_VNNI_256)
-  return _mm256_sub_ps(_mm256_castsi256_ps(dot4_add(_mm256_set1_epi32(exact_float_start), u, s)), _mm256_set1_ps(exact_float_start_value));
-#else
-  return _mm256_cvtepi32_ps(dot4(u, s));
-#endif
-}
-#endif
-#if defined(KYLIN_INT8_512)
-inline __m512 lane_sums(__m512i u, __m512i s) {
-#if defined(KYLIN_VNNI_512)
-  return _mm512_sub_ps(_mm512_castsi512_ps(dot4_add(_mm512_set1_epi32(exact_float_start), u, s)), _mm512_set1_ps(exact_float_start_value));
-#else
-  return _mm512_cvtepi32_ps(dot4(u, s));
-#endif
-}
-#endif
 
 }  // namespace detail
 }  // namespace kylin::kernels

@@ -326,15 +326,18 @@ inline void qgemm_fused(const float* x, std::span<const MatmulOut> outs, std::in
   const Q8Rows xq = quantize_rows(x, T_, K, pool, scratch);
   bool q8 = false, q4 = false;
   for (const auto& o : outs) (o.w.dtype == DType::q4_0 ? q4 : q8) = true;
-  const Q8GemmRows rows{xq, q8 ? scratch.q8_start4.get() : nullptr, q4 ? scratch.q8_sum8.get() : nullptr};
+  std::int32_t* q8_start = scratch.q8_starts.get();  // [T_, K / q8_block]
+  std::int32_t* q4_start = q8_start + scratch.max_rows * (scratch.max_cols / q8_block);  // [T_, K / q8_block]
+  const Q8GemmRows rows{xq, q8 ? q8_start : nullptr, q4 ? q4_start : nullptr};
   parallel_chunks(pool, T_, 16, [&](int, std::int64_t t0, std::int64_t t1) {
     const Q8Rows part{xq.q + t0 * K, xq.scale + t0 * (K / q8_block), K};
-    prepare_gemm_rows(part, t1 - t0, q8 ? scratch.q8_start4.get() + t0 * (K / 4) : nullptr, q4 ? scratch.q8_sum8.get() + t0 * (K / q8_block) : nullptr);
+    const std::int64_t at = t0 * (K / q8_block);
+    prepare_gemm_rows(part, t1 - t0, q8 ? q8_start + at : nullptr, q4 ? q4_start + at : nullptr);
   });
   auto panels = [](const MatmulOut& o) { return (o.w.rows + QV::rows - 1) / QV::rows; };
   std::int64_t total = 0;
   for (const auto& o : outs) total += panels(o);
-  parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
+  parallel_chunks(pool, total, QV::panels, [&](int t, std::int64_t p0, std::int64_t p1) {  // whole tiles of panels
     for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       visit_quant(o.w.dtype, o.w.data, o.w.rows, K, [&](const auto& w) {
         qgemm_panels(w, rows, T_, o.bias, o.y, b, e, scratch.packed_w_ptrs[static_cast<std::size_t>(t)], scratch.max_cols * gemm_nr);

@@ -47,8 +47,8 @@ struct MatmulScratch {
   detail::AlignedBuffer<std::int8_t> q8_x;    // [max_rows, max_cols]
   detail::AlignedBuffer<float> q8_scale;      // [max_rows, max_cols / q8_block]
   detail::AlignedBuffer<std::uint8_t> q8_abs;  // [max_rows, max_cols] |q8_x|
-  detail::AlignedBuffer<float> q8_sum8;       // [max_rows, max_cols / q8_block] 8 * scale * sum(q8_x)
-  detail::AlignedBuffer<std::int32_t> q8_start4;  // [max_rows, max_cols / 4] the int8 GEMM's accumulator starts (with VNNI)
+  detail::AlignedBuffer<std::int32_t> q8_sum8;  // [max_rows, max_cols / q8_block] 8 * sum(q8_x) per block
+  detail::AlignedBuffer<std::int32_t> q8_starts;  // [2, max_rows, max_cols / q8_block] the int8 GEMM's block starts, Q8_0 then Q4_0 (with VNNI)
   std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
   std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
   MatmulScratch() = default;
@@ -59,7 +59,7 @@ struct MatmulScratch {
         q8_scale(static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / q8_block))),
         q8_abs(static_cast<std::size_t>(max_rows * max_cols)),
         q8_sum8(static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / q8_block))),
-        q8_start4(int8_vnni ? static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / 4)) : 0),
+        q8_starts(int8_vnni ? static_cast<std::size_t>(2 * max_rows * std::max<std::int64_t>(1, max_cols / q8_block)) : 0),
         operands(max_products), dot_packed(max_products) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));

@@ -207,57 +207,39 @@ std::int32_t block_dot(const W& w, std::int64_t r, const Q8Rows& x, std::int64_t
   return s;
 }
 
-// 8 * scale * sum(q) of block b of activation row t: under Q4_0 weights, stored as v + 8, what
-// the +8 adds to the block's product (times the weight scale).
-inline float block_sum8(const Q8Rows& x, std::int64_t t, std::int64_t b) {
+// The sum of the values of block b of activation row t: under Q4_0 weights, stored as v + 8,
+// 8 times it is what the +8 adds to the block's integer dot product.
+inline std::int32_t block_qsum(const Q8Rows& x, std::int64_t t, std::int64_t b) {
   const std::int8_t* q = x.q + t * x.cols + b * q8_block;
   std::int32_t s = 0;
   for (std::int64_t i = 0; i < q8_block; ++i) s += q[i];
-  return 8.f * x.scale[t * (x.cols / q8_block) + b] * static_cast<float>(s);
+  return s;
 }
 
-// hsum8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): the order in which the SIMD
-// kernels sum 8 float lanes (halves, then pairs, then the last two).
+// hsum4(v) = (v0 + v2) + (v1 + v3): the order in which the SIMD kernels sum 4 float lanes
+// (halves, then the last two).
 template <class T>
-T hsum8_order(const T (&v)[8]) {
-  return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+T hsum4_order(const T (&v)[4]) {
+  return (v[0] + v[2]) + (v[1] + v[3]);
 }
 
 // Output (t, r) exactly as the SIMD kernels compute it (decode rows, and the int8 GEMM's prefill
-// rows): per block b, 8 integer lane sums (lane l: values 4l..4l+3 of the block; Q4_0 with its
-// stored v + 8), each converted to float and added by one fma times the float product
-// scale_w * scale_x into lane l of accumulator b % 2; then hsum8 of the two accumulators' sum.
-// Q4_0 subtracts the +8's share: sum over blocks of scale_w * block_sum8, by fma into 8 lanes
-// (block b to lane b % 8) for the blocks of whole groups of 8, hsum8 of those, plus a scalar fma
-// chain over the last nb % 8 blocks. Then the bias (or + 0.f). It rounds differently from
-// quant_dot_ref, which is the oracle of both.
+// rows): per block b, the exact integer dot product of the block (block_dot), converted to float
+// and added by one fma times the float product scale_w * scale_x into lane b % 4 of 4 float
+// accumulators; then hsum4 of the 4, then the bias (or + 0.f). Integer sums are exact in any
+// order, so each kernel groups a block's products as its registers suit; only the float steps are
+// fixed: 4 accumulators leave the GEMM registers for 4 token rows, and the decode kernel's
+// 8 block sums in a vector go in as two halves. It rounds differently from quant_dot_ref, which
+// is the oracle of both.
 template <QuantView W>
 float quant_lanes_ref(const W& w, std::int64_t r, const Q8Rows& x, std::int64_t t, const float* bias) {
-  constexpr bool q4 = std::same_as<W, Q4View>;
   const std::int64_t nb = w.blocks();
-  float acc[2][8] = {};
-  std::int8_t v[q8_block];
+  float acc[4] = {};
   for (std::int64_t b = 0; b < nb; ++b) {
-    block_values(w, r, b, v);
     const float d = block_scale(w, r, b) * x.scale[t * nb + b];
-    const std::int8_t* q = x.q + t * x.cols + b * q8_block;
-    for (int l = 0; l < 8; ++l) {
-      std::int32_t s = 0;
-      for (int i = 4 * l; i < 4 * l + 4; ++i) s += (std::int32_t{v[i]} + (q4 ? 8 : 0)) * std::int32_t{q[i]};
-      acc[b % 2][l] = std::fma(static_cast<float>(s), d, acc[b % 2][l]);
-    }
+    acc[b % 4] = std::fma(static_cast<float>(block_dot(w, r, x, t, b)), d, acc[b % 4]);
   }
-  float lanes[8];
-  for (int l = 0; l < 8; ++l) lanes[l] = acc[0][l] + acc[1][l];
-  float y = hsum8_order(lanes);
-  if constexpr (q4) {
-    float offset[8] = {}, tail = 0.f;
-    const std::int64_t whole = nb / 8 * 8;
-    for (std::int64_t b = 0; b < whole; ++b) offset[b % 8] = std::fma(block_scale(w, r, b), block_sum8(x, t, b), offset[b % 8]);
-    for (std::int64_t b = whole; b < nb; ++b) tail = std::fma(block_scale(w, r, b), block_sum8(x, t, b), tail);
-    y -= hsum8_order(offset) + tail;
-  }
-  return y + (bias ? bias[r] : 0.f);
+  return hsum4_order(acc) + (bias ? bias[r] : 0.f);
 }
 
 // Scalar reference of one output: sum over blocks of scale_w * scale_x * (exact integer dot), in

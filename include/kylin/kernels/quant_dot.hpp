@@ -15,32 +15,39 @@
 namespace kylin::kernels::detail {
 
 // Activation rows as the decode kernels read them: the Q8_0 rows, and what every weight row
-// would otherwise recompute from them: |q| per value (vpmaddubsw's unsigned operand against Q8_0
-// weights) and 8 * scale * sum(q) per block (Q4_0 values are stored as v + 8, and this is the +8).
+// would otherwise recompute from them: |q| per value (the unsigned operand against Q8_0 weights)
+// and 8 * sum(q) per block (Q4_0 values are stored as v + 8: what the +8 adds to a block's dot).
 struct Q8Operand {
   Q8Rows rows;
   const std::uint8_t* abs = nullptr;  // [n, cols]
-  const float* sum8 = nullptr;        // [n, cols / 32]
+  const std::int32_t* sum8 = nullptr; // [n, cols / 32]
 };
 
 // Fills abs and sum8 for rows [0, n) of x.
-inline void prepare_operand(const Q8Rows& x, std::int64_t n, std::uint8_t* abs, float* sum8) {
+inline void prepare_operand(const Q8Rows& x, std::int64_t n, std::uint8_t* abs, std::int32_t* sum8) {
   const std::int64_t nb = x.cols / q8_block;
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t b = 0; b < nb; ++b) {
       for (std::int64_t i = t * x.cols + b * q8_block; i < t * x.cols + (b + 1) * q8_block; ++i)
         abs[i] = static_cast<std::uint8_t>(std::abs(x.q[i]));
-      sum8[t * nb + b] = block_sum8(x, t, b);
+      sum8[t * nb + b] = 8 * block_qsum(x, t, b);
     }
 }
 
 #if defined(KYLIN_INT8_SIMD)
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// (v0 + v2) + (v1 + v3), hsum4_order (quant.hpp).
+inline float hsum(__m128 v) {
+  const __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// acc (lane l: blocks b + l and b + 4 + l) + the 8 block sums s times their scale products d,
+// lanes 0-3 first.
+inline __m128 add_group(__m256i s, __m256 d, __m128 acc) {
+  const __m256 f = _mm256_cvtepi32_ps(s);
+  acc = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(d), acc);
+  return _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(d, 1), acc);
 }
 
 inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p); }
@@ -52,43 +59,69 @@ inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p);
 inline constexpr std::int64_t quant_prefetch_bytes = 2048;
 
 // p[t] = the 8 lane sums of block b of weight row r times activation row t0 + t (lane j: values
-// 4j..4j+3), exact integers as floats, by lane_sums (int8.hpp) of unsigned and signed bytes. Q8_0: |x| times w carrying
-// x's sign is x * w. Q4_0: the stored values v + 8 in [0, 15] times x directly; the 8 * sum(x)
-// this adds is taken off per output.
+// 4j..4j+3), exact int32 by dot4 (int8.hpp) of unsigned and signed bytes. Q8_0: |x| times w
+// carrying x's sign is x * w. Q4_0: the stored values v + 8 in [0, 15] times x directly (the
+// 8 * sum(x) this adds is taken off per block).
 template <int NB>
-inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[NB]) {
+inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
   const __m256i wv = _mm256_loadu_si256(at(w.q + r * w.cols + b * q8_block));
   for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
-    p[t] = lane_sums(_mm256_loadu_si256(at(x.abs + k)), _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k))));
+    p[t] = dot4(_mm256_loadu_si256(at(x.abs + k)), _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k))));
   }
 }
 template <int NB>
-inline void q4_products(__m256i nibbles, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&p)[NB]) {
-  for (int t = 0; t < NB; ++t) p[t] = lane_sums(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
-}
-template <int NB>
-inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[NB]) {
+inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
   const Q4Block k = q4_block(w, r, b);
   const __m256i low = _mm256_set1_epi8(0x0F);
-  if (k.shift >= 0)
-    return q4_products(_mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(at(k.bytes)), _mm_cvtsi32_si128(k.shift)), low), x, t0, b, p);
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.bytes));
-  q4_products(_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low), x, t0, b, p);
+  const __m256i nibbles = k.shift >= 0 ? _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256(at(k.bytes)), _mm_cvtsi32_si128(k.shift)), low) : [&] {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.bytes));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
+  }();
+  for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
+}
+
+// Lane j of the result = the sum of v[j]'s 8 lanes.
+inline __m256i sum_each(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {  // [v0..v3 low halves | v0..v3 high halves]
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+}
+inline __m256i join_halves(__m256i a, __m256i c) {
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
+}
+
+// Q4_0: the block sums less the +8's share (lanes [0, count) of the 8 from block b).
+template <QuantView W>
+inline __m256i exact_sums(__m256i s, const Q8Operand& x, std::int64_t t, std::int64_t b, int count) {
+  if constexpr (std::same_as<W, Q8View>) return s;
+  const auto* o = reinterpret_cast<const int*>(x.sum8 + t * (x.rows.cols / q8_block) + b);
+  const __m256i off = count == 8 ? _mm256_loadu_si256(at(o)) : _mm256_maskload_epi32(o, _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  return _mm256_sub_epi32(s, off);
+}
+
+// s[t] lane j = the exact integer dot product of block b + j of weight row r and activation row
+// t0 + t, for j < count (8 at most; 0 past it).
+template <int NB, QuantView W>
+inline void group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, int count, __m256i (&s)[NB]) {
+  __m256i h[NB][4];
+  for (int j = 0; j < 8; j += 2) {
+    __m256i p0[NB], p1[NB];
+    for (int t = 0; t < NB; ++t) p0[t] = p1[t] = _mm256_setzero_si256();
+    if (j < count) block_products<NB>(w, r, b + j, x, t0, p0);
+    if (j + 1 < count) block_products<NB>(w, r, b + j + 1, x, t0, p1);
+    for (int t = 0; t < NB; ++t) h[t][j / 2] = _mm256_hadd_epi32(p0[t], p1[t]);
+  }
+  for (int t = 0; t < NB; ++t)
+    s[t] = exact_sums<W>(join_halves(_mm256_hadd_epi32(h[t][0], h[t][1]), _mm256_hadd_epi32(h[t][2], h[t][3])), x, t0 + t, b, count);
 }
 
 // The scale products of blocks b..b+7 for each output of an R x NB tile (lane l: block b + l),
-// Q4_0's offset lanes added to, and the tile's weight rows asked for quant_prefetch_bytes ahead.
+// and the tile's weight rows asked for quant_prefetch_bytes ahead.
 template <int R, int NB, QuantView W>
-inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&d)[R][NB],
-                         __m256 (&offset)[R][NB]) {
+inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&d)[R][NB]) {
   const std::int64_t nb = w.blocks();
   for (int i = 0; i < R; ++i) {
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i) * nb + b)));
-    for (int t = 0; t < NB; ++t) {
-      d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
-      if constexpr (std::same_as<W, Q4View>) offset[i][t] = _mm256_fmadd_ps(dw, _mm256_loadu_ps(x.sum8 + (t0 + t) * nb + b), offset[i][t]);
-    }
+    for (int t = 0; t < NB; ++t) d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
   }
   constexpr std::int64_t group_bytes = 8 * row_value_bytes<W>(q8_block);
   for (int i = 0; i < R; ++i) {
@@ -98,126 +131,89 @@ inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::i
 }
 
 #if defined(KYLIN_INT8_512)
-// Block pairs in 512-bit vectors: lanes 0-7 hold block b's 8 lanes, 8-15 block b + 1's, so one
-// dot4, one conversion and one FMA do what two of each do in 256 bits, lane for lane the same.
-using PairAcc = __m512;
-
-// p[t] = the lane sums of blocks b and b + 1 (b even) of weight row r times activation row t0 + t.
-// Q8_0: as block_products, with w negated where x < 0 by a mask (AVX-512 has no vpsignb; where
-// x = 0 the product is 0 either way). Q4_0: the pair's 32 bytes, low nibbles then high.
+// p[t] = the lane sums of blocks b and b + 1 (b even) of weight row r times activation row t0 + t:
+// lanes 0-7 block b's, 8-15 block b + 1's, so one dot4 does what two do in 256 bits. Q8_0: as
+// block_products, with w negated where x < 0 by a mask (AVX-512 has no vpsignb; where x = 0 the
+// product is 0 either way). Q4_0: the pair's 32 bytes, low nibbles then high.
 template <int NB>
-inline void pair_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512 (&p)[NB]) {
+inline void pair_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512i (&p)[NB]) {
   const __m512i wv = _mm512_loadu_si512(w.q + r * w.cols + b * q8_block);
   for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
     const __m512i xq = _mm512_loadu_si512(x.rows.q + k);
-    p[t] = lane_sums(_mm512_loadu_si512(x.abs + k), _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xq), _mm512_setzero_si512(), wv));
+    p[t] = dot4(_mm512_loadu_si512(x.abs + k), _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xq), _mm512_setzero_si512(), wv));
   }
 }
 template <int NB>
-inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512 (&p)[NB]) {
+inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512i (&p)[NB]) {
   const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block));
   const __m512i nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), _mm512_set1_epi8(0x0F));
-  for (int t = 0; t < NB; ++t) p[t] = lane_sums(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
+  for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
 }
 
-// acc[i][t] += the products of blocks b..b+7, pair by pair; d from group_scales.
-template <int R, int NB, QuantView W>
-inline void group_products(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, const __m256 (&d)[R][NB],
-                           PairAcc (&acc)[R][NB]) {
-  const __m512i pair_lanes = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);  // [0 x 8, 1 x 8]
-  for (int j = 0; j < 8; j += 2) {
-    const __m512i scale_at = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(j));
-    for (int i = 0; i < R; ++i) {
-      __m512 p[NB];
-      pair_products<NB>(w, r0 + i, b + j, x, t0, p);
-      for (int t = 0; t < NB; ++t)
-        acc[i][t] = _mm512_fmadd_ps(p[t], _mm512_permutexvar_ps(scale_at, _mm512_castps256_ps512(d[i][t])), acc[i][t]);
-    }
-  }
+// The 8 block sums of 4 pairs (v[k]: blocks 2k and 2k + 1), lane j = block j: pairs of 64-bit
+// halves, then of 32-bit lanes, add each 128-bit quarter's 4 lanes ([blocks 0 2 4 6] twice,
+// [1 3 5 7] twice), the quarters of one block added, and the lanes put in block order.
+inline __m256i sum_pairs(const __m512i (&v)[4]) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi64(v[0], v[1]), _mm512_unpackhi_epi64(v[0], v[1]));
+  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(v[2], v[3]), _mm512_unpackhi_epi64(v[2], v[3]));
+  const __m512 af = _mm512_castsi512_ps(a), cf = _mm512_castsi512_ps(c);
+  const __m512i e = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0xDD)));
+  const __m512i f = _mm512_add_epi32(e, _mm512_shuffle_i32x4(e, e, 0xB1));
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), f));
 }
 
-// The even and the odd blocks' accumulators of a pair (halves split by a vector shuffle: the
-// extract intrinsics trip GCC 12's -Wuninitialized, GCC bug 105593).
-inline __m256 even_half(PairAcc v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
-inline __m256 odd_half(PairAcc v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
-#else
-struct PairAcc {
-  __m256 half[2];  // the even and the odd blocks' lanes
-};
-
-// Blocks b and b + 1 (b even, both in the row): for Q4_0 one load of their shared 32 bytes.
+// group_sums of a whole group of 8 blocks, pair by pair.
 template <int NB, QuantView W>
-inline void pair_products(const W& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256 (&p)[2][NB]) {
-  if constexpr (std::same_as<W, Q4View>) {
-    const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block)), low = _mm256_set1_epi8(0x0F);
-    q4_products(_mm256_and_si256(v, low), x, t0, b, p[0]);
-    q4_products(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), x, t0, b + 1, p[1]);
-  } else {
-    block_products<NB>(w, r, b, x, t0, p[0]);
-    block_products<NB>(w, r, b + 1, x, t0, p[1]);
+inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&s)[NB]) {
+  __m512i p[NB][4];
+  for (int k = 0; k < 4; ++k) {
+    __m512i pk[NB];
+    pair_products<NB>(w, r, b + 2 * k, x, t0, pk);
+    for (int t = 0; t < NB; ++t) p[t][k] = pk[t];
   }
+  for (int t = 0; t < NB; ++t) s[t] = exact_sums<W>(sum_pairs(p[t]), x, t0 + t, b, 8);
 }
-
-template <int R, int NB, QuantView W>
-inline void group_products(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, const __m256 (&d)[R][NB],
-                           PairAcc (&acc)[R][NB]) {
-  for (int j = 0; j < 8; j += 2)
-    for (int i = 0; i < R; ++i) {
-      __m256 pp[2][NB];
-      pair_products<NB>(w, r0 + i, b + j, x, t0, pp);
-      for (int h = 0; h < 2; ++h)
-        for (int t = 0; t < NB; ++t)
-          acc[i][t].half[h] = _mm256_fmadd_ps(pp[h][t], _mm256_permutevar8x32_ps(d[i][t], _mm256_set1_epi32(j + h)), acc[i][t].half[h]);
-    }
+#else
+template <int NB, QuantView W>
+inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&s)[NB]) {
+  group_sums<NB>(w, r, x, t0, b, 8, s);
 }
-
-inline __m256 even_half(const PairAcc& v) { return v.half[0]; }
-inline __m256 odd_half(const PairAcc& v) { return v.half[1]; }
 #endif
 
-// y[t, r0 + i] for NB token rows and R weight rows. Per output, two sets of 8 float lanes take
-// the even and the odd blocks' (scale_w * scale_x) * (integer lane sums), in block order, so one
-// row alone is not held up by the latency of a single accumulator chain; the scale products are
-// made 8 blocks at a time. Then their sum, one horizontal sum, Q4_0's offset and the bias: the
-// sums quant_lanes_ref (quant.hpp) spells out. Each output is computed the same way whatever R
-// and NB are, so a row's result never depends on the batch.
+// y[t, r0 + i] for NB token rows and R weight rows, as quant_lanes_ref (quant.hpp): 8 blocks at a
+// time, each block's exact integer dot product as a float lane times its scale product into 4
+// accumulator lanes (block b to lane b % 4), then one horizontal sum and the bias. Each output is
+// computed the same way whatever R and NB are, so a row's result never depends on the batch.
 template <int R, int NB, QuantView W>
 void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, const float* bias, float* y, std::int64_t ldy) {
-  constexpr bool q4 = std::same_as<W, Q4View>;
   const std::int64_t nb = w.blocks();
-  PairAcc pairs[R][NB];
-  __m256 acc[2][R][NB], offset[R][NB], d[R][NB];
-  float offset_tail[R][NB];
+  __m128 acc[R][NB];
+  __m256 d[R][NB];
+  __m256i s[NB];
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) {
-      pairs[i][t] = PairAcc{};
-      offset[i][t] = _mm256_setzero_ps(), offset_tail[i][t] = 0.f;
-    }
+    for (int t = 0; t < NB; ++t) acc[i][t] = _mm_setzero_ps();
   std::int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
-    group_scales<R, NB>(w, r0, x, t0, b, d, offset);
-    group_products<R, NB>(w, r0, x, t0, b, d, pairs);
-  }
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) acc[0][i][t] = even_half(pairs[i][t]), acc[1][i][t] = odd_half(pairs[i][t]);
-  __m256 p[NB];
-  for (; b < nb; ++b)  // the last nb % 8 blocks one at a time
+    group_scales<R, NB>(w, r0, x, t0, b, d);
     for (int i = 0; i < R; ++i) {
-      const float dw = _cvtsh_ss(w.scale[(r0 + i) * nb + b]);
-      block_products<NB>(w, r0 + i, b, x, t0, p);
+      whole_group_sums<NB>(w, r0 + i, x, t0, b, s);
+      for (int t = 0; t < NB; ++t) acc[i][t] = add_group(s[t], d[i][t], acc[i][t]);
+    }
+  }
+  if (b < nb) {  // the last nb % 8 blocks, lanes past them 0 * 0
+    const int count = static_cast<int>(nb - b);
+    for (int i = 0; i < R; ++i) {
+      group_sums<NB>(w, r0 + i, x, t0, b, count, s);
       for (int t = 0; t < NB; ++t) {
-        const __m256 dwx = _mm256_set1_ps(dw * x.rows.scale[(t0 + t) * nb + b]);
-        acc[b & 1][i][t] = _mm256_fmadd_ps(p[t], dwx, acc[b & 1][i][t]);
-        if constexpr (q4) offset_tail[i][t] = std::fma(dw, x.sum8[(t0 + t) * nb + b], offset_tail[i][t]);
+        alignas(32) float dl[8] = {};
+        for (int j = 0; j < count; ++j) dl[j] = block_scale(w, r0 + i, b + j) * x.rows.scale[(t0 + t) * nb + b + j];
+        acc[i][t] = add_group(s[t], _mm256_load_ps(dl), acc[i][t]);
       }
     }
+  }
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) {
-      float v = hsum(_mm256_add_ps(acc[0][i][t], acc[1][i][t]));
-      if constexpr (q4) v -= hsum(offset[i][t]) + offset_tail[i][t];
-      y[(t0 + t) * ldy + r0 + i] = v + (bias ? bias[r0 + i] : 0.f);
-    }
+    for (int t = 0; t < NB; ++t) y[(t0 + t) * ldy + r0 + i] = hsum(acc[i][t]) + (bias ? bias[r0 + i] : 0.f);
 }
 #endif
 

@@ -7,6 +7,7 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "kylin/kernels/gemm.hpp"
 #include "kylin/kernels/int8.hpp"
@@ -16,12 +17,12 @@
 
 namespace kylin::kernels::detail {
 
-// Activation rows as the GEMM reads them: the Q8_0 rows, and what each weight panel would
-// otherwise recompute from them.
+// Activation rows as the GEMM reads them: the Q8_0 rows, and each block's vpdpbusd accumulator
+// start (prepare_gemm_rows) for the weight formats the call has.
 struct Q8GemmRows {
   Q8Rows rows;
-  const std::int32_t* start4 = nullptr;  // [n, cols / 4] Q8_0: each 4 values' vpdpbusd accumulator start (prepare_gemm_rows)
-  const float* sum8 = nullptr;          // [n, cols / 32] block_sum8 (Q4_0: the +8 of the stored values)
+  const std::int32_t* q8_start = nullptr;  // [n, cols / 32] Q8_0 weights' starts, or null
+  const std::int32_t* q4_start = nullptr;  // [n, cols / 32] Q4_0 weights' starts, or null
 };
 
 // The GEMM's registers: one vector holds one output lane of `rows` consecutive weight rows, so
@@ -29,11 +30,13 @@ struct Q8GemmRows {
 #if defined(KYLIN_VNNI_512)
 struct QGemmVec {
   static constexpr std::int64_t rows = 16;
-  static constexpr int tokens = 2;  // token rows per tile: 2 x 8 lanes of accumulators of 32 registers (3 spilled, slower)
+  static constexpr int panels = 2;  // a tile: 2 panels x 4 token rows
+  static constexpr int tokens = 4;
   using I = __m512i;
   using F = __m512;
   static I load(const void* p) { return _mm512_loadu_si512(p); }
   static I splat(std::int32_t v) { return _mm512_set1_epi32(v); }
+  static I add(I a, I b) { return _mm512_add_epi32(a, b); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
   static F splat(float v) { return _mm512_set1_ps(v); }
   static F zero() { return _mm512_setzero_ps(); }
@@ -44,11 +47,13 @@ struct QGemmVec {
 #else
 struct QGemmVec {
   static constexpr std::int64_t rows = 8;
-  static constexpr int tokens = 1;  // 8 lanes of accumulators of 16 registers
+  static constexpr int panels = 1;  // a tile: 1 panel x 4 token rows
+  static constexpr int tokens = 4;
   using I = __m256i;
   using F = __m256;
   static I load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   static I splat(std::int32_t v) { return _mm256_set1_epi32(v); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
   static F splat(float v) { return _mm256_set1_ps(v); }
   static F zero() { return _mm256_setzero_ps(); }
@@ -65,25 +70,21 @@ inline std::int32_t load4(const void* p) {
   return v;
 }
 
-// Fills start4 (Q8_0 weights; may be null) and sum8 (Q4_0; may be null) for rows [0, n) of x.
-// Q8_0's weights enter vpdpbusd as w + 128, so each 4 values' accumulator starts at
-// exact_float_start (int8.hpp) less 128 * the 4 activations' sum.
-inline void prepare_gemm_rows(const Q8Rows& x, std::int64_t n, std::int32_t* start4, float* sum8) {
+// Fills q8_start and q4_start (either may be null) for rows [0, n) of x. A block's products
+// accumulate from exact_float_start (int8.hpp) less what the panel's unsigned weights add: Q8_0
+// enters vpdpbusd as w + 128, Q4_0 as its stored v + 8, so 128 or 8 times the block's sum of x.
+inline void prepare_gemm_rows(const Q8Rows& x, std::int64_t n, std::int32_t* q8_start, std::int32_t* q4_start) {
   const std::int64_t nb = x.cols / q8_block;
-  const __m256i c128 = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(1);
+  const __m256i ones = _mm256_set1_epi8(1);
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t b = 0; b < nb; ++b) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + t * x.cols + b * q8_block));
-      if (start4)  // 128 * sum by vpdpbusd (0x80 unsigned is 128)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(start4 + (t * x.cols + b * q8_block) / 4),
-                            _mm256_sub_epi32(_mm256_set1_epi32(exact_float_start), dot4(c128, q)));
-      if (sum8) {  // the block's sum, exact in int32, then block_sum8's expression
-        const __m256i s4 = dot4(ones, q);
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-        sum8[t * nb + b] = 8.f * x.scale[t * nb + b] * static_cast<float>(_mm_cvtsi128_si32(s));
-      }
+      const __m256i s4 = dot4(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + t * x.cols + b * q8_block)));
+      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+      const std::int32_t sum = _mm_cvtsi128_si32(s);
+      if (q8_start) q8_start[t * nb + b] = exact_float_start - 128 * sum;
+      if (q4_start) q4_start[t * nb + b] = exact_float_start - 8 * sum;
     }
 }
 
@@ -152,101 +153,103 @@ QPanel qgemm_pack(const W& w, std::int64_t r0, float* buf) {
   return {buf, values};
 }
 
-// The 8 lanes of one output set (TOK token rows x QV::rows weight rows) over the blocks of one
-// parity, in block order: out[t][l] = sum of float(lane sum) * (scale_w * scale_x) by fma, as
-// quant_lanes_ref. The accumulators stay in registers (a local array: writing through `out`
-// at every step made the compiler store each one).
-template <bool Q4, int TOK>
-void qgemm_parity(const QPanel& p, std::int64_t nb, const Q8GemmRows& x, std::int64_t t0, std::int64_t parity, QV::F (&out)[TOK][8]) {
-  const std::int64_t K = x.rows.cols;
+// The 4 float accumulators of TOK token rows x P panels' rows, as quant_lanes_ref: block b's
+// exact integer dot product (8 vpdpbusd from its start, then the float trick of int8.hpp) times
+// scale_w * scale_x by fma into lane b % 4, in block order. One pass over the blocks per lane
+// (b = L, L + 4, ...), so a tile holds one float accumulator per output: registers left for
+// P x TOK outputs, each activation broadcast feeding P panels and each weight load TOK rows.
+template <bool Q4, int P, int TOK>
+void qgemm_lanes(const QPanel* p, std::int64_t nb, const Q8GemmRows& x, std::int64_t t0, QV::F (&out)[P][TOK][4]) {
   const std::int8_t* xq[TOK];
-  const std::int32_t* start4[TOK];
+  const std::int32_t* start[TOK];
   const float* scale[TOK];
-  QV::F acc[TOK][8];
   for (int t = 0; t < TOK; ++t) {
-    xq[t] = x.rows.q + (t0 + t) * K;
-    start4[t] = Q4 ? nullptr : x.start4 + (t0 + t) * (K / 4);
+    xq[t] = x.rows.q + (t0 + t) * x.rows.cols;
+    start[t] = (Q4 ? x.q4_start : x.q8_start) + (t0 + t) * nb;
     scale[t] = x.rows.scale + (t0 + t) * nb;
-    for (int l = 0; l < 8; ++l) acc[t][l] = QV::zero();
   }
   const QV::F start_value = QV::splat(exact_float_start_value);
-  for (std::int64_t b = parity; b < nb; b += 2) {
-    QV::F d[TOK];
-    const QV::F dw = QV::load(p.scale + b * QV::rows);
-    for (int t = 0; t < TOK; ++t) d[t] = dw * QV::splat(scale[t][b]);
-    const std::uint8_t* u = p.values + b * 8 * QV::rows * 4;
-    for (int l = 0; l < 8; ++l) {
-      const QV::I uv = QV::load(u + l * QV::rows * 4);
-      for (int t = 0; t < TOK; ++t) {
-        const QV::I start = QV::splat(Q4 ? exact_float_start : start4[t][b * 8 + l]);
-        const QV::F sum = QV::as_float(dot4_add(start, uv, QV::splat(load4(xq[t] + b * q8_block + 4 * l)))) - start_value;
-        acc[t][l] = QV::fma(sum, d[t], acc[t][l]);
+  for (int lane = 0; lane < 4; ++lane) {
+    QV::F acc[P][TOK];  // a local array: writing through `out` at every step made the compiler store each one
+    for (int i = 0; i < P; ++i)
+      for (int t = 0; t < TOK; ++t) acc[i][t] = QV::zero();
+    for (std::int64_t b = lane; b < nb; b += 4) {
+      QV::I s[P][TOK];
+      for (int t = 0; t < TOK; ++t)
+        for (int i = 0; i < P; ++i) s[i][t] = QV::splat(start[t][b]);
+      for (int l = 0; l < 8; ++l) {
+        QV::I uv[P];
+        for (int i = 0; i < P; ++i) uv[i] = QV::load(p[i].values + (b * 8 + l) * QV::rows * 4);
+        for (int t = 0; t < TOK; ++t) {
+          const QV::I xv = QV::splat(load4(xq[t] + b * q8_block + 4 * l));
+          for (int i = 0; i < P; ++i) s[i][t] = dot4_add(s[i][t], uv[i], xv);
+        }
+      }
+      for (int i = 0; i < P; ++i) {
+        const QV::F dw = QV::load(p[i].scale + b * QV::rows);
+        for (int t = 0; t < TOK; ++t) acc[i][t] = QV::fma(QV::as_float(s[i][t]) - start_value, dw * QV::splat(scale[t][b]), acc[i][t]);
       }
     }
+    for (int i = 0; i < P; ++i)
+      for (int t = 0; t < TOK; ++t) out[i][t][lane] = acc[i][t];
   }
-  for (int t = 0; t < TOK; ++t)
-    for (int l = 0; l < 8; ++l) out[t][l] = acc[t][l];
 }
 
-// y[t0 + t, r0 + i] for TOK token rows and the panel's `valid` rows: both parities' lanes summed
-// and reduced in quant_lanes_ref's order, Q4_0's offset taken off, the bias added.
-template <bool Q4, int TOK>
-void qgemm_tile(const QPanel& p, std::int64_t nb, const Q8GemmRows& x, std::int64_t t0, const float* bias, float* y, std::int64_t ldy,
+// y[t0 + t, r0 + i * QV::rows + j] for TOK token rows and P panels (`valid` rows of the last): the
+// 4 accumulators reduced in quant_lanes_ref's order, the bias added.
+template <bool Q4, int P, int TOK>
+void qgemm_tile(const QPanel* p, std::int64_t nb, const Q8GemmRows& x, std::int64_t t0, const float* bias, float* y, std::int64_t ldy,
                 std::int64_t valid) {
-  QV::F even[TOK][8], odd[TOK][8];
-  qgemm_parity<Q4, TOK>(p, nb, x, t0, 0, even);
-  qgemm_parity<Q4, TOK>(p, nb, x, t0, 1, odd);
-  alignas(64) float b_rows[QV::rows] = {}, out[QV::rows];
-  if (bias) std::copy_n(bias, valid, b_rows);
-  for (int t = 0; t < TOK; ++t) {
-    QV::F lanes[8];
-    for (int l = 0; l < 8; ++l) lanes[l] = even[t][l] + odd[t][l];
-    QV::F v = hsum8_order(lanes);
-    if constexpr (Q4) {
-      QV::F offset[8], tail = QV::zero();
-      for (auto& o : offset) o = QV::zero();
-      const float* sum8 = x.sum8 + (t0 + t) * nb;
-      for (std::int64_t b = 0; b < nb / 8 * 8; ++b) offset[b % 8] = QV::fma(QV::load(p.scale + b * QV::rows), QV::splat(sum8[b]), offset[b % 8]);
-      for (std::int64_t b = nb / 8 * 8; b < nb; ++b) tail = QV::fma(QV::load(p.scale + b * QV::rows), QV::splat(sum8[b]), tail);
-      v = v - (hsum8_order(offset) + tail);
-    }
-    v = v + QV::load(b_rows);
-    if (valid == QV::rows) {
-      QV::store(y + (t0 + t) * ldy, v);
-    } else {
-      QV::store(out, v);
-      std::copy_n(out, valid, y + (t0 + t) * ldy);
+  QV::F acc[P][TOK][4];
+  qgemm_lanes<Q4, P, TOK>(p, nb, x, t0, acc);
+  for (int i = 0; i < P; ++i) {
+    const std::int64_t rows = i + 1 < P ? QV::rows : valid;
+    alignas(64) float b_rows[QV::rows] = {}, out[QV::rows];
+    if (bias) std::copy_n(bias + i * QV::rows, rows, b_rows);
+    for (int t = 0; t < TOK; ++t) {
+      const QV::F v = hsum4_order(acc[i][t]) + QV::load(b_rows);
+      float* yt = y + (t0 + t) * ldy + i * QV::rows;
+      if (rows == QV::rows) {
+        QV::store(yt, v);
+      } else {
+        QV::store(out, v);
+        std::copy_n(out, rows, yt);
+      }
     }
   }
 }
 
 // Token rows a group of packed panels runs over at a time: their activations (int8 values and
-// Q8_0's start4, 2 bytes per value) stay in L2 beside the panels, where a whole 512-row chunk's
-// were read from further out for every panel.
+// the blocks' starts) stay in L2 beside the panels, where a whole 512-row chunk's were read from
+// further out for every panel.
 inline constexpr std::int64_t qgemm_token_block = 32;
 
 // Weight panels [p0, p1) of w (QV::rows rows each) over the T token rows of x into y[T, w.rows]:
 // as many panels as buf (buf_floats) holds packed at once, then run over the tokens
-// qgemm_token_block rows at a time.
+// qgemm_token_block rows at a time, QV::panels panels together.
 template <QuantView W>
 void qgemm_panels(const W& w, const Q8GemmRows& x, std::int64_t T, const float* bias, float* y, std::int64_t p0, std::int64_t p1, float* buf,
                   std::int64_t buf_floats) {
   constexpr bool q4 = std::same_as<W, Q4View>;
   constexpr std::int64_t max_group = 64;
-  const std::int64_t panel_floats = qpanel_floats(w.cols), group = std::clamp<std::int64_t>(buf_floats / panel_floats, 1, max_group);
+  const std::int64_t panel_floats = qpanel_floats(w.cols), fit = std::clamp<std::int64_t>(buf_floats / panel_floats, 1, max_group);
+  const std::int64_t group = fit >= QV::panels ? fit / QV::panels * QV::panels : fit;  // whole tiles of panels
   QPanel packed[max_group];
+  auto tiles = [&]<int P>(std::int64_t pi, std::int64_t t0, std::int64_t t1, const QPanel* panels) {
+    const std::int64_t r0 = pi * QV::rows, valid = std::min(QV::rows, w.rows - r0 - (P - 1) * QV::rows);
+    const float* b = bias ? bias + r0 : nullptr;
+    std::int64_t t = t0;
+    for (; t + QV::tokens <= t1; t += QV::tokens) qgemm_tile<q4, P, QV::tokens>(panels, w.blocks(), x, t, b, y + r0, w.rows, valid);
+    for (; t < t1; ++t) qgemm_tile<q4, P, 1>(panels, w.blocks(), x, t, b, y + r0, w.rows, valid);
+  };
   for (std::int64_t g0 = p0; g0 < p1; g0 += group) {
     const std::int64_t g1 = std::min(p1, g0 + group);
     for (std::int64_t pi = g0; pi < g1; ++pi) packed[pi - g0] = qgemm_pack(w, pi * QV::rows, buf + (pi - g0) * panel_floats);
     for (std::int64_t t0 = 0; t0 < T; t0 += qgemm_token_block) {
       const std::int64_t t1 = std::min(T, t0 + qgemm_token_block);
-      for (std::int64_t pi = g0; pi < g1; ++pi) {
-        const std::int64_t r0 = pi * QV::rows, valid = std::min(QV::rows, w.rows - r0);
-        const float* b = bias ? bias + r0 : nullptr;
-        std::int64_t t = t0;
-        for (; t + QV::tokens <= t1; t += QV::tokens) qgemm_tile<q4, QV::tokens>(packed[pi - g0], w.blocks(), x, t, b, y + r0, w.rows, valid);
-        for (; t < t1; ++t) qgemm_tile<q4, 1>(packed[pi - g0], w.blocks(), x, t, b, y + r0, w.rows, valid);
-      }
+      std::int64_t pi = g0;
+      for (; pi + QV::panels <= g1; pi += QV::panels) tiles.template operator()<QV::panels>(pi, t0, t1, packed + (pi - g0));
+      for (; pi < g1; ++pi) tiles.template operator()<1>(pi, t0, t1, packed + (pi - g0));
     }
   }
 }
