@@ -414,8 +414,9 @@ int run(const Options& o) {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
   }
-  std::printf("model %s  arch %s  threads %d  kv %s  weights %s  checkpoint %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(),
-              threads, o.kv_dtype.c_str(), std::string(kylin::weight_layout_name(model.weight_layout())).c_str(), o.no_mmap ? "copied" : "mapped");
+  std::printf("model %s  arch %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(),
+              threads, o.kv_dtype.c_str(), o.weights.c_str(), std::string(kylin::weight_layout_name(model.weight_layout())).c_str(),
+              o.no_mmap ? "copied" : "mapped");
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
   std::printf("pp%-5d %8.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f GFLOP/s)\n", o.prompt, pp_gflops,

@@ -95,4 +95,43 @@ TEST_CASE_TEMPLATE("every quantized output is quant_lanes_ref's bit for bit: dec
       }
 }
 
+// An MoE pass's experts (matmul_each): products with inputs of their own, a pair sharing one
+// (gate and up), rows few (the decode kernel) and many (with VNNI the int8 GEMM inside the same
+// pass), weight rows that leave a partial panel: every output quant_lanes_ref's bits.
+TEST_CASE_TEMPLATE("matmul_each: every product's outputs are quant_lanes_ref's bit for bit, few rows or many (the int8 GEMM with VNNI)", W,
+                   kernels::Q8View, kernels::Q4View) {
+  struct Part {
+    std::int64_t rows, cols, n;
+    bool shares;  // reads the previous product's input
+  };
+  const Part parts[] = {{70, 1056, 13, false}, {40, 1056, 13, true}, {33, 256, 2, false}, {48, 288, 18, false}, {17, 64, 1, false}};
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    std::vector<QWeights<W>> w;
+    std::vector<std::vector<float>> x, y, ref, bias;
+    std::int64_t rows = 0, cols = 0;
+    for (const Part& p : parts) {
+      w.push_back(weights<W>(p.rows, p.cols, static_cast<unsigned>(p.rows * p.cols)));
+      x.push_back(p.shares ? x.back() : activations(p.n, p.cols, static_cast<unsigned>(p.n + p.rows)));
+      bias.push_back(test::random_floats(p.rows, 9));
+      y.emplace_back(static_cast<std::size_t>(p.n * p.rows), -1.f);
+      rows += p.n, cols = std::max(cols, p.cols);
+    }
+    std::vector<kernels::DotProduct> products;
+    for (std::size_t i = 0; i < std::size(parts); ++i) {
+      const float* b = i % 2 ? bias[i].data() : nullptr;
+      products.push_back({i > 0 && parts[i].shares ? products.back().x : x[i].data(), parts[i].n, {w[i].ref(), b, y[i].data()}});
+      ref.push_back(lanes_ref(x[i], w[i], b, parts[i].n));
+    }
+    ThreadPool pool(threads);
+    kernels::MatmulScratch scratch(pool.size(), cols, rows, products.size());
+    kernels::matmul_each(products, pool, scratch);
+    for (std::size_t i = 0; i < std::size(parts); ++i) {
+      CAPTURE(i);
+      if (kernels::simd_enabled) CHECK(same_bits(y[i], ref[i]));
+      CHECK(test::max_rel_error(y[i], ref[i]) <= 1e-5);
+    }
+  }
+}
+
 }  // namespace quant_gemm_test

@@ -306,7 +306,10 @@ void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0,
       float* sc = scores + g * attention_tile;
       const float m_new = std::max(st.mx[g], max_of(sc, nk));
       corr[g] = std::exp(st.mx[g] - m_new);  // exp(-inf) = 0 on the first tile
-      st.sum[g] = st.sum[g] * corr[g] + exp_shift_sum(sc, nk, m_new);
+      // one fma, spelled out: GCC contracts a * b + c at its discretion (-ffp-contract=fast), and
+      // did so in some instantiations of this function and not in others, so a token's bits
+      // depended on the rows beside it
+      st.sum[g] = std::fma(st.sum[g], corr[g], exp_shift_sum(sc, nk, m_new));
       st.mx[g] = m_new;
     }
     block_values<NG>(st.acc, corr, scores, v + t0 * D, nk, D);

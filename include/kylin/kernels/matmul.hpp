@@ -133,19 +133,19 @@ inline std::int64_t pass_units(const MatRef& w) { return w.layout == Layout::pan
 // Decode rows: the weight rows (or panels) of all products (product(i) -> DotProduct, i < count)
 // form one range, split into one contiguous share per thread (stolen from in chunks of whole
 // blocks of `unit`), so one fork-join streams every weight of e.g. q/k/v, or of an MoE layer's
-// chosen experts, once. run(i, product, b, e) computes units [b, e) of product i.
+// chosen experts, once. run(thread, i, product, b, e) computes units [b, e) of product i.
 template <class Product, class Run>
 void row_pass(std::size_t count, Product product, ThreadPool& pool, std::int64_t unit, Run run) {
   std::int64_t units = 0;
   for (std::size_t i = 0; i < count; ++i) units += pass_units(product(i).out.w);
   const std::int64_t grain = std::max<std::int64_t>(unit, units / (16 * pool.size()) / unit * unit);
-  parallel_shares(pool, units, grain, [&](int, std::int64_t u0, std::int64_t u1) {
+  parallel_shares(pool, units, grain, [&](int t, std::int64_t u0, std::int64_t u1) {
     std::int64_t base = 0;
     for (std::size_t i = 0; i < count && base < u1; ++i) {
       const DotProduct p = product(i);
       const std::int64_t n = pass_units(p.out.w), b = std::max(u0, base) - base, e = std::min(u1, base + n) - base;
       base += n;
-      if (b < e) run(i, p, b, e);
+      if (b < e) run(t, i, p, b, e);
     }
   });
 }
@@ -159,13 +159,13 @@ template <class Product, class Packed>
 void dot_pass(std::size_t count, Product product, Packed packed, ThreadPool& pool) {
   const DotProduct first = product(0);
   if (first.out.w.layout == Layout::panels) {
-    return row_pass(count, product, pool, panel_pass_unit(first.n), [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
+    return row_pass(count, product, pool, panel_pass_unit(first.n), [&](int, std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
       assert(p.out.w.layout == Layout::panels && "a decode pass: every product in the same layout");
       const MatmulOut& o = p.out;
       visit_panels(o.w, [&](const auto& w) { panel_matmul(w, PanelIO{p.x, packed(i), p.n, o.bias, o.y, o.w.rows}, b, e); });
     });
   }
-  row_pass(count, product, pool, std::lcm<std::int64_t>(16, dot_tile_rows), [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
+  row_pass(count, product, pool, std::lcm<std::int64_t>(16, dot_tile_rows), [&](int, std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
     assert(p.out.w.layout == Layout::rows && "a decode pass: every product in the same layout");
     const MatmulOut& o = p.out;
     visit_dtype(o.w.dtype, [&]<class T>(std::type_identity<T>) {
@@ -178,14 +178,15 @@ void dot_pass(std::size_t count, Product product, Packed packed, ThreadPool& poo
   });
 }
 
+// The floats n >= 2 decode rows [n, K] take packed for the kernel of `layout`.
+inline std::int64_t decode_rows_size(Layout layout, std::int64_t n, std::int64_t K) {
+  return layout == Layout::panels ? panel_tokens_size(n, K) : n * dot_packed_cols(K);
+}
 // Packs n >= 2 decode rows x[n, K] for the kernel of `layout`; returns the floats written.
 inline std::int64_t pack_decode_rows(Layout layout, const float* x, std::int64_t n, std::int64_t K, float* out) {
-  if (layout == Layout::panels) {
-    pack_panel_tokens(x, n, K, out);
-    return panel_tokens_size(n, K);
-  }
-  pack_dot_rows(x, n, K, out);
-  return n * dot_packed_cols(K);
+  if (layout == Layout::panels) pack_panel_tokens(x, n, K, out);
+  else pack_dot_rows(x, n, K, out);
+  return decode_rows_size(layout, n, K);
 }
 
 // Below this many rows a product over BF16/F16/F32 panels runs the decode kernel: it reads the
@@ -221,6 +222,21 @@ void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, Th
   });
 }
 
+// Runs prepare(i) for products [0, count): on the calling thread for a few rows (decode), split
+// between the threads for many (an MoE pass's prefill rows, whose packing or quantization would
+// otherwise run on one core).
+template <class Prepare>
+void prepare_each(std::size_t count, std::int64_t rows, ThreadPool& pool, Prepare prepare) {
+  constexpr std::int64_t parallel_rows = 64;
+  if (rows < parallel_rows) {
+    for (std::size_t i = 0; i < count; ++i) prepare(i);
+    return;
+  }
+  parallel_chunks(pool, static_cast<std::int64_t>(count), 1, [&](int, std::int64_t b, std::int64_t e) {
+    for (auto i = static_cast<std::size_t>(b); i < static_cast<std::size_t>(e); ++i) prepare(i);
+  });
+}
+
 // Whether product i reads the same rows as product i - 1 (an MoE expert's gate and up), so the
 // rows prepared for one serve both.
 inline bool shares_input(std::span<const DotProduct> products, std::size_t i) {
@@ -242,17 +258,23 @@ inline void dot_fused(const float* x, std::span<const MatmulOut> outs, std::int6
 // (an expert's gate and up share theirs), then one pass.
 inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
   assert(products.size() <= scratch.dot_packed.size() && "matmul_each: more products than the scratch was made for");
-  std::int64_t at = 0;
+  std::int64_t at = 0, rows = 0;  // where each input's packed rows go, then (in parallel for many) their packing
   for (std::size_t i = 0; i < products.size(); ++i) {
     const DotProduct& p = products[i];
     if (shares_input(products, i)) {
       scratch.dot_packed[i] = scratch.dot_packed[i - 1];
     } else if (p.n > 1) {
-      assert(at + p.n * p.out.w.cols <= scratch.max_rows * scratch.max_cols && "packed decode rows fit the scratch");
       scratch.dot_packed[i] = scratch.packed_x.get() + at;
-      at += pack_decode_rows(p.out.w.layout, p.x, p.n, p.out.w.cols, scratch.packed_x.get() + at);
+      at += decode_rows_size(p.out.w.layout, p.n, p.out.w.cols);
+      rows += p.n;
     }
   }
+  assert(at <= gemm_token_panels(scratch.max_rows) * gemm_mr * scratch.max_cols && "packed decode rows fit the scratch");
+  prepare_each(products.size(), rows, pool, [&](std::size_t i) {
+    const DotProduct& p = products[i];
+    float* to = scratch.packed_x.get() + (scratch.dot_packed[i] - scratch.packed_x.get());
+    if (p.n > 1 && !shares_input(products, i)) pack_decode_rows(p.out.w.layout, p.x, p.n, p.out.w.cols, to);
+  });
   dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, [&](std::size_t i) { return scratch.dot_packed[i]; }, pool);
 }
 
@@ -266,15 +288,23 @@ inline Q8Rows quantize_rows(const float* x, std::int64_t n, std::int64_t K, Thre
   return xq;
 }
 
-// x[n, K] quantized into the scratch `at` values in (a multiple of the block), with what the
-// decode kernel reads beside it; on the calling thread (a few decode rows).
-inline Q8Operand quantize_operand(const float* x, std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
+// Where rows [n, K] quantized into the scratch `at` values in (a multiple of the block) go, with
+// what the decode kernel reads beside them.
+inline Q8Operand operand_at([[maybe_unused]] std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
   assert(at + n * K <= scratch.max_rows * scratch.max_cols && K % q8_block == 0 && "quantized decode rows fit the scratch");
+  return {{scratch.q8_x.get() + at, scratch.q8_scale.get() + at / q8_block, K}, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block};
+}
+// x[n, K] quantized into operand_at(n, K, at), on the calling thread.
+inline void fill_operand(const float* x, std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
   const Q8Rows xq{scratch.q8_x.get() + at, scratch.q8_scale.get() + at / q8_block, K};
   quantize_rows_q8_simd(x, n, K, xq);
   prepare_operand(xq, n, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block);
-  return {xq, scratch.q8_abs.get() + at, scratch.q8_sum8.get() + at / q8_block};
 }
+inline Q8Operand quantize_operand(const float* x, std::int64_t n, std::int64_t K, std::int64_t at, MatmulScratch& scratch) {
+  fill_operand(x, n, K, at, scratch);
+  return operand_at(n, K, at, scratch);
+}
+
 
 inline void quant_run(const Q8Operand& x, const DotProduct& p, std::int64_t b, std::int64_t e) {
   const MatmulOut& o = p.out;
@@ -289,26 +319,7 @@ inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::in
   for ([[maybe_unused]] const auto& o : outs) assert(is_quantized(o.w.dtype) && "quantized matmul: every product quantized");
   const Q8Operand operand = quantize_operand(x, n, outs[0].w.cols, 0, scratch);
   row_pass(outs.size(), [&](std::size_t i) { return DotProduct{x, n, outs[i]}; }, pool, 16,
-           [&](std::size_t, const DotProduct& p, std::int64_t b, std::int64_t e) { quant_run(operand, p, b, e); });
-}
-
-// Products with inputs of their own over Q8_0/Q4_0 weights: each input quantized once (products
-// in a row with the same input, an expert's gate and up, share it), then one pass.
-inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
-  assert(products.size() <= scratch.operands.size() && "matmul_each: more products than the scratch was made for");
-  std::int64_t at = 0;
-  for (std::size_t i = 0; i < products.size(); ++i) {
-    const DotProduct& p = products[i];
-    assert(is_quantized(p.out.w.dtype) && "quantized matmul_each: every product quantized");
-    if (shares_input(products, i)) {
-      scratch.operands[i] = scratch.operands[i - 1];
-      continue;
-    }
-    scratch.operands[i] = quantize_operand(p.x, p.n, p.out.w.cols, at, scratch);
-    at += p.n * p.out.w.cols;
-  }
-  row_pass(products.size(), [&](std::size_t i) { return products[i]; }, pool, 16,
-           [&](std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) { quant_run(scratch.operands[i], p, b, e); });
+           [&](int, std::size_t, const DotProduct& p, std::int64_t b, std::int64_t e) { quant_run(operand, p, b, e); });
 }
 
 #if defined(KYLIN_VNNI_256)
@@ -317,6 +328,67 @@ inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, M
 // Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time).
 inline constexpr std::int64_t qgemm_min_tokens = 12;
 
+// Weight rows [b, e) of one product with the int8 GEMM over the whole panels among them and the
+// decode kernel over the rows at either edge (the same bits); buf: the thread's panel buffer.
+template <QuantView W>
+void quant_gemm_rows(const W& w, const Q8Operand& x, const Q8GemmRows& gx, const DotProduct& p, std::int64_t b, std::int64_t e, float* buf,
+                     std::int64_t buf_floats) {
+  const MatmulOut& o = p.out;
+  const std::int64_t p0 = (b + QV::rows - 1) / QV::rows, p1 = e == w.rows ? (e + QV::rows - 1) / QV::rows : e / QV::rows;
+  if (p0 >= p1) return quant_rows(w, b, e, x, p.n, o.bias, o.y, o.w.rows);
+  quant_rows(w, b, p0 * QV::rows, x, p.n, o.bias, o.y, o.w.rows);
+  qgemm_panels(w, gx, p.n, o.bias, o.y, p0, p1, buf, buf_floats);
+  if (p1 * QV::rows < e) quant_rows(w, p1 * QV::rows, e, x, p.n, o.bias, o.y, o.w.rows);
+}
+#endif
+
+// Products with inputs of their own over Q8_0/Q4_0 weights: each input quantized once (products
+// in a row with the same input, an expert's gate and up, share it), then one pass. With VNNI a
+// product of qgemm_min_tokens rows or more (an MoE expert's prefill rows) takes the int8 GEMM
+// within that pass: every output the same bits either way.
+inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
+  assert(products.size() <= scratch.operands.size() && "matmul_each: more products than the scratch was made for");
+  std::int64_t at = 0;  // where each input's rows go, then (in parallel for many) their quantization
+  for (std::size_t i = 0; i < products.size(); ++i) {
+    const DotProduct& p = products[i];
+    assert(is_quantized(p.out.w.dtype) && "quantized matmul_each: every product quantized");
+    const bool own = !shares_input(products, i);
+    scratch.operands[i] = own ? operand_at(p.n, p.out.w.cols, at, scratch) : scratch.operands[i - 1];
+    scratch.gemm_starts_at[i] = -1;
+#if defined(KYLIN_VNNI_256)
+    if (p.n >= qgemm_min_tokens) scratch.gemm_starts_at[i] = own ? at / q8_block : scratch.gemm_starts_at[i - 1];
+#endif
+    if (own) at += p.n * p.out.w.cols;
+  }
+  prepare_each(products.size(), at / products[0].out.w.cols, pool, [&](std::size_t i) {
+    const DotProduct& p = products[i];
+    if (shares_input(products, i)) return;
+    fill_operand(p.x, p.n, p.out.w.cols, scratch.operands[i].rows.q - scratch.q8_x.get(), scratch);
+#if defined(KYLIN_VNNI_256)
+    if (const std::int64_t s = scratch.gemm_starts_at[i]; s >= 0) {  // both formats' block starts
+      std::int32_t* q8_start = scratch.q8_starts.get() + s;
+      prepare_gemm_rows(scratch.operands[i].rows, p.n, q8_start, q8_start + scratch.max_rows * (scratch.max_cols / q8_block));
+    }
+#endif
+  });
+  row_pass(products.size(), [&](std::size_t i) { return products[i]; }, pool, 16,
+           [&]([[maybe_unused]] int t, std::size_t i, const DotProduct& p, std::int64_t b, std::int64_t e) {
+#if defined(KYLIN_VNNI_256)
+             if (const std::int64_t s = scratch.gemm_starts_at[i]; s >= 0) {
+               const Q8Operand& x = scratch.operands[i];
+               const std::int32_t* q8_start = scratch.q8_starts.get() + s;
+               const Q8GemmRows gx{x.rows, q8_start, q8_start + scratch.max_rows * (scratch.max_cols / q8_block)};
+               const MatmulOut& o = p.out;
+               return visit_quant(o.w.dtype, o.w.data, o.w.rows, o.w.cols, [&](const auto& w) {
+                 quant_gemm_rows(w, x, gx, p, b, e, scratch.packed_w_ptrs[static_cast<std::size_t>(t)], scratch.max_cols * gemm_nr);
+               });
+             }
+#endif
+             quant_run(scratch.operands[i], p, b, e);
+           });
+}
+
+#if defined(KYLIN_VNNI_256)
 // Prefill rows of Q8_0/Q4_0 weights with VNNI: x[T, K] quantized as for the decode rows, then the
 // int8 GEMM's weight panels of all products split between threads; every output the decode
 // kernel's bit for bit.

@@ -50,6 +50,7 @@ struct MatmulScratch {
   detail::AlignedBuffer<std::int32_t> q8_sum8;  // [max_rows, max_cols / q8_block] 8 * sum(q8_x) per block
   detail::AlignedBuffer<std::int32_t> q8_starts;  // [2, max_rows, max_cols / q8_block] the int8 GEMM's block starts, Q8_0 then Q4_0 (with VNNI)
   std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
+  std::vector<std::int64_t> gemm_starts_at;   // [max_products] where in q8_starts its int8 GEMM block starts are (-1: decode kernel)
   std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
   MatmulScratch() = default;
   MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_rows, std::size_t max_products = max_fused_products)
@@ -60,7 +61,7 @@ struct MatmulScratch {
         q8_abs(static_cast<std::size_t>(max_rows * max_cols)),
         q8_sum8(static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / q8_block))),
         q8_starts(int8_vnni ? static_cast<std::size_t>(2 * max_rows * std::max<std::int64_t>(1, max_cols / q8_block)) : 0),
-        operands(max_products), dot_packed(max_products) {
+        operands(max_products), gemm_starts_at(max_products, -1), dot_packed(max_products) {
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
       packed_w_ptrs.push_back(packed_w.back().get());

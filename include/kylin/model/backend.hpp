@@ -171,7 +171,7 @@ class CpuBackend {
   CpuBackend(const ModelConfig& c, const BackendOptions& o)
       : pool_(o.threads),
         matmul_scratch_(pool_.size(), std::max({c.hidden_size, c.intermediate_size, c.q_dim(), c.moe ? c.moe->moe_intermediate_size : 0}),
-                        std::max<std::int64_t>(1, o.max_pass_rows),
+                        std::max<std::int64_t>(1, o.max_pass_rows) * (c.moe ? c.moe->num_experts_per_tok : 1),  // an MoE pass's routed rows
                         std::max(kernels::max_fused_products, static_cast<std::size_t>(c.moe ? 2 * c.moe->num_experts : 0))),
         attention_scratch_(pool_.size(), c.n_groups(), c.head_dim),
         sum_rows_(std::max<std::int64_t>(1, o.max_pass_rows)),

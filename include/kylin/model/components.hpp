@@ -45,7 +45,7 @@ struct Pass {
   kernels::RowPlan plan() const { return {rows, decode_rows}; }
 };
 
-// One expert's decode rows in a SparseMoE pass: gathered at row `at` of Workspace::expert_in.
+// One expert's rows in a SparseMoE pass: gathered at row `at` of Workspace::expert_in.
 struct ExpertBlock {
   kernels::RowSelection rows;
   const ExpertWeights* expert;
@@ -61,8 +61,9 @@ class Workspace {
   template <Backend B>
   Workspace(B& b, const ModelConfig& c, std::int64_t max_pass_rows) : max_pass_rows(max_pass_rows) {
     const std::int64_t T = max_pass_rows, H = c.hidden_size, half = c.head_dim / 2;
-    const std::int64_t I = std::max(c.intermediate_size, c.moe ? c.moe->moe_intermediate_size : 0);
-    const std::int64_t E = c.moe ? c.moe->num_experts : 0, moe_rows = c.moe ? T : 0;
+    // An MoE pass gathers every row's k experts' rows at once: k * T rows of moe_intermediate.
+    const std::int64_t moe_rows = c.moe ? T * c.moe->num_experts_per_tok : 0, E = c.moe ? c.moe->num_experts : 0;
+    const std::int64_t I = std::max(c.intermediate_size, c.moe ? c.moe->num_experts_per_tok * c.moe->moe_intermediate_size : 0);
     // Each view with its size in floats, in one table so that the two cannot fall out of step.
     const struct {
       float** view;
@@ -72,7 +73,7 @@ class Workspace {
         {&q, T * c.q_dim()},   {&k, T * c.kv_dim()},  {&v, T * c.kv_dim()},
         {&attn, T * c.q_dim()}, {&gate, T * I},        {&up, T * I},
         {&cos, T * half},      {&sin, T * half},      {&logits, std::min(T, logit_rows) * c.vocab_size},
-        {&router, T * E},      {&expert_in, moe_rows * H}, {&expert_out, moe_rows * H},
+        {&router, T * E},      {&expert_in, moe_rows * H},
     };
     std::size_t bytes = 0;
     for (const auto& buf : buffers) bytes += padded(buf.floats);
@@ -82,6 +83,7 @@ class Workspace {
       *buf.view = memory_.as<float>(offset);
       offset += padded(buf.floats);
     }
+    expert_out = expert_in;  // the gathered rows are read by gate/up before down writes its outputs
     attention_seqs.reserve(static_cast<std::size_t>(T));
     ids_host.resize(static_cast<std::size_t>(T));
     cos_host.resize(static_cast<std::size_t>(T * half));
@@ -101,16 +103,16 @@ class Workspace {
   float* k = nullptr;       // [T, n_kv_heads*head_dim]
   float* v = nullptr;       // [T, n_kv_heads*head_dim]
   float* attn = nullptr;    // [T, n_heads*head_dim]    attention output before o_proj
-  float* gate = nullptr;    // [T, max(intermediate, moe_intermediate)]
-  float* up = nullptr;      // [T, max(intermediate, moe_intermediate)]
+  float* gate = nullptr;    // [T, max(intermediate, k * moe_intermediate)]
+  float* up = nullptr;      // [T, max(intermediate, k * moe_intermediate)]
   float* cos = nullptr;     // [T, head_dim/2]          rotary table of each row's position
   float* sin = nullptr;     // [T, head_dim/2]
   float* logits = nullptr;  // [logit_rows, vocab]      LM-head output before it goes to the host
   float* router = nullptr;      // [T, num_experts]     router logits       (MoE configs only)
-  float* expert_in = nullptr;   // [T, hidden]          one expert's rows, gathered
-  float* expert_out = nullptr;  // [T, hidden]          its outputs before they are weighted into `out`
+  float* expert_in = nullptr;   // [k * T, hidden]      every row's experts' rows, gathered expert by expert
+  float* expert_out = nullptr;  // [k * T, hidden]      their outputs before they are weighted into `out` (expert_in's memory)
   ExpertRouting routing;        // host-side top-k choice and per-expert row groups
-  std::vector<ExpertBlock> expert_blocks;             // [<= num_experts] decode rows gathered per expert
+  std::vector<ExpertBlock> expert_blocks;             // [<= num_experts] rows gathered per expert
   std::vector<kernels::DotProduct> expert_products;   // [<= 2 * num_experts] their products of one pass
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
   std::vector<int> ids_host;                           // [T] the pass's token ids in row order
@@ -190,8 +192,8 @@ struct SwiGLU {
 };
 
 // Qwen3-MoE's MLP slot: in a sparse layer, each row's top-k experts (ExpertRouting) weighted by
-// the router. Decode rows run every chosen expert in two parallel passes (gate/up, then down),
-// reading only the chosen experts; prefill rows run each expert once as a GEMM over its rows.
+// the router. Every row of a pass (decode and prefill alike) runs its chosen experts in two
+// parallel passes (gate/up, then down), reading only the chosen experts, each once.
 // A dense layer (mlp_only_layers, decoder_sparse_step) is a plain SwiGLU.
 struct SparseMoE {
   const LayerWeights* w;
@@ -213,22 +215,17 @@ struct SparseMoE {
     b.download(ws.routing.logits(R), ws.router);
     ws.routing.route(R);
     b.fill_zero(out, R * w->router.cols);
-    // decode rows in blocks whose routed rows (k per row) fit the [T, *] buffers
-    const std::int64_t block = std::max<std::int64_t>(1, ws.max_pass_rows / ws.routing.experts_per_row());
-    for (std::int64_t r0 = 0; r0 < pass.decode_rows; r0 += block) decode_rows(b, ws, xn, out, {r0, std::min(pass.decode_rows, r0 + block)});
-    for (std::int64_t e = 0; e < ws.routing.experts(); ++e) prefill_rows(b, ws, xn, out, e, pass.decode_rows);
+    expert_rows(b, ws, xn, out);
     b.add(acc, out, R * w->router.cols);
   }
 
  private:
-  struct RowRange {
-    std::int64_t begin, end;
-  };
-
-  // Rows [rows.begin, rows.end) of the pass, all decode rows: every expert's share gathered one
-  // after another, gate/up of all experts in one pass, down of all in another.
+  // Every row of the pass (decode and prefill alike): each expert's rows gathered one after
+  // another, gate/up of all experts in one matmul pass, down of all in another, so a prefill's
+  // experts share a fork-join instead of taking one each (the kernels pick the GEMM for the
+  // experts with enough rows; their outputs are the same bits as one expert at a time).
   template <Backend B>
-  void decode_rows(B& b, Workspace& ws, const float* xn, float* out, RowRange rows) const {
+  void expert_rows(B& b, Workspace& ws, const float* xn, float* out) const {
     const std::int64_t H = w->router.cols, M = moe_intermediate_size;
     auto& blocks = ws.expert_blocks;
     auto& products = ws.expert_products;
@@ -236,7 +233,7 @@ struct SparseMoE {
     products.clear();
     std::int64_t at = 0;  // routed rows gathered so far
     for (std::int64_t e = 0; e < ws.routing.experts(); ++e) {
-      const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), rows.begin, rows.end);
+      const kernels::RowSelection part = ws.routing.group(e);
       if (part.rows.empty()) continue;
       const auto n = static_cast<std::int64_t>(part.rows.size());
       const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
@@ -254,20 +251,6 @@ struct SparseMoE {
                           {blk.expert->down_proj, nullptr, ws.expert_out + blk.at * H}});
     b.matmul_each(products);
     for (const ExpertBlock& blk : blocks) b.add_rows_scaled(out, ws.expert_out + blk.at * H, blk.rows, H);
-  }
-
-  // Expert e over its GEMM rows (those past the pass's decode rows).
-  template <Backend B>
-  void prefill_rows(B& b, Workspace& ws, const float* xn, float* out, std::int64_t e, std::int64_t decode_end) const {
-    const std::int64_t H = w->router.cols;
-    const kernels::RowSelection part = ExpertRouting::within(ws.routing.group(e), decode_end, std::numeric_limits<std::int64_t>::max());
-    if (part.rows.empty()) return;
-    const ExpertWeights& x = w->experts[static_cast<std::size_t>(e)];
-    const kernels::RowPlan plan{static_cast<std::int64_t>(part.rows.size()), 0};
-    b.gather_rows(xn, part, ws.expert_in, H);
-    b.swiglu(ws.expert_in, {x.gate_proj, x.up_proj, ws.gate, ws.up}, plan);
-    b.matmul(ws.gate, x.down_proj, nullptr, ws.expert_out, plan);
-    b.add_rows_scaled(out, ws.expert_out, part, H);
   }
 };
 

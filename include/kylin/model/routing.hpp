@@ -57,12 +57,6 @@ class ExpertRouting {
     const auto n = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(e + 1)]) - b;
     return {std::span(rows_).subspan(b, n), std::span(weights_).subspan(b, n)};
   }
-  // The part of a group whose rows lie in [begin, end).
-  static kernels::RowSelection within(const kernels::RowSelection& g, std::int64_t begin, std::int64_t end) {
-    const auto b = static_cast<std::size_t>(std::lower_bound(g.rows.begin(), g.rows.end(), begin) - g.rows.begin());
-    const auto e = static_cast<std::size_t>(std::lower_bound(g.rows.begin(), g.rows.end(), end) - g.rows.begin());
-    return {g.rows.subspan(b, e - b), g.weights.subspan(b, e - b)};
-  }
   std::int64_t experts() const { return experts_; }
   std::int64_t experts_per_row() const { return k_; }
 

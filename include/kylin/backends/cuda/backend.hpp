@@ -142,8 +142,12 @@ class CudaBackend {
     products(x + D * K, rest, {T, 0});
     silu_mul(p.y + D * N, p.up_y + D * N, T * N);
   }
+  // Products of many rows (an MoE expert's prefill rows) take the GEMM, the others the matvec.
   void matmul_each(std::span<const kernels::DotProduct> each) {
-    for (const kernels::DotProduct& p : each) matvec<Store::assign>(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
+    for (const kernels::DotProduct& p : each) {
+      if (p.n > detail::matvec_rows) matmul(p.x, p.out.w, p.out.bias, p.out.y, {p.n, 0});
+      else matvec<Store::assign>(p.x, p.n, std::span<const kernels::MatmulOut>(&p.out, 1));
+    }
   }
 
   // With KYLIN_CUDA_FUSE_NORM=1, a decode step's norm (few rows, not in place) is held back: the
