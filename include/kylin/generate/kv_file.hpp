@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kylin/generate/engine.hpp"
+#include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/simd.hpp"
 
 namespace kylin {
@@ -165,14 +166,16 @@ inline std::uint64_t model_identity(const std::filesystem::path& dir) {
 }
 
 // The identity of a loaded engine: model_identity of its files, then what it computes the KV values
-// with beyond them: the backend, the weight format (q8/q4 quantize at load) and the weight layout.
-// A q4 server sharing a directory with a stored-weights one never loads the other's states.
+// with beyond them: the backend, the weight format (q8/q4 quantize at load, and the order their
+// kernels sum in) and the weight layout. A q4 server sharing a directory with a stored-weights one
+// never loads the other's states.
 inline std::uint64_t engine_identity(const Engine& engine) {
   Xxh64 h;
   h.add(model_identity(engine.dir()));
   for (const std::string_view part : {engine.model().backend_name(), weight_format_name(engine.model().weight_format()),
                                       weight_layout_name(engine.model().weight_layout())})
     h.add(part.size()).update(std::as_bytes(std::span(part)));
+  if (engine.model().weight_format() != WeightFormat::stored) h.add(kernels::quant_order_version);
   return h.digest();
 }
 

@@ -223,6 +223,11 @@ T hsum4_order(const T (&v)[4]) {
   return (v[0] + v[2]) + (v[1] + v[3]);
 }
 
+// The generation of quant_lanes_ref's order: part of a saved KV state's identity under q8/q4
+// weights (kv_file.hpp), so that a state computed with another order is not taken for this one's.
+// 2: one fma per block into 4 lanes (1: one per 4 values into 8 lanes of 2 accumulators).
+inline constexpr std::int32_t quant_order_version = 2;
+
 // Output (t, r) exactly as the SIMD kernels compute it (decode rows, and the int8 GEMM's prefill
 // rows): per block b, the exact integer dot product of the block (block_dot), converted to float
 // and added by one fma times the float product scale_w * scale_x into lane b % 4 of 4 float
