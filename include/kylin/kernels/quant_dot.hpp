@@ -81,10 +81,8 @@ inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, cons
   for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
 }
 
-// Lane j of the result = the sum of v[j]'s 8 lanes.
-inline __m256i sum_each(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {  // [v0..v3 low halves | v0..v3 high halves]
-  return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-}
+// a = [v0..v3 low-half sums | v0..v3 high-half sums] (vphaddd twice), c the same of v4..v7:
+// lane j of the result = the sum of v[j]'s 8 lanes.
 inline __m256i join_halves(__m256i a, __m256i c) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20), _mm256_permute2x128_si256(a, c, 0x31));
 }

@@ -7,7 +7,6 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 #include "kylin/kernels/gemm.hpp"
 #include "kylin/kernels/int8.hpp"
