@@ -271,8 +271,8 @@ inline void dot_each(std::span<const DotProduct> products, ThreadPool& pool, Mat
   assert(at <= gemm_token_panels(scratch.max_rows) * gemm_mr * scratch.max_cols && "packed decode rows fit the scratch");
   prepare_each(products.size(), rows, pool, [&](std::size_t i) {
     const DotProduct& p = products[i];
-    float* to = scratch.packed_x.get() + (scratch.dot_packed[i] - scratch.packed_x.get());
-    if (p.n > 1 && !shares_input(products, i)) pack_decode_rows(p.out.w.layout, p.x, p.n, p.out.w.cols, to);
+    if (p.n < 2 || shares_input(products, i)) return;  // (dot_packed[i] is unset for a single row)
+    pack_decode_rows(p.out.w.layout, p.x, p.n, p.out.w.cols, scratch.packed_x.get() + (scratch.dot_packed[i] - scratch.packed_x.get()));
   });
   dot_pass(products.size(), [&](std::size_t i) { return products[i]; }, [&](std::size_t i) { return scratch.dot_packed[i]; }, pool);
 }
