@@ -11,10 +11,10 @@
 # switch (KYLIN_CUDA_OVERLAP/FUSE/GRAPHS/ATTN_SPLIT=0, KYLIN_CUDA_FUSE_NORM/ATTN_SPLIT=1) turned and
 # with each step's logits downloaded (--download-logits). Results go to --out as JSON lines.
 # Usage: scripts/gpu-check.sh [--prebuilt DIR] [--base DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
-#   --prebuilt DIR  use DIR's kylin, kylin-gpu-check and libkylin-cuda.so instead of building, for a
+#   --prebuilt DIR  use DIR's kylin, kylin-gpu-check, libkylin-backend-cuda.so and libkylin-cpu-*.so instead of building, for a
 #                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
 #                   of the checkout it was built from (link it there)
-#   --base DIR      another build's kylin and libkylin-cuda.so (e.g. the last commit measured): every
+#   --base DIR      another build's kylin and its modules (e.g. the last commit measured): every
 #                   bench runs on both, alternating, in two rounds, each JSON line tagged with its
 #                   "build" (GPU time drifts: only builds compared in one run compare); the
 #                   switch variants run on this build only

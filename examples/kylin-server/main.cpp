@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kylin-server/routes.hpp"
-#include "kylin/backends/cuda/module.hpp"
 
 namespace {
 
@@ -111,8 +110,7 @@ int serve(const Options& o) {
   kylin_server::MemoryReturn memory;
 
   kylin::EngineOptions eo;
-  eo.backend = *kylin::parse_backend_kind(o.backend);
-  kylin::cuda::prepare_backend(eo.backend);  // loads bin/libkylin-cuda.so for --backend cuda
+  eo.backend = o.backend;
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);
@@ -186,6 +184,7 @@ int serve(const Options& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kylin-server: OpenAI-compatible HTTP server (chat/completions, completions, embeddings, rerank, models, tokenize)"};
+  app.set_version_flag("--version", [] { return kylin::version_string("kylin-server"); });
   Options o;
   app.add_option("--model", o.model, "Model directory (config.json, safetensors, tokenizer files)")->required();
   app.add_option("--host", o.host, "Address to bind (default loopback only)");
@@ -198,8 +197,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
   app.add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
   app.add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
-  app.add_option("--backend", o.backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", o.backend, "Where the model runs (default cpu), one of:\n" + kylin::backends().describe())
+      ->check(CLI::Validator([](const std::string& name) { return kylin::backends().check(name); }, "BACKEND"));
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
   app.add_option("--parallel", o.parallel, "Slots: generations that run at once, batched into each forward pass (each keeps its KV cache warm)")
       ->check(CLI::Range(1, 64));

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kylin/backends/cuda/module.hpp"
+#include "kylin/model/model.hpp"
 
 #include <functional>
 #include <string>
@@ -34,17 +34,10 @@ struct Registrar {
   }
 };
 
-// --backend cpu|cuda, shared by the commands that load a model.
+// --backend, shared by the commands that load a model: one of the backends this program has.
 inline void add_backend_option(CLI::App* cmd, std::string& backend) {
-  cmd->add_option("--backend", backend, "Where the model runs: cpu, or cuda (a KYLIN_CUDA build with a GPU; docs/CUDA.md)")->check(CLI::IsMember({"cpu", "cuda"}));
-}
-
-// The backend --backend names (checked by the option), made ready to load: for cuda, the
-// backend module beside kylin is loaded now.
-inline kylin::BackendKind backend_kind(const std::string& name) {
-  const kylin::BackendKind kind = *kylin::parse_backend_kind(name);
-  kylin::cuda::prepare_backend(kind);
-  return kind;
+  cmd->add_option("--backend", backend, "Where the model runs (default cpu), one of:\n" + kylin::backends().describe())
+      ->check(CLI::Validator([](const std::string& name) { return kylin::backends().check(name); }, "BACKEND"));
 }
 
 // Parses "1,2,3" into ids; throws kylin::Error naming the bad item.

@@ -34,91 +34,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Sums [begin, end) of a buffer read as f32 (64-byte loads) or as BF16 widened to f32 (32-byte
-// loads, the decode kernel's access), with 4 independent accumulators; with prefetch_bytes > 0
-// it also prefetches every cache line that far ahead, as the decode matvec does.
-template <class T>
-float stream_sum(const T* p, std::size_t begin, std::size_t end, std::int64_t prefetch_bytes) {
-  using kylin::kernels::fbatch, kylin::kernels::lanes, kylin::kernels::load_as_float;
-  fbatch a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-  for (std::size_t i = begin; i + 4 * lanes <= end; i += 4 * lanes) {
-    if (prefetch_bytes > 0) kylin::kernels::prefetch_lines(p + i, prefetch_bytes, static_cast<std::int64_t>(4 * lanes * sizeof(T)));
-    a0 += load_as_float(p + i);
-    a1 += load_as_float(p + i + lanes);
-    a2 += load_as_float(p + i + 2 * lanes);
-    a3 += load_as_float(p + i + 3 * lanes);
-  }
-  return xsimd::hadd((a0 + a1) + (a2 + a3));
-}
-
-// Multi-threaded streaming read of a buffer far larger than the last-level cache, in GB/s: the
-// best of 4 passes of each of the four read loops above (f32 / BF16, with / without the decode
-// kernel's software prefetch), so the roofline is the fastest read this machine showed, not a
-// weaker loop's than the kernel it judges.
-double measure_read_bandwidth(int threads, std::size_t bytes = std::size_t{1} << 29) {
-  const std::size_t n = bytes / sizeof(float);
-  std::unique_ptr<float[]> buf(new float[n]);
-  kylin::ThreadPool pool(threads);
-  pool.parallel_for(static_cast<std::int64_t>(n), 1 << 16, [&](std::int64_t a, std::int64_t b) {
-    for (std::int64_t i = a; i < b; ++i) buf[static_cast<std::size_t>(i)] = static_cast<float>(i & 7);
-  });
-  std::vector<float> sink(static_cast<std::size_t>(pool.size()) * 16);
-  double best = 0;
-  for (int pass = 0; pass < 16; ++pass) {
-    const std::int64_t ahead = pass % 4 < 2 ? 0 : kylin::kernels::detail::matvec_prefetch_bytes;
-    const auto t0 = Clock::now();
-    pool.run([&](int t, int nt) {
-      const std::size_t a = n * static_cast<std::size_t>(t) / static_cast<std::size_t>(nt);
-      const std::size_t b = n * static_cast<std::size_t>(t + 1) / static_cast<std::size_t>(nt);
-      sink[static_cast<std::size_t>(t) * 16] +=
-          pass % 2 ? stream_sum(buf.get(), a, b, ahead)
-                   : stream_sum(reinterpret_cast<const kylin::kernels::bf16_t*>(buf.get()), 2 * a, 2 * b, ahead);
-    });
-    best = std::max(best, static_cast<double>(bytes) / seconds_since(t0) / 1e9);
-  }
-  if (sink[0] == 42.f) std::printf(" ");  // keeps the reads observable
-  return best;
-}
-
-// `chains` independent multiply-add chains of one vector each, `steps` steps: the FMA units'
-// throughput when there are more chains than an FMA's latency times the units per core.
-template <int chains>
-float fma_chains(std::int64_t steps, float seed) {
-  using kylin::kernels::fbatch;
-  fbatch acc[chains];
-  for (int i = 0; i < chains; ++i) acc[i] = fbatch(seed + static_cast<float>(i));
-  const fbatch m(0.999999f), c(1e-7f);
-  for (std::int64_t s = 0; s < steps; ++s) {
-    // unrolled so the chains live in registers: rolled, GCC 12 kept them on the stack and the
-    // probe read ~55 GMAC/s a core on a Zen 5 whose FMA units do ~100 (docs/log/2026-11-24-25-fma-probe.md)
-#pragma GCC unroll 32
-    for (int i = 0; i < chains; ++i) acc[i] = kylin::kernels::fma(acc[i], m, c);
-  }
-  fbatch sum = acc[0];
-  for (int i = 1; i < chains; ++i) sum += acc[i];
-  return xsimd::hadd(sum);
-}
-
-// The f32 FMA peak of `threads` threads in GFLOP/s (2 per lane per FMA): the best of 20 short
-// passes (so a busy machine still shows a quiet one) of fma_chains on every thread, 12 chains on
-// AVX2's 16 registers, 24 where there are 32. Prefill is judged against it as decode against the
-// read bandwidth.
-double measure_fma_gflops(int threads) {
-  constexpr int chains = kylin::kernels::lanes >= 16 ? 24 : 12;
-  constexpr std::int64_t steps = std::int64_t{1} << 21;  // ~4 ms a pass at 100 GFLOP/s a thread
-  kylin::ThreadPool pool(threads);
-  std::vector<float> sink(static_cast<std::size_t>(pool.size()) * 16);
-  double best = 0;
-  for (int pass = 0; pass < 20; ++pass) {
-    const auto t0 = Clock::now();
-    pool.run([&](int t, int) { sink[static_cast<std::size_t>(t) * 16] += fma_chains<chains>(steps, static_cast<float>(pass)); });
-    const double flops = 2.0 * kylin::kernels::lanes * chains * static_cast<double>(steps) * pool.size();
-    best = std::max(best, flops / seconds_since(t0) / 1e9);
-  }
-  if (sink[0] == 42.f) std::printf(" ");  // keeps the sums observable
-  return best;
-}
-
 // CPU seconds (user + system, all threads) used by the process so far: on a busy machine,
 // tokens per CPU-second shows the kernels' own speed when wall-clock rates are depressed.
 double cpu_seconds() {
@@ -194,7 +109,7 @@ struct BandwidthSampler {
   double peak_rss = 0;
   double sample() {
     peak_rss = std::max(peak_rss, peak_rss_mb());
-    const double gb_s = measure_read_bandwidth(threads);
+    const double gb_s = kylin::cpu_kernels().read_bandwidth_gbs(threads);
     reset_peak_rss();
     return gb_s;
   }
@@ -302,10 +217,10 @@ int run(const Options& o) {
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   BandwidthSampler sampler{threads};
   const double bandwidth_idle = sampler.sample();  // used when there is no decode test
-  const double compute_gflops = measure_fma_gflops(threads);
+  const double compute_gflops = kylin::cpu_kernels().fma_peak_gflops(threads);
   const auto t_load = Clock::now();
   kylin::ModelOptions options;
-  options.backend = kylin::cli::backend_kind(o.backend);
+  options.backend = o.backend;
   options.threads = threads;
   options.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   options.weights = *kylin::parse_weight_format(o.weights);
@@ -370,7 +285,8 @@ int run(const Options& o) {
   auto host_only = [&](double v) { return on_host ? kylin::json::Value(v) : kylin::json::Value(); };
   kylin::json::Object out{{"model", kylin::json::Value(o.model)},
                           {"backend", kylin::json::Value(std::string(model.backend_name()))},
-                          {"arch", kylin::json::Value(kylin::kernels::simd_arch_name())},
+                          {"arch", kylin::json::Value(std::string(kylin::cpu_kernels().simd))},
+                          {"cpu_kernels", kylin::json::Value(std::string(kylin::cpu_kernels().name))},
                           {"threads", kylin::json::Value(threads)},
                           {"kv_dtype", kylin::json::Value(o.kv_dtype)},
                           {"weights", kylin::json::Value(o.weights)},
@@ -414,7 +330,8 @@ int run(const Options& o) {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
   }
-  std::printf("model %s  arch %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s\n", o.model.c_str(), kylin::kernels::simd_arch_name(),
+  std::printf("model %s  cpu kernels %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s\n", o.model.c_str(),
+              kylin::describe(kylin::cpu_kernels()).c_str(),
               threads, o.kv_dtype.c_str(), o.weights.c_str(), std::string(kylin::weight_layout_name(model.weight_layout())).c_str(),
               o.no_mmap ? "copied" : "mapped");
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,

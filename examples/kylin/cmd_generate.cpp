@@ -47,7 +47,7 @@ struct Stream {
 // Token ids in, token ids out: works on a checkpoint without tokenizer files. Several --tokens
 // lists decode together, one batched forward per step; each equals its run alone.
 int generate_tokens(const Options& o) {
-  kylin::Model model = kylin::Model::load(o.model, {.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads});
+  kylin::Model model = kylin::Model::load(o.model, {.backend = o.backend, .threads = o.threads});
   const kylin::json::Value& gen = model.generation_config();
   const auto params = kylin::apply_overrides(
       kylin::from_generation_config(gen.is_null() ? kylin::json::Value(kylin::json::Object{}) : gen), o.sampling.overrides());
@@ -111,7 +111,7 @@ void print_json(const kylin::Generation& result) {
 
 // Raw text (or, with speculative decoding, one --tokens list) in, streamed text out.
 int generate_text(const Options& o) {
-  const kylin::EngineOptions eo{.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads};
+  const kylin::EngineOptions eo{.backend = o.backend, .threads = o.threads};
   auto engine = kylin::Engine::load(o.model, eo);
   const auto draft = o.speculative.load_draft(*engine, eo);
   kylin::Session session(*engine);

@@ -21,7 +21,7 @@ struct Options {
 int run(const Options& o) {
   const std::vector<int> ids = kylin::cli::parse_id_list(o.tokens);
   kylin::Model model = kylin::Model::load(
-      o.model, {.backend = kylin::cli::backend_kind(o.backend), .threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
+      o.model, {.backend = o.backend, .threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
   auto cache = model.new_cache();  // the default context length: longer inputs are an error
   cache.check_room(static_cast<std::int64_t>(ids.size()));
   const bool all = o.positions == "all";

@@ -49,7 +49,7 @@ bool stderr_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
 kylin::EngineOptions engine_options(const Options& o) {
   kylin::EngineOptions eo;
-  eo.backend = kylin::cli::backend_kind(o.backend);
+  eo.backend = o.backend;
   eo.threads = o.threads;
   eo.kv_dtype = kylin::parse_kv_dtype(o.kv_dtype);
   eo.weights = *kylin::parse_weight_format(o.weights);

@@ -6,6 +6,7 @@
 
 #include "kylin/cli.hpp"
 #include "kylin/core/error.hpp"
+#include "kylin/model/model.hpp"
 
 namespace kylin::cli {
 
@@ -33,6 +34,8 @@ std::vector<int> parse_id_list(const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"kylin: run Qwen3/Qwen2 Hugging Face checkpoints"};
   app.require_subcommand(1);
+  // The CPU kernel set is chosen (its module loaded) only when asked for, not at every start.
+  app.set_version_flag("--version", [] { return kylin::version_string("kylin"); });
   auto& commands = kylin::cli::registry();
   std::sort(commands.begin(), commands.end(), [](auto& a, auto& b) { return a.name < b.name; });
   for (auto& command : commands) command.setup(app);

@@ -14,7 +14,12 @@ endif()
 if(TARGET kylin_cuda)
   add_executable(kylin_gpu_check ${CMAKE_CURRENT_SOURCE_DIR}/backends/gpu/gpu_check.cpp)
   set_target_properties(kylin_gpu_check PROPERTIES OUTPUT_NAME kylin-gpu-check)
-  target_link_libraries(kylin_gpu_check PRIVATE kylin_cuda kylin_program)
+  target_link_libraries(kylin_gpu_check PRIVATE kylin_cuda kylin_program kylin_build_flags)
   target_include_directories(kylin_gpu_check PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_definitions(kylin_gpu_check PRIVATE KYLIN_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data")
+endif()
+
+# The portable build's kernel-set modules are tested where they are built (cpu_dispatch_test.cpp).
+if(KYLIN_ARCH STREQUAL "portable")
+  target_compile_definitions(test_backends PRIVATE KYLIN_PORTABLE_BUILD)
 endif()

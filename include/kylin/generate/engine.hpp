@@ -35,7 +35,7 @@ inline SampleableIds sampleable_ids(const std::filesystem::path& model_dir) {
 }
 
 struct EngineOptions {
-  BackendKind backend = BackendKind::cpu;     // cuda: a KYLIN_CUDA build on a machine with a GPU
+  std::string backend = "cpu";                // a name in backends(): "cuda" in a KYLIN_CUDA build with a GPU
   int threads = 0;                            // 0: all hardware threads
   std::int64_t max_pass_rows = 512;           // rows of one batched pass (prefill tokens, decode rows)
   std::optional<std::int64_t> context_length = std::nullopt;  // default: default_context_length(config, kv_dtype)

@@ -103,7 +103,7 @@ inline constexpr std::uint32_t kv_file_version = 1;
 inline constexpr std::array<char, 8> kv_file_magic{'K', 'Y', 'L', 'N', 'K', 'V', 'C', '\0'};
 
 // What a KV state belongs to. `identity` hashes config.json, the safetensors headers and file
-// sizes and the build's kernel instruction set (model_identity), and the engine's backend, weight
+// sizes (model_identity), and the engine's backend, the instruction set of its kernels, its weight
 // format and layout (engine_identity); the rest must match the cache.
 struct KVFileMeta {
   std::uint64_t identity = 0;
@@ -134,7 +134,7 @@ inline std::size_t kv_payload_bytes(const KVFileMeta& m, std::uint64_t n_tokens)
 
 // Hash of what decides a model's KV values without reading its weights: config.json's bytes and,
 // for each *.safetensors file (sorted by name), its name, size and header (every tensor's name,
-// dtype, shape and offsets), plus the SIMD instruction set kylin was built for. Weights rewritten
+// dtype, shape and offsets). Weights rewritten
 // in place with the same table and sizes are not told apart (docs/PROMPT_CACHE.md).
 inline std::uint64_t model_identity(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
@@ -160,22 +160,20 @@ inline std::uint64_t model_identity(const std::filesystem::path& dir) {
     if (!ok) throw Error(ErrorCategory::io, f.string(), "cannot read the safetensors header");
     h.add(n).update(header);
   }
-  const std::string simd = kernels::simd_arch_name();
-  h.update(std::as_bytes(std::span(simd)));
   return h.digest();
 }
 
 // The identity of a loaded engine: model_identity of its files, then what it computes the KV values
-// with beyond them: the backend, the weight format (q8/q4 quantize at load, and the order their
-// kernels sum in) and the weight layout. A q4 server sharing a directory with a stored-weights one
+// with beyond them: the backend and its kernels' instruction set (the CPU's sum in different orders),
+// the weight format (q8/q4 quantize at load, and the order their kernels sum in) and the weight layout. A q4 server sharing a directory with a stored-weights one
 // never loads the other's states.
 inline std::uint64_t engine_identity(const Engine& engine) {
   Xxh64 h;
   h.add(model_identity(engine.dir()));
-  for (const std::string_view part : {engine.model().backend_name(), weight_format_name(engine.model().weight_format()),
-                                      weight_layout_name(engine.model().weight_layout())})
+  const Model& m = engine.model();
+  for (const std::string_view part : {m.backend_name(), m.kernel_set(), weight_format_name(m.weight_format()), weight_layout_name(m.weight_layout())})
     h.add(part.size()).update(std::as_bytes(std::span(part)));
-  if (engine.model().weight_format() != WeightFormat::stored) h.add(kernels::quant_order_version);
+  if (m.weight_format() != WeightFormat::stored) h.add(kernels::quant_order_version);
   return h.digest();
 }
 

@@ -18,16 +18,9 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/simd.hpp"
+#include "kylin/kernels/types.hpp"
 
 namespace kylin::kernels {
-
-// A KV cache slab of one layer: [n_kv_heads][capacity][head_dim] in f32 or f16.
-struct KVRef {
-  DType dtype = DType::f32;
-  void* data = nullptr;
-  template <class T>
-  T* as() const { return static_cast<T*>(data); }
-};
 
 // Shapes of one attention call. Query t sits at position pos0 + t and sees keys [0, pos0 + t].
 struct AttentionShape {
@@ -38,26 +31,6 @@ struct AttentionShape {
   std::int64_t head_dim;
   std::int64_t kv_stride;   // elements between consecutive kv heads in the cache (= capacity * head_dim)
   float scale;              // head_dim^-0.5
-  std::int64_t groups() const { return n_heads / n_kv_heads; }
-};
-
-// One sequence of a batched attention call: its queries are rows [row0, row0 + n_tokens) of q
-// and out, query t sits at position pos0 + t and sees keys [0, pos0 + t] of its own cache.
-struct AttentionSeq {
-  KVRef k;                  // [n_kv_heads][capacity][head_dim]
-  KVRef v;                  // [n_kv_heads][capacity][head_dim]
-  std::int64_t kv_stride;   // capacity * head_dim of this sequence's cache
-  std::int64_t row0;
-  std::int64_t n_tokens;
-  std::int64_t pos0;
-};
-
-// The head layout shared by every sequence of a batch.
-struct AttentionHeads {
-  std::int64_t n_heads;
-  std::int64_t n_kv_heads;
-  std::int64_t head_dim;
-  float scale;  // head_dim^-0.5
   std::int64_t groups() const { return n_heads / n_kv_heads; }
 };
 

@@ -25,54 +25,15 @@
 #include "kylin/kernels/quant_dot.hpp"
 #include "kylin/kernels/quant_gemm.hpp"
 #include "kylin/kernels/simd.hpp"
+#include "kylin/kernels/types.hpp"
 
 namespace kylin::kernels {
-
-// How a matrix's elements are laid out: row-major as a checkpoint stores them, or in panels of 16
-// rows, column by column (kernels/panel.hpp: what the CPU backend packs BF16/F16/F32 weights into).
-enum class Layout : std::uint8_t { rows, panels };
-
-// A matrix in its stored dtype; rows = output features, cols = input features.
-struct MatRef {
-  DType dtype = DType::f32;
-  const void* data = nullptr;  // [rows, cols], or [panel_count(rows)][cols][16] for Layout::panels
-  std::int64_t rows = 0;
-  std::int64_t cols = 0;
-  Layout layout = Layout::rows;
-};
 
 // Calls fn(PanelRef<T>) for a Layout::panels matrix of BF16/F16/F32 elements T.
 template <class Fn>
 decltype(auto) visit_panels(const MatRef& w, Fn&& fn) {
   return visit_dtype(w.dtype, [&]<class T>(std::type_identity<T>) { return fn(PanelRef<T>{static_cast<const T*>(w.data), w.rows, w.cols}); });
 }
-
-// One product of a fused call: y[T, w.rows] = x · W^T + bias, x shared by every product.
-struct MatmulOut {
-  MatRef w;
-  const float* bias = nullptr;  // [w.rows] or null
-  float* y = nullptr;           // [T, w.rows]
-};
-
-// One product of a decode pass with its own input: y[n, w.rows] = x[n, w.cols] · W^T + bias
-// (an MoE layer's experts, each over the decode rows routed to it).
-struct DotProduct {
-  const float* x = nullptr;  // [n, w.cols]
-  std::int64_t n = 0;
-  MatmulOut out;
-};
-
-// Which kernel each row of x goes through: rows [0, decode_rows) take the dot-product kernel (one
-// token of each decoding sequence), rows [decode_rows, rows) the GEMM (prefill chunks). A row's sums
-// depend only on its kernel, never on the other rows of the call, so a sequence gets the same
-// numbers alone or in a batch as long as its rows keep their kind.
-struct RowPlan {
-  std::int64_t rows = 0;
-  std::int64_t decode_rows = 0;
-};
-
-// The plan of one sequence's chunk of T tokens: a single token decodes, longer chunks prefill.
-inline RowPlan chunk_plan(std::int64_t T) { return {T, T == 1 ? 1 : 0}; }
 
 // Scalar reference (the test oracle): double accumulation, no blocking, no threads. For Q8_0/Q4_0
 // weights, of the quantized product: x's rows quantized as the kernels quantize them.

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "kylin/kernels/matmul.hpp"
+#include "kylin/kernels/types.hpp"
 
 namespace kylin::kernels {
 
@@ -39,20 +40,6 @@ inline void rms_norm(const float* x, const MatRef& w, float* out, std::int64_t n
     }
   });
 }
-
-// Rows of attention heads: x is [n_tokens, n_heads * head_dim].
-struct HeadRows {
-  std::int64_t n_tokens = 0;
-  std::int64_t n_heads = 0;
-  std::int64_t head_dim = 0;
-};
-
-// Rotary tables, one row per token: [n_tokens, head_dim/2] each, already scaled by YaRN's
-// attention factor.
-struct RopeTables {
-  const float* cos = nullptr;
-  const float* sin = nullptr;
-};
 
 // Rotary embedding, rotate_half layout: pairs (i, i + d/2) rotate by angle pos * inv_freq[i];
 // x rotated in place.
@@ -100,12 +87,6 @@ inline void silu_mul(float* gate, const float* up, std::int64_t n) {
 inline void add_inplace(float* acc, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }
-
-// Rows of an expert's group: rows[i] of the pass and the routing weight it gives the expert.
-struct RowSelection {
-  std::span<const std::int64_t> rows;
-  std::span<const float> weights;  // [rows.size()]; empty for a gather
-};
 
 // out[i, :] = x[sel.rows[i], :] for rows of width `width`.
 inline void gather_rows(const float* x, const RowSelection& sel, float* out, std::int64_t width) {

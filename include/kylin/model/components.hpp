@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "kylin/model/backend.hpp"
+#include "kylin/backends/backend.hpp"
 #include "kylin/model/kv_cache.hpp"
 #include "kylin/model/routing.hpp"
 #include "kylin/model/weights.hpp"

@@ -15,3 +15,12 @@ std::unique_ptr<AnyModel> make_cpu_model(const std::filesystem::path& dir, const
 }
 
 }  // namespace kylin::detail
+
+namespace kylin {
+
+const CpuKernelSet& cpu_kernels() {
+  static const CpuKernelSet set = detail::compiled_kernel_set("built-in");
+  return set;
+}
+
+}  // namespace kylin

@@ -16,7 +16,7 @@
 #include "kylin/core/error.hpp"
 #include "kylin/io/config.hpp"
 #include "kylin/kernels/attention.hpp"
-#include "kylin/model/backend.hpp"
+#include "kylin/backends/backend.hpp"
 
 namespace kylin {
 

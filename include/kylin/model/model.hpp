@@ -1,9 +1,8 @@
-// kylin::Model (BasicModel<B> for the backend ModelOptions::backend names): load a Hugging Face directory and run the forward pass
-// over one sequence or a batch of them. Reads config.json, maps the safetensors, binds weights,
-// picks the Transformer instantiation for model_type, and sizes every buffer once.
+// kylin::Model: a Hugging Face directory loaded on the backend ModelOptions::backend names, through
+// the registry of backends (backends/registry.hpp), behind one small virtual interface, so the
+// engine, server and CLI are written once. BasicModel<B> (basic_model.hpp) is the model on one B.
 #pragma once
 
-#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -11,302 +10,15 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <variant>
 
-#include "kylin/model/packed_weights.hpp"
-#include "kylin/model/quantized_weights.hpp"
-#include "kylin/model/transformer.hpp"
+#include "kylin/backends/cpu/backend.hpp"
+#include "kylin/backends/cpu/kernel_set.hpp"
+#include "kylin/backends/registry.hpp"
+#include "kylin/kernels/probes.hpp"
+#include "kylin/model/basic_model.hpp"
+#include "kylin/version.hpp"
 
 namespace kylin {
-
-// Which backend a Model runs on: the CPU, or a CUDA device (needs the CUDA backend: linked in by the
-// kylin::cuda target, backends/cuda/register.cpp, or loaded as a module, backends/cuda/module.hpp).
-enum class BackendKind : std::uint8_t { cpu, cuda };
-inline std::string_view backend_kind_name(BackendKind k) { return k == BackendKind::cuda ? "cuda" : "cpu"; }
-inline std::optional<BackendKind> parse_backend_kind(std::string_view s) {
-  if (s == "cpu") return BackendKind::cpu;
-  if (s == "cuda") return BackendKind::cuda;
-  return std::nullopt;
-}
-
-struct ModelOptions {
-  BackendKind backend = BackendKind::cpu;
-  int threads = 0;                 // 0: all hardware threads
-  std::int64_t max_pass_rows = 512;  // rows of one batched pass (activation buffers scale with it)
-  DType kv_dtype = DType::f32;     // KV cache element type of new_cache(); f16 halves long-context decode reads
-  WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
-  WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (packed_weights.hpp)
-  io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
-};
-
-// Default KV cache length: max_position_embeddings, capped so the cache stays within
-// `default_kv_budget_bytes` (2 GiB), rounded down to a multiple of 256 positions.
-inline constexpr std::size_t default_kv_budget_bytes = std::size_t{2} << 30;
-
-inline std::int64_t default_context_length(const ModelConfig& c, DType kv_dtype = DType::f32) {
-  const auto per_token = static_cast<std::int64_t>(KVCache::bytes_per_token(c, kv_dtype));
-  std::int64_t fit = static_cast<std::int64_t>(default_kv_budget_bytes) / per_token;
-  if (fit >= 256) fit = fit / 256 * 256;
-  return std::max<std::int64_t>(1, std::min(c.max_position_embeddings, fit));
-}
-
-enum class Positions { last, all };
-
-// What a forward call hands back: logits [rows, vocab] and/or final hidden states (after the
-// final norm, what transformers calls last_hidden_state) [rows, hidden], for the last token
-// (rows = 1) or every token. An empty span skips that output.
-// greedy [rows]: each row's greedy token, kernels::argmax of its logits over ids below greedy_end
-// (0: the whole row), -1 where none is above -inf. It is picked where the logits are, so a device
-// backend sends back one int a row instead of the row (greedy decoding without logits).
-struct ForwardOutputs {
-  std::span<float> logits = {};
-  std::span<float> hidden = {};
-  Positions positions = Positions::last;
-  std::span<int> greedy = {};
-  std::int64_t greedy_end = 0;
-};
-
-// One sequence of a batched forward: its new tokens, fed at positions cache.size().. of its own
-// cache, and where its outputs go.
-struct SequenceInput {
-  std::span<const int> tokens;
-  KVCache& cache;
-  ForwardOutputs out;
-  // Every token takes the kernels of a one-token decode step instead of the prefill GEMM, so each
-  // row's outputs equal those of feeding the tokens one step at a time, bit for bit, while the
-  // weights are still read once for all of them (speculative decoding's verification pass).
-  bool decode_rows = false;
-};
-
-// A model loaded for one backend type B: weights, B's workspace, caches from B's memory.
-template <Backend B>
-class BasicModel {
- public:
-  static BasicModel load(const std::filesystem::path& dir, const ModelOptions& options = {}) { return BasicModel(dir, options); }
-
-  const ModelConfig& config() const { return impl_->config; }
-  const json::Value& generation_config() const { return impl_->generation_config; }
-  const io::Checkpoint& checkpoint() const { return *impl_->checkpoint; }
-  int threads() const { return impl_->backend.threads(); }
-  double load_seconds() const { return impl_->load_seconds; }
-  std::int64_t vocab_size() const { return impl_->config.vocab_size; }
-  std::int64_t hidden_size() const { return impl_->config.hidden_size; }
-  std::int64_t max_pass_rows() const { return impl_->workspace.max_pass_rows; }
-  DType kv_dtype() const { return impl_->kv_dtype; }
-  WeightFormat weight_format() const { return impl_->weight_format; }
-  // The weights quantized at load (none for WeightFormat::stored).
-  const QuantizedWeights& quantized() const { return impl_->quantized; }
-  // packed when any weight was repacked into the backend's layout at load (packed_weights.hpp).
-  WeightLayout weight_layout() const { return impl_->packed.bytes() > 0 ? WeightLayout::packed : WeightLayout::stored; }
-  // False for an embedding model saved without lm_head: it gives hidden states, never logits.
-  bool has_lm_head() const { return impl_->lm_head != LmHead::none; }
-  B& backend() { return impl_->backend; }
-
-  // A cache in the backend's memory; it must not outlive this model.
-  KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const {
-    const std::int64_t n = context_length.value_or(default_context_length(impl_->config, impl_->kv_dtype));
-    const std::size_t bytes = KVCache::bytes_needed(impl_->config, n, impl_->kv_dtype);
-    return KVCache(impl_->config, n, impl_->kv_dtype, impl_->backend.allocate(bytes));
-  }
-
-  // Feeds `tokens` at positions cache.size().. (in passes of max_pass_rows tokens) and writes the
-  // outputs of the last token or of every token.
-  void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
-    const SequenceInput one{tokens, cache, out};
-    forward(std::span<const SequenceInput>(&one, 1));
-  }
-  void forward(std::span<const int> tokens, KVCache& cache, std::span<float> logits, Positions which = Positions::last) {
-    forward(tokens, cache, ForwardOutputs{.logits = logits, .hidden = {}, .positions = which});
-  }
-
-  // Every sequence of the batch in shared passes of up to max_pass_rows rows: one GEMM (or one
-  // weight-streaming dot-product pass for decoding sequences) over the rows of all of them,
-  // attention per sequence against its own cache. Each sequence's outputs equal running it alone.
-  // Everything is checked before anything runs: a bad input changes no cache.
-  void forward(std::span<const SequenceInput> batch) {
-    validate(batch);
-    Impl& m = *impl_;
-    m.fed.assign(batch.size(), 0);
-    while (plan_pass(batch)) {
-      const Pass pass{m.pass_seqs, m.pass_rows, m.pass_decode_rows};
-      // A backend that holds a pass's work back (CUDA: to replay a repeated pass as one graph)
-      // is told where each pass starts and ends.
-      if constexpr (requires { m.backend.begin_pass(); }) m.backend.begin_pass();
-      std::visit([&](auto& net) { net->forward(m.backend, m.workspace, pass); }, m.net);
-      if constexpr (requires { m.backend.end_pass(); }) m.backend.end_pass();
-    }
-  }
-
-  // Convenience: logits of the last token as a new vector.
-  std::vector<float> logits_last(std::span<const int> tokens, KVCache& cache) {
-    std::vector<float> out(static_cast<std::size_t>(vocab_size()));
-    forward(tokens, cache, out);
-    return out;
-  }
-
- private:
-  struct Impl {
-    Impl(const std::filesystem::path& dir, const ModelOptions& o)
-        : config(load_model_config(dir)),
-          generation_config(load_generation_config(dir)),
-          checkpoint(std::make_unique<io::Checkpoint>(dir, checked_memory(dir, o))),
-          backend(config, BackendOptions{.threads = o.threads, .max_pass_rows = std::max<std::int64_t>(1, o.max_pass_rows)}),
-          workspace(backend, config, std::max<std::int64_t>(1, o.max_pass_rows)),
-          weight_format(o.weights),
-          net(make_net(config, packed.apply(widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred),
-                                                                      o.weights, o.threads, *checkpoint)),
-                                            o.weight_layout, backend, o.threads, *checkpoint))),
-          kv_dtype(o.kv_dtype),
-          lm_head(lm_head_source(*checkpoint, config)) {
-      KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
-      pass_seqs.reserve(static_cast<std::size_t>(workspace.max_pass_rows));
-    }
-
-    // A copy holds the checkpoint as stored, so beside q8/q4 or packed copies it would only double the memory.
-    static io::FileMemory checked_memory(const std::filesystem::path& dir, const ModelOptions& o) {
-      if (o.checkpoint_memory == io::FileMemory::copied && o.weights != WeightFormat::stored)
-        throw Error(ErrorCategory::request, dir.string(), "copying the checkpoint into memory (--no-mmap) keeps the weights as stored; "
-                                                       "quantized (q8/q4) weights are in memory already: leave one of the two out");
-      if (o.checkpoint_memory == io::FileMemory::copied && packs(o))
-        throw Error(ErrorCategory::request, dir.string(), "copying the checkpoint into memory (--no-mmap) keeps the weights as stored; "
-                                                       "packed weights (the default) are in memory already: add --weight-layout stored, "
-                                                       "or leave --no-mmap out");
-      return o.checkpoint_memory;
-    }
-    static bool packs(const ModelOptions& o) { return o.weight_layout == WeightLayout::packed && B::packed_layout != kernels::Layout::rows; }
-
-    // One alternative per architecture of model/arch.hpp; visit_arch picks it from model_type.
-    using Net = std::variant<std::unique_ptr<ArchTransformer<Qwen3Arch>>, std::unique_ptr<ArchTransformer<Qwen3MoeArch>>,
-                             std::unique_ptr<ArchTransformer<Qwen2Arch>>>;
-    static Net make_net(const ModelConfig& c, const ModelWeights& w) {
-      return visit_arch(c.model_type, [&]<class Arch>(Arch) -> Net { return std::make_unique<ArchTransformer<Arch>>(c, w); });
-    }
-
-    ModelConfig config;
-    json::Value generation_config;
-    std::unique_ptr<io::Checkpoint> checkpoint;
-    B backend;
-    Workspace workspace;
-    WeightFormat weight_format;
-    QuantizedWeights quantized;  // the Q8_0/Q4_0 copies `net` points to (empty: weights as stored)
-    PackedWeights packed;        // the copies in B's layout `net` points to (empty: weights as stored)
-    Net net;
-    DType kv_dtype;
-    LmHead lm_head;
-    double load_seconds = 0;
-    std::vector<std::int64_t> fed;         // [batch] tokens of each sequence already run
-    std::vector<PassSequence> pass_seqs;   // [<= max_pass_rows] the pass being planned
-    std::int64_t pass_rows = 0, pass_decode_rows = 0;
-  };
-
-  BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
-    const auto t0 = std::chrono::steady_clock::now();
-    impl_ = std::make_unique<Impl>(dir, o);
-    // Quantized or packed weights were read once and their pages dropped (QuantizedWeights::apply,
-    // PackedWeights::apply).
-    if (o.weights == WeightFormat::stored && !Impl::packs(o)) impl_->checkpoint->advise(io::AccessHint::populate);
-    impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-
-  // Tokens of a sequence that run as one-row decode pieces (the dot-product kernel's rows): all of
-  // them for decode_rows; else its last token when it is alone (a decode step) or when
-  // max_pass_rows-sized chunks leave exactly one over, as they do when the sequence runs by itself.
-  // All other tokens are GEMM rows, however the passes cut them, so every row gets the kernel, and
-  // so the numbers, it gets alone.
-  std::int64_t decode_tail(const SequenceInput& in) const {
-    const auto n = static_cast<std::int64_t>(in.tokens.size());
-    return in.decode_rows ? n : n == 1 || n % impl_->workspace.max_pass_rows == 1 ? 1 : 0;
-  }
-
-  // The next pass: first the rows of each sequence whose decode tail is next, then GEMM rows of
-  // the others up to max_pass_rows rows, in batch order.
-  bool plan_pass(std::span<const SequenceInput> batch) {
-    Impl& m = *impl_;
-    const std::int64_t cap = m.workspace.max_pass_rows;
-    m.pass_seqs.clear();
-    m.pass_rows = 0;
-    for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
-      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), tail = decode_tail(batch[i]);
-      if (tail == 0 || m.fed[i] < n - tail || m.fed[i] == n) continue;
-      const std::int64_t take = std::min(n - m.fed[i], cap - m.pass_rows);
-      add_piece(batch[i], m.fed[i], take);
-      m.fed[i] += take;
-    }
-    m.pass_decode_rows = m.pass_rows;
-    for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
-      const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - decode_tail(batch[i]) - m.fed[i];
-      if (left <= 0) continue;
-      const std::int64_t take = std::min(left, cap - m.pass_rows);
-      add_piece(batch[i], m.fed[i], take);
-      m.fed[i] += take;
-    }
-    return !m.pass_seqs.empty();
-  }
-
-  // Tokens [from, from + n) of one sequence as the next piece of the pass, with the output rows it owns.
-  void add_piece(const SequenceInput& in, std::int64_t from, std::int64_t n) {
-    Impl& m = *impl_;
-    const std::int64_t total = static_cast<std::int64_t>(in.tokens.size()), V = vocab_size(), H = hidden_size();
-    OutputRows out;
-    if (!in.out.logits.empty() || !in.out.hidden.empty() || !in.out.greedy.empty()) {
-      const bool all = in.out.positions == Positions::all;
-      out.first = all ? 0 : n - 1;
-      out.count = all ? n : (from + n == total ? 1 : 0);
-      const std::int64_t row = all ? from : 0;  // output row of the piece's first wanted token
-      auto part = [&](std::span<float> s, std::int64_t width) {
-        return s.empty() || out.count == 0 ? std::span<float>{} : s.subspan(static_cast<std::size_t>(row * width),
-                                                                              static_cast<std::size_t>(out.count * width));
-      };
-      out.logits = part(in.out.logits, V);
-      out.hidden = part(in.out.hidden, H);
-      if (!in.out.greedy.empty() && out.count > 0)
-        out.greedy = in.out.greedy.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
-      out.greedy_end = in.out.greedy_end > 0 ? in.out.greedy_end : V;
-    }
-    m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out});
-    m.pass_rows += n;
-  }
-
-  void validate(std::span<const SequenceInput> batch) const {
-    if (batch.empty()) throw Error(ErrorCategory::request, "batch", "no sequences");
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const SequenceInput& s = batch[i];
-      // built only for an error: validation runs on every decode step and must not allocate
-      auto where = [&] { return batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": "; };
-      if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where() + "empty token list");
-      if ((!s.out.logits.empty() || !s.out.greedy.empty()) && !has_lm_head())
-        throw Error(ErrorCategory::request, "logits", checkpoint().dir().string() + " has no lm_head: it is an embedding model; use embed");
-      if (s.out.greedy_end < 0 || s.out.greedy_end > vocab_size())
-        throw Error(ErrorCategory::request, "greedy_end", where() + std::to_string(s.out.greedy_end) + " is outside [0, " +
-                                                              std::to_string(vocab_size()) + "]");
-      for (int id : s.tokens)
-        if (id < 0 || id >= vocab_size())
-          throw Error(ErrorCategory::request, "tokens", where() + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                                            std::to_string(vocab_size()) + ")");
-      if (!s.cache.fits(config()))
-        throw Error(ErrorCategory::request, "kv cache", where() + "the cache has another layer or head shape than this model");
-      s.cache.check_room(static_cast<std::int64_t>(s.tokens.size()));
-      for (std::size_t j = 0; j < i; ++j)
-        if (&batch[j].cache == &s.cache)
-          throw Error(ErrorCategory::request, "kv cache", where() + "shares its cache with sequence " + std::to_string(j));
-      const std::size_t rows = s.out.positions == Positions::all ? s.tokens.size() : 1;
-      if (!fits(s.out.logits, rows * static_cast<std::size_t>(vocab_size())))
-        throw output_error(where() + "logits", s.out.logits.size(), rows * static_cast<std::size_t>(vocab_size()));
-      if (!fits(s.out.hidden, rows * static_cast<std::size_t>(hidden_size())))
-        throw output_error(where() + "hidden states", s.out.hidden.size(), rows * static_cast<std::size_t>(hidden_size()));
-      if (!s.out.greedy.empty() && s.out.greedy.size() < rows)
-        throw Error(ErrorCategory::request, "outputs", where() + "greedy output buffer holds " + std::to_string(s.out.greedy.size()) +
-                                                         " ids, needs " + std::to_string(rows));
-    }
-  }
-  static bool fits(std::span<const float> buffer, std::size_t needed) { return buffer.empty() || buffer.size() >= needed; }
-  static Error output_error(const std::string& what, std::size_t has, std::size_t needed) {
-    return Error(ErrorCategory::request, "outputs",
-                 what + " output buffer holds " + std::to_string(has) + " floats, needs " + std::to_string(needed));
-  }
-
-  std::unique_ptr<Impl> impl_;
-};
 
 namespace detail {
 
@@ -319,6 +31,7 @@ class AnyModel {
   virtual const json::Value& generation_config() const = 0;
   virtual const io::Checkpoint& checkpoint() const = 0;
   virtual std::string_view backend_name() const = 0;
+  virtual std::string_view kernel_set() const = 0;
   virtual int threads() const = 0;
   virtual double load_seconds() const = 0;
   virtual std::int64_t max_pass_rows() const = 0;
@@ -342,6 +55,11 @@ class ModelOn final : public AnyModel {
     if constexpr (requires { B::name; }) return B::name;
     else return "cpu";
   }
+  // What the backend computes with where its name alone does not say (the CPU's instruction set).
+  std::string_view kernel_set() const override {
+    if constexpr (requires { B::kernel_set(); }) return B::kernel_set();
+    else return backend_name();
+  }
   int threads() const override { return m_.threads(); }
   double load_seconds() const override { return m_.load_seconds(); }
   std::int64_t max_pass_rows() const override { return m_.max_pass_rows(); }
@@ -357,10 +75,11 @@ class ModelOn final : public AnyModel {
   BasicModel<B> m_;
 };
 
-// The CPU model behind Model::load. Inline by default (header-only). A program with many
-// translation units can compile the CPU engine once instead of in each of them: define
-// KYLIN_EXTERN_CPU_MODEL in every translation unit and include kylin/model/cpu_model_instance.hpp
-// in exactly one (kylin's own tests and programs do: docs/ARCHITECTURE.md, "Build time").
+// The CPU model behind Model::load, and the kernel set it runs (cpu_kernels below). Inline by
+// default (header-only): the kernels of the translation unit's own flags. A program with many
+// translation units can compile the CPU engine once: define KYLIN_EXTERN_CPU_MODEL in every one
+// and include kylin/model/cpu_model_instance.hpp in exactly one. kylin's portable build defines
+// them in its dispatcher instead, which loads the best kernel-set module (docs/ARCHITECTURE.md).
 #if defined(KYLIN_EXTERN_CPU_MODEL)
 std::unique_ptr<AnyModel> make_cpu_model(const std::filesystem::path& dir, const ModelOptions& o);
 #else
@@ -369,29 +88,60 @@ inline std::unique_ptr<AnyModel> make_cpu_model(const std::filesystem::path& dir
 }
 #endif
 
-// Set by backends/cuda/register.cpp when it is linked in, or by cuda::load_module.
-using ModelFactory = std::unique_ptr<AnyModel> (*)(const std::filesystem::path&, const ModelOptions&);
-inline ModelFactory& cuda_model_factory() {
-  static ModelFactory factory = nullptr;
-  return factory;
+// The kernel set this translation unit compiles, under `name`.
+inline CpuKernelSet compiled_kernel_set(std::string_view name) {
+  return {name, kernels::simd_arch_name(), &make_cpu_model, [](int threads) { return kernels::measure_read_bandwidth(threads); },
+          [](int threads) { return kernels::measure_fma_gflops(threads); }};
 }
 
 }  // namespace detail
+
+// The kernel set the "cpu" backend runs in this program (may load its module: throws naming it).
+#if defined(KYLIN_EXTERN_CPU_MODEL)
+const CpuKernelSet& cpu_kernels();
+#else
+inline const CpuKernelSet& cpu_kernels() {
+  static const CpuKernelSet set = detail::compiled_kernel_set("built-in");
+  return set;
+}
+#endif
+
+// The backends this program has: the CPU, those linked in, and modules beside the program.
+inline BackendRegistry& backends() {
+  static BackendRegistry registry(BackendEntry{"cpu", "the CPU: kernels/ on a thread pool", &detail::make_cpu_model});
+  return registry;
+}
+
+// A backend linked into a program registers itself with one of these at namespace scope.
+struct BackendRegistration {
+  explicit BackendRegistration(const BackendEntry& e) { backends().add(e); }
+};
+
+// What `--version` prints: the program and kylin's version, the CPU kernel set, the backends.
+inline std::string version_string(std::string_view program) {
+  std::string out = std::string(program) + " " + std::string(version) + "\ncpu kernels: ";
+  try {
+    out += describe(cpu_kernels());
+  } catch (const Error& e) {
+    out += std::string("none: ") + e.what();
+  }
+  out += "\nbackends:";
+  for (const std::string& name : backends().names()) out += " " + name;
+  return out;
+}
 
 // A model on the backend ModelOptions::backend names; the same calls as BasicModel<B>.
 class Model {
  public:
   static Model load(const std::filesystem::path& dir, const ModelOptions& o = {}) {
-    if (o.backend == BackendKind::cpu) return Model(detail::make_cpu_model(dir, o));
-    if (!detail::cuda_model_factory())
-      throw Error(ErrorCategory::config, "backend", "cuda: this build has no CUDA backend (configure with -DKYLIN_CUDA=ON)");
-    return Model(detail::cuda_model_factory()(dir, o));
+    return Model(backends().factory(o.backend)(dir, o));
   }
 
   const ModelConfig& config() const { return m_->config(); }
   const json::Value& generation_config() const { return m_->generation_config(); }
   const io::Checkpoint& checkpoint() const { return m_->checkpoint(); }
   std::string_view backend_name() const { return m_->backend_name(); }
+  std::string_view kernel_set() const { return m_->kernel_set(); }
   int threads() const { return m_->threads(); }
   double load_seconds() const { return m_->load_seconds(); }
   std::int64_t vocab_size() const { return config().vocab_size; }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
-#include "kylin/model/backend.hpp"
+#include "kylin/backends/backend.hpp"
 #include "kylin/model/weights.hpp"
 
 namespace kylin {
@@ -32,11 +32,11 @@ inline std::optional<WeightLayout> parse_weight_layout(std::string_view s) {
 class PackedWeights {
  public:
   // Points every matrix of `w` a matmul reads, if BF16/F16/F32 and row-major, at a copy in
-  // B::packed_layout made in `backend`'s memory with `threads` threads; returns `w`. Nothing to do
+  // packed_layout_of<B> made in `backend`'s memory with `threads` threads; returns `w`. Nothing to do
   // for WeightLayout::stored or a backend whose layout is the stored one.
   template <Backend B>
   ModelWeights apply(ModelWeights w, WeightLayout layout, B& backend, int threads, const io::Checkpoint& ckpt) {
-    if (layout == WeightLayout::stored || B::packed_layout == kernels::Layout::rows) return w;
+    if (layout == WeightLayout::stored || packed_layout_of<B> == kernels::Layout::rows) return w;
     ThreadPool pool(threads);
     auto pack = [&](MatRef& m) {
       if (m.data && m.layout == kernels::Layout::rows && !kernels::is_quantized(m.dtype)) m = packed(m, backend, pool, ckpt);
@@ -90,7 +90,7 @@ class PackedWeights {
       });
       ckpt.advise(io::AccessHint::release, src, static_cast<std::size_t>(s1 - s0) * row_bytes);
     }
-    copies_.emplace_back(m.data, MatRef{m.dtype, out, m.rows, m.cols, B::packed_layout});
+    copies_.emplace_back(m.data, MatRef{m.dtype, out, m.rows, m.cols, packed_layout_of<B>});
     return copies_.back().second;
   }
 

@@ -31,7 +31,7 @@ const char* const models[] = {"tiny-qwen3-untied", "small-qwen3",        "odd-qw
                               "e2e-qwen3-fullvocab", "tiny-qwen3-yarn", "tiny-qwen3-moe",        "odd-qwen3-moe-f32-sharded"};
 
 kylin::Model load(const std::string& name, kylin::WeightFormat weights, kylin::DType kv = kylin::DType::f32) {
-  return kylin::Model::load(kylin::test::data + "/models/" + name, {.backend = kylin::BackendKind::cuda, .kv_dtype = kv, .weights = weights});
+  return kylin::Model::load(kylin::test::data + "/models/" + name, {.backend = "cuda", .kv_dtype = kv, .weights = weights});
 }
 
 // Stored weights: worst relative L2 over the reference rows with the cache in `kv`, and (f32)

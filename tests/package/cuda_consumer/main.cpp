@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    kylin::Model model = kylin::Model::load(argv[1], {.backend = kylin::BackendKind::cuda});
+    kylin::Model model = kylin::Model::load(argv[1], {.backend = "cuda"});
     kylin::KVCache cache = model.new_cache(64);
     const std::vector<float> logits = model.logits_last(std::vector<int>{1, 2, 3}, cache);
     std::printf("%.*s argmax %td\n", static_cast<int>(model.backend_name().size()), model.backend_name().data(),

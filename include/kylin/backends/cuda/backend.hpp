@@ -17,9 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "kylin/backends/backend.hpp"
 #include "kylin/backends/cuda/gemm_call.hpp"
 #include "kylin/backends/cuda/kernels.hpp"
-#include "kylin/model/backend.hpp"
+#include "kylin/kernels/quant.hpp"
 
 namespace kylin::cuda {
 
@@ -61,7 +62,6 @@ class CudaBackend {
 
   static constexpr std::string_view name = R::name;
   // Weights are uploaded as stored: the matvec and cuBLAS read row-major matrices.
-  static constexpr kernels::Layout packed_layout = kernels::Layout::rows;
   static int threads() { return 1; }  // host threads: the device does the work
   R& runtime() { return runtime_; }
   // Bytes of weights uploaded so far.

@@ -17,7 +17,7 @@
 #include "kylin/backends/cuda/gemm_call.hpp"
 #include "kylin/backends/cuda/pass_recording.hpp"
 #include "kylin/backends/cuda/portable.hpp"
-#include "kylin/model/backend.hpp"
+#include "kylin/backends/backend.hpp"
 
 namespace kylin::cuda {
 

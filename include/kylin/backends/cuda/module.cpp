@@ -1,7 +1,9 @@
-// The entry point of libkylin-cuda.so, the CUDA backend as a shared module (module.hpp loads it).
-// Built with kernels.cu and register.cpp, whose loader this hands out.
-#include "kylin/model/model.hpp"
+// The entry point of libkylin-backend-cuda.so, the CUDA backend as a module that kylin's programs
+// load only when "cuda" is asked for (backends/registry.hpp). Built with kernels.cu and register.cpp.
+#include "kylin/backends/registry.hpp"
 
-extern "C" __attribute__((visibility("default"))) kylin::detail::ModelFactory kylin_cuda_model_factory() {
-  return kylin::detail::cuda_model_factory();
+namespace kylin::cuda {
+extern const BackendEntry backend_entry;  // register.cpp
 }
+
+extern "C" __attribute__((visibility("default"))) const kylin::BackendEntry* kylin_backend_entry() { return &kylin::cuda::backend_entry; }

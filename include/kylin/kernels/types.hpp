@@ -1,0 +1,101 @@
+// The operands of the kernels and of every backend's operations (backends/backend.hpp): plain
+// structs over pointers and shapes, no SIMD, so a backend that is not the CPU (CUDA) uses them
+// without including the CPU kernels.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kylin/core/dtype.hpp"
+
+namespace kylin::kernels {
+
+// How a matrix's elements are laid out: row-major as a checkpoint stores them, or in panels of 16
+// rows, column by column (kernels/panel.hpp: what the CPU backend packs BF16/F16/F32 weights into).
+enum class Layout : std::uint8_t { rows, panels };
+
+// A matrix in its stored dtype; rows = output features, cols = input features.
+struct MatRef {
+  DType dtype = DType::f32;
+  const void* data = nullptr;  // [rows, cols], or [panel_count(rows)][cols][16] for Layout::panels
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  Layout layout = Layout::rows;
+};
+
+// One product of a fused call: y[T, w.rows] = x · W^T + bias, x shared by every product.
+struct MatmulOut {
+  MatRef w;
+  const float* bias = nullptr;  // [w.rows] or null
+  float* y = nullptr;           // [T, w.rows]
+};
+
+// One product of a decode pass with its own input: y[n, w.rows] = x[n, w.cols] · W^T + bias
+// (an MoE layer's experts, each over the decode rows routed to it).
+struct DotProduct {
+  const float* x = nullptr;  // [n, w.cols]
+  std::int64_t n = 0;
+  MatmulOut out;
+};
+
+// Which kernel each row of x goes through: rows [0, decode_rows) take the dot-product kernel (one
+// token of each decoding sequence), rows [decode_rows, rows) the GEMM (prefill chunks). A row's sums
+// depend only on its kernel, never on the other rows of the call, so a sequence gets the same
+// numbers alone or in a batch as long as its rows keep their kind.
+struct RowPlan {
+  std::int64_t rows = 0;
+  std::int64_t decode_rows = 0;
+};
+
+// The plan of one sequence's chunk of T tokens: a single token decodes, longer chunks prefill.
+inline RowPlan chunk_plan(std::int64_t T) { return {T, T == 1 ? 1 : 0}; }
+
+// Rows of attention heads: x is [n_tokens, n_heads * head_dim].
+struct HeadRows {
+  std::int64_t n_tokens = 0;
+  std::int64_t n_heads = 0;
+  std::int64_t head_dim = 0;
+};
+
+// Rotary tables, one row per token: [n_tokens, head_dim/2] each, already scaled by YaRN's
+// attention factor.
+struct RopeTables {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+};
+
+// Rows of an expert's group: rows[i] of the pass and the routing weight it gives the expert.
+struct RowSelection {
+  std::span<const std::int64_t> rows;
+  std::span<const float> weights;  // [rows.size()]; empty for a gather
+};
+
+// A KV cache slab of one layer: [n_kv_heads][capacity][head_dim] in f32 or f16.
+struct KVRef {
+  DType dtype = DType::f32;
+  void* data = nullptr;
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+// One sequence of a batched attention call: its queries are rows [row0, row0 + n_tokens) of q
+// and out, query t sits at position pos0 + t and sees keys [0, pos0 + t] of its own cache.
+struct AttentionSeq {
+  KVRef k;                  // [n_kv_heads][capacity][head_dim]
+  KVRef v;                  // [n_kv_heads][capacity][head_dim]
+  std::int64_t kv_stride;   // capacity * head_dim of this sequence's cache
+  std::int64_t row0;
+  std::int64_t n_tokens;
+  std::int64_t pos0;
+};
+
+// The head layout shared by every sequence of a batch.
+struct AttentionHeads {
+  std::int64_t n_heads;
+  std::int64_t n_kv_heads;
+  std::int64_t head_dim;
+  float scale;  // head_dim^-0.5
+  std::int64_t groups() const { return n_heads / n_kv_heads; }
+};
+
+}  // namespace kylin::kernels
