@@ -8,7 +8,8 @@ packages=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev 
           libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev doctest-dev libbenchmark-dev
           libcpp-httplib-dev libcli11-dev libpcre2-dev
           prometheus   # its promtool checks kylin-server's /metrics in the tests
-          nginx-light) # deploy/nginx in front of kylin-server replicas, in the tests
+          nginx-light  # deploy/nginx in front of kylin-server replicas, in the tests
+          g++-aarch64-linux-gnu qemu-user)  # the kernel tests on arm64 (scripts/test-arm64.sh)
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # for the OpenAI-client compatibility test
 
 missing=()

@@ -2,7 +2,8 @@
 # The whole test suite: the Release build's tests (with the CUDA backend compiled and linked
 # where nvcc exists: scripts/setup.sh), the same tests under AddressSanitizer +
 # UndefinedBehaviorSanitizer (clang, build-asan/), the server and generation tests under
-# ThreadSanitizer (clang, build-tsan/), and a bounded libFuzzer run. Fails when a build
+# ThreadSanitizer (clang, build-tsan/), the kernel tests cross-compiled for arm64 and run under
+# qemu (scripts/test-arm64.sh), and a bounded libFuzzer run. Fails when a build
 # registers fewer tests than the source tree defines (tests or examples switched off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,8 @@ run_tests() {  # build directory
 bash scripts/setup.sh
 echo "== tests (Release, g++)"
 run_tests build
+
+bash scripts/test-arm64.sh
 
 echo "== tests (ASan + UBSan, clang)"
 # Line tables are all a sanitizer report needs for its stack traces; full debug info costs build time.

@@ -1,5 +1,6 @@
 // Element-wise kernels and SIMD loads against oracles written here: silu_mul over sizes with tails
-// and RMSNorm/RoPE against double-precision formulas, BF16/F16 widening against the core conversions.
+// and RMSNorm/RoPE against double-precision formulas, BF16/F16 widening and the F16 store against
+// the core conversions, hadd4 against xsimd::hadd and exact sums.
 #include <doctest/doctest.h>
 
 #include "helpers.hpp"
@@ -38,6 +39,61 @@ TEST_CASE("load_as_float widens BF16 and F16 vectors exactly like the scalar con
       else REQUIRE(wb[i] != wb[i]);
       if (eh == eh) REQUIRE(std::bit_cast<std::uint32_t>(wh[i]) == std::bit_cast<std::uint32_t>(eh));
       else REQUIRE(wh[i] != wh[i]);
+    }
+  }
+}
+
+// Ties between neighbouring halves (and the floats either side of each), both signs, then a
+// stride through every float, infinities and NaNs included: store_as against f32_to_f16.
+TEST_CASE("store_as rounds a vector to F16 exactly like f32_to_f16: ties, subnormals, overflow, a sweep of all floats") {
+  std::vector<float> xs;
+  for (std::uint32_t h = 0; h < 0x7C00u; ++h) {
+    const float a = f16_to_f32(static_cast<std::uint16_t>(h)), b = f16_to_f32(static_cast<std::uint16_t>(h + 1));
+    const float mid = a + (b - a) / 2;  // exact: a half has 11 significant bits
+    for (float x : {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e30f)}) {
+      xs.push_back(x);
+      xs.push_back(-x);
+    }
+  }
+  for (std::uint64_t u = 0; u <= 0xFFFFFFFFu; u += 4099) xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u)));
+  xs.resize((xs.size() + kernels::lanes - 1) / kernels::lanes * kernels::lanes, 0.f);
+  std::vector<kernels::f16_t> out(xs.size());
+  for (std::size_t i = 0; i < xs.size(); i += kernels::lanes) kernels::store_as(out.data() + i, kernels::fbatch::load_unaligned(xs.data() + i));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const std::uint16_t want = f32_to_f16(xs[i]), got = out[i].bits;
+    // any NaN stays a NaN (the hardware keeps payload bits that f32_to_f16 drops)
+    const bool ok = xs[i] == xs[i] ? got == want : (got & 0x7C00u) == 0x7C00u && (got & 0x3FFu) != 0;
+    if (!ok && wrong++ == 0) {
+      CAPTURE(std::bit_cast<std::uint32_t>(xs[i]));
+      CHECK(got == want);
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+// Values whose float sum depends on the order: where a batch has 4 lanes (NEON, SSE) hadd4 is
+// xsimd::hadd's bits per batch; on the wider x86 paths it sums in its own order, within rounding.
+TEST_CASE("hadd4 sums four batches: xsimd::hadd's bits with 4 lanes, within rounding of the exact sum with more") {
+  const auto v = test::random_floats(4 * kernels::lanes * 50, 31, 1.f);
+  for (std::size_t r = 0; r < 50; ++r) {
+    kernels::fbatch x[4];
+    double exact[4];
+    for (std::size_t b = 0; b < 4; ++b) {
+      alignas(64) float e[kernels::lanes];
+      exact[b] = 0;
+      for (std::size_t i = 0; i < kernels::lanes; ++i) {
+        // a large element in each lane pair cancels only in some orders
+        e[i] = v[(r * 4 + b) * kernels::lanes + i] * (i % 2 == b % 2 ? 1e7f : 1.f);
+        exact[b] += e[i];
+      }
+      x[b] = kernels::fbatch::load_aligned(e);
+    }
+    float out[4];
+    kernels::hadd4(x[0], x[1], x[2], x[3], out);
+    for (std::size_t b = 0; b < 4; ++b) {
+      if constexpr (kernels::lanes == 4) REQUIRE(std::bit_cast<std::uint32_t>(out[b]) == std::bit_cast<std::uint32_t>(xsimd::hadd(x[b])));
+      REQUIRE(std::abs(out[b] - exact[b]) <= 1e-6 * 1e7 * kernels::lanes);
     }
   }
 }

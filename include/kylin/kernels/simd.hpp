@@ -2,6 +2,17 @@
 // loads that widen BF16/F16 weights to float in registers. Intrinsics live here, in int8.hpp,
 // quant_dot.hpp and quant_gemm.hpp (int8) and gemm.hpp (the panel packer); KYLIN_NO_SIMD routes
 // every kernel to its scalar reference.
+//
+// What stays intrinsics here, because xsimd 8.1 (Debian 12) cannot say it as one instruction:
+// - BF16 load on AVX2/AVX-512: xsimd's widening load (batch<uint32_t> from uint16_t) is a copy
+//   through a stack buffer on x86 (vpmovzxwd on halves, stored and reloaded); the intrinsics are
+//   one vpmovzxwd. On NEON the same xsimd code is ldr d + uxtl + shl, so every other target
+//   (arm64, SSE-only x86, whatever xsimd adds) takes the xsimd code.
+// - F16 load and store: xsimd 8.1 has no half type or conversion; vcvtph2ps/vcvtps2ph (F16C,
+//   AVX-512) and fcvtl/fcvtn (arm64, baseline there) are intrinsics; other targets go element
+//   by element through the scalar conversions.
+// - hadd4 on AVX2/AVX-512: the 512->256 fold and the 256-bit vhaddps tree; xsimd's haddp takes
+//   one row per lane (8 or 16 rows, not 4). With 4 lanes (NEON, SSE) hadd4 is xsimd::haddp.
 #pragma once
 
 // GCC 12 reports its own AVX-512 intrinsics' deliberately undefined operands as used
@@ -16,12 +27,15 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include "kylin/core/dtype.hpp"
@@ -148,9 +162,12 @@ inline fbatch load_as_float<bf16_t>(const bf16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return fbatch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
 #else
-  alignas(64) float tmp[lanes];
-  for (std::size_t i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
-  return fbatch::load_aligned(tmp);
+  // bf16_to_f32 on every lane: zero-extend each 16-bit lane to 32, move it to the top half. The
+  // bits become floats by std::bit_cast of the registers: xsimd 8.1's NEON bitwise_cast picks its
+  // vreinterpret from a table of function pointers that GCC 12 leaves as two calls per load.
+  using ubatch = xsimd::batch<std::uint32_t>;
+  const ubatch bits = ubatch::load_unaligned(reinterpret_cast<const std::uint16_t*>(p)) << 16;
+  return fbatch(std::bit_cast<fbatch::register_type>(static_cast<ubatch::register_type>(bits)));
 #endif
 }
 
@@ -160,6 +177,9 @@ inline fbatch load_as_float<f16_t>(const f16_t* p) {
   return fbatch(_mm512_maskz_cvtph_ps(all_lanes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
 #elif defined(__AVX2__) && defined(__F16C__)
   return fbatch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif defined(__aarch64__)
+  static_assert(lanes == 4, "NEON float batch has 4 lanes");
+  return fbatch(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const std::uint16_t*>(p)))));
 #else
   alignas(64) float tmp[lanes];
   for (std::size_t i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
@@ -187,10 +207,17 @@ inline void hadd4(const fbatch& x0, const fbatch& x1, const fbatch& x2, const fb
   const __m256 z = _mm256_hadd_ps(_mm256_hadd_ps(y0, y1), _mm256_hadd_ps(y2, y3));
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(z), _mm256_extractf128_ps(z, 1)));
 #else
-  out[0] = xsimd::hadd(x0);
-  out[1] = xsimd::hadd(x1);
-  out[2] = xsimd::hadd(x2);
-  out[3] = xsimd::hadd(x3);
+  if constexpr (lanes == 4) {
+    // one row per lane; xsimd's haddp sums each row in the order its hadd does (NEON: a0+a2 and
+    // a1+a3 first; SSE3: a0+a1 and a2+a3), so scores equal those of keys reduced one at a time
+    const fbatch rows[4] = {x0, x1, x2, x3};
+    xsimd::haddp(rows).store_unaligned(out);
+  } else {
+    out[0] = xsimd::hadd(x0);
+    out[1] = xsimd::hadd(x1);
+    out[2] = xsimd::hadd(x2);
+    out[3] = xsimd::hadd(x3);
+  }
 #endif
 }
 
@@ -200,6 +227,9 @@ inline void store_as(f16_t* p, fbatch x) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_maskz_cvtps_ph(all_lanes, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #elif defined(__AVX2__) && defined(__F16C__)
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__aarch64__)
+  // fcvtn rounds as FPCR says: nearest-even unless a program changed the rounding mode
+  vst1_u16(reinterpret_cast<std::uint16_t*>(p), vreinterpret_u16_f16(vcvt_f16_f32(x)));
 #else
   alignas(64) float tmp[lanes];
   x.store_aligned(tmp);
