@@ -2,8 +2,8 @@
 # The kernel tests (tests/kernels) cross-compiled for arm64 with Debian's g++-aarch64-linux-gnu and
 # run under qemu-user: the NEON code (xsimd's neon64 arch) that no x86 build compiles. Incremental
 # (a generated build.ninja in build-arm64/): a cold build is ~90 s of compiler CPU time, the run
-# 20 s under qemu on a free core (2-core EPYC VM, Nov 2026). Skips, saying so, where the cross compiler
-# or qemu is missing; scripts/setup.sh installs both.
+# ~20 s under qemu on a free core. Skips, saying so, where the cross compiler or qemu is missing;
+# scripts/setup.sh installs both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build-arm64
