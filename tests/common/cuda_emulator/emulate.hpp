@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kylin/backends/cuda/fiber.hpp"
+#include "common/cuda_emulator/fiber.hpp"
 #include "kylin/backends/cuda/portable.hpp"
 #include "kylin/core/error.hpp"
 
