@@ -9,15 +9,26 @@
 #include <cstddef>
 #include <cstdlib>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define KYLIN_FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KYLIN_FIBER_ASAN 1
+#endif
+#endif
+#ifdef KYLIN_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 // fcontext is the layer under Boost.Context's continuation and fiber, used as they use it
 // (boost/context/continuation_fcontext.hpp): a continuation would run its function at creation and
 // manage the stack itself, where the emulator makes a block's fibers first and keeps their stacks
 // (Workspace). jump_fcontext saves what the SysV ABI makes callee-saved plus MXCSR and the x87
 // control word, so a kernel thread that changes its rounding mode keeps it to itself, and
 // make_fcontext starts a context with the FP modes of the thread that made it (emulate_test).
-// Like the hand-written switch before it, libboost_context 1.74's does not maintain a CET shadow
-// stack and carries no CET marking (readelf -n); the tests run without one (Debian 12's glibc 2.36
-// predates Linux user shadow stack support, glibc 2.39).
+// libboost_context 1.74's switch does not maintain a CET shadow stack and carries no CET marking
+// (readelf -n); the tests run without one (Debian 12's glibc 2.36 predates Linux user shadow stack
+// support, glibc 2.39).
 namespace kylin::cuda::emulate::detail {
 
 struct Context {
@@ -40,7 +51,16 @@ struct Switch {
 
 // ctx runs entry() on [stack, stack + bytes) at its first switch_context.
 inline void make_context(Context& ctx, void* stack, std::size_t bytes, void (*entry)()) {
-  ctx.fctx = boost::context::detail::make_fcontext(static_cast<char*>(stack) + bytes, bytes, &start_context);
+  char* const top = static_cast<char*>(stack) + bytes;
+#ifdef KYLIN_FIBER_ASAN
+  // A finished context never returns from its last switch, so ASan never unpoisons the redzones of
+  // the frames it left on this stack (switch_context's `s` among them); uninstrumented code of the
+  // next context (ASan's own, at a throw) would put its locals there and be reported. They lie
+  // between where the context was left and the top.
+  auto* const left = static_cast<char*>(ctx.fctx);
+  if (left > static_cast<char*>(stack) && left < top) ASAN_UNPOISON_MEMORY_REGION(left, top - left);
+#endif
+  ctx.fctx = boost::context::detail::make_fcontext(top, bytes, &start_context);
   ctx.entry = entry;
 }
 
