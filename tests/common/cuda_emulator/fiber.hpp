@@ -56,9 +56,9 @@ inline void make_context(Context& ctx, void* stack, std::size_t bytes, void (*en
   // A finished context never returns from its last switch, so ASan never unpoisons the redzones of
   // the frames it left on this stack (switch_context's `s` among them); uninstrumented code of the
   // next context (ASan's own, at a throw) would put its locals there and be reported. They lie
-  // between where the context was left and the top.
-  auto* const left = static_cast<char*>(ctx.fctx);
-  if (left > static_cast<char*>(stack) && left < top) ASAN_UNPOISON_MEMORY_REGION(left, top - left);
+  // between where the context was left and the top; a new Context on a stack unpoisons all of it.
+  char* const left = ctx.fctx ? static_cast<char*>(ctx.fctx) : static_cast<char*>(stack);
+  if (left >= static_cast<char*>(stack) && left < top) ASAN_UNPOISON_MEMORY_REGION(left, top - left);
 #endif
   ctx.fctx = boost::context::detail::make_fcontext(top, bytes, &start_context);
   ctx.entry = entry;
