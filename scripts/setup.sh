@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev curl ca-certificates
           libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev doctest-dev libbenchmark-dev
           libcpp-httplib-dev libcli11-dev libpcre2-dev
+          libboost-context-dev  # the fibers of the tests' CUDA emulator
           prometheus   # its promtool checks kylin-server's /metrics in the tests
           nginx-light  # deploy/nginx in front of kylin-server replicas, in the tests
           g++-aarch64-linux-gnu qemu-user)  # the kernel tests on arm64 (scripts/test-arm64.sh)

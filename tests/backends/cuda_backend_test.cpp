@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "common/agreement.hpp"
+#include "common/cuda_emulator/host_runtime.hpp"
 #include "common/greedy_outputs.hpp"
 #include "common/reference.hpp"
 #include "common/sanitizer.hpp"
 #include "kylin/backends/cuda/backend.hpp"
-#include "kylin/backends/cuda/host_runtime.hpp"
 #include "kylin/generate/kv_file.hpp"
 #include "kylin/model/model.hpp"
 

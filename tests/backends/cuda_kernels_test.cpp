@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/cuda_emulator/emulate.hpp"
 #include "kernels/helpers.hpp"
-#include "kylin/backends/cuda/emulate.hpp"
 #include "kylin/backends/cuda/kernels.hpp"
 #include "kylin/kernels/attention.hpp"
 #include "kylin/kernels/ops.hpp"

@@ -1,7 +1,7 @@
-// The host CUDA emulator (backends/cuda/emulate.hpp): every thread runs once with its indices,
+// The host CUDA emulator (common/cuda_emulator/emulate.hpp): every thread runs once with its indices,
 // __syncthreads and __shfl_xor_sync keep their GPU semantics, shared memory is per block and starts as
 // garbage, and divergent barriers, kernel exceptions and invalid launches come out of launch() by name.
-#include "kylin/backends/cuda/emulate.hpp"
+#include "common/cuda_emulator/emulate.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,3 +1,7 @@
+# The CUDA emulator's fibers switch with Boost.Context (tests/common/cuda_emulator/fiber.hpp).
+find_package(Boost 1.74 REQUIRED COMPONENTS context)
+target_link_libraries(test_backends PRIVATE Boost::context)
+
 # `kylin logits --backend cuda`: with KYLIN_CUDA it loads the backend module and either runs (a
 # GPU is present) or fails cleanly with the named "no CUDA device" error, never crashes, and kylin
 # itself links nothing of CUDA; without KYLIN_CUDA it fails with "no CUDA backend"

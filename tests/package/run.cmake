@@ -16,11 +16,18 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 run_step("cmake --install" ${CMAKE_COMMAND} --install "${KYLIN_BUILD_DIR}" --prefix "${prefix}")
 foreach(f include/kylin/kylin.hpp include/kylin/io/safetensors.hpp lib/cmake/kylin/kylinConfig.cmake
-          lib/cmake/kylin/kylinConfigVersion.cmake lib/cmake/kylin/kylinTargets.cmake)
+          lib/cmake/kylin/kylinConfigVersion.cmake lib/cmake/kylin/kylinTargets.cmake
+          share/kylin/cuda/kernels.cu share/kylin/cuda/register.cpp)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "package test: the install is missing ${f}")
   endif()
 endforeach()
+# include/ is headers only: translation units go to share/, the tests' CUDA emulator nowhere.
+file(GLOB_RECURSE stray RELATIVE "${prefix}/include" "${prefix}/include/*.cu" "${prefix}/include/*.cpp"
+     "${prefix}/include/*emulat*" "${prefix}/include/*fiber*")
+if(stray)
+  message(FATAL_ERROR "package test: the install's include/ holds ${stray}")
+endif()
 # Only the installed prefix is searched for kylin: the source tree must not leak in.
 run_step("configure the consumer" ${CMAKE_COMMAND} -S "${KYLIN_SOURCE_DIR}/tests/package/consumer" -B "${WORK_DIR}/build"
          -G "${GENERATOR}" -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix}

@@ -1,7 +1,7 @@
 // CudaBackend<Runtime>: the Backend concept on a CUDA device. Workspace and KV caches live in
 // device memory, weights are uploaded once (at first use) in their stored dtype, decode rows take
 // the matvec kernel and prefill rows cuBLAS; logits come back to the host. The Runtime is the GPU
-// (device_runtime.hpp) or, in the tests, the host emulation (host_runtime.hpp).
+// (device_runtime.hpp) or, in the tests, the host emulation (tests/common/cuda_emulator/).
 #pragma once
 
 #include <algorithm>

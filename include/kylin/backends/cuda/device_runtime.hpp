@@ -1,7 +1,7 @@
 // The GPU under CudaBackend: cudaMalloc'd memory, one stream for every copy, launch and
 // cublasGemmEx, a forward pass replayed as a CUDA graph when it repeats one seen before, and a
 // named kylin::Error for any failing CUDA or cuBLAS call. Compiles with a plain C++ compiler; the
-// kernels' entry points come from kernels.cu, which nvcc compiles.
+// kernels' entry points come from src/backends/cuda/kernels.cu, which nvcc compiles.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,5 +1,5 @@
 // What a kylin CUDA kernel is written against, so one source runs on a GPU (nvcc) and, for the
-// tests, on the host (emulate.hpp walks the grid and runs each block's threads as fibers).
+// tests, on the host (tests/common/cuda_emulator/emulate.hpp runs each block's threads as fibers).
 // A kernel is a struct of device pointers and sizes with `template <class Thread> KYLIN_HD void operator()(Thread& t) const`.
 #pragma once
 

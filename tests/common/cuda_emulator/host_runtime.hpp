@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kylin/backends/cuda/emulate.hpp"
+#include "common/cuda_emulator/emulate.hpp"
 #include "kylin/backends/cuda/gemm_call.hpp"
 #include "kylin/backends/cuda/pass_recording.hpp"
 #include "kylin/backends/backend.hpp"

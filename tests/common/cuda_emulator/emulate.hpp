@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kylin/backends/cuda/fiber.hpp"
+#include "common/cuda_emulator/fiber.hpp"
 #include "kylin/backends/cuda/portable.hpp"
 #include "kylin/core/error.hpp"
 
@@ -67,8 +67,8 @@ class Workspace {
     for (Fiber& f : fibers_) munmap(static_cast<char*>(f.stack) - page(), stack_bytes + page());
   }
 
-  // Fibers 0..n-1 with stacks, their states reset. The vector never moves during a launch: a saved
-  // ucontext_t (the fallback's Context) points into itself.
+  // Fibers 0..n-1 with stacks, their states reset. The vector never moves during a launch: a
+  // suspended switch_context holds pointers to the Contexts in it.
   std::vector<Fiber>& fibers(unsigned n) {
     if (fibers_.size() < n) {
       std::vector<Fiber> grown(n);
