@@ -47,6 +47,16 @@ inline std::filesystem::path program_dir() {
   return ec ? std::filesystem::path(".") : exe.parent_path();
 }
 
+// The address of `symbol` in the shared module `file`, which stays loaded for the process. Throws
+// naming `what` (the backend or kernel set it is for) and the file.
+inline void* module_symbol(const std::filesystem::path& file, const char* symbol, std::string_view what) {
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw Error(ErrorCategory::runtime, std::string(what), "cannot load " + file.string() + ": " + ::dlerror());
+  void* address = ::dlsym(handle, symbol);
+  if (!address) throw Error(ErrorCategory::runtime, std::string(what), file.string() + " has no " + symbol);
+  return address;
+}
+
 class BackendRegistry {
  public:
   explicit BackendRegistry(const BackendEntry& builtin) { add(builtin); }
@@ -103,10 +113,8 @@ class BackendRegistry {
     const std::filesystem::path file = module_file(name);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec)) throw unknown(name, "no " + file.string());
-    void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) throw Error(ErrorCategory::runtime, "backend", std::string(name) + ": cannot load " + file.string() + ": " + ::dlerror());
-    auto* entry = reinterpret_cast<BackendModuleEntry>(::dlsym(handle, backend_module_entry));
-    const BackendEntry* e = entry ? entry() : nullptr;
+    const auto entry = reinterpret_cast<BackendModuleEntry>(module_symbol(file, backend_module_entry, "backend " + std::string(name)));
+    const BackendEntry* e = entry();
     if (!e || e->name != name || !e->load)
       throw Error(ErrorCategory::runtime, "backend", std::string(name) + ": " + file.string() + " is not the module of backend " + std::string(name));
     add(*e);

@@ -3,8 +3,6 @@
 // the one KYLIN_CPU names. llama.cpp's all-variants CPU build does the same with its modules.
 #pragma once
 
-#include <dlfcn.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -78,11 +76,8 @@ inline constexpr KernelSetInfo kernel_sets[] = {
 #endif
 
 inline const CpuKernelSet& load_kernel_set_module(const std::filesystem::path& file) {
-  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) throw Error(ErrorCategory::runtime, "cpu kernels", "cannot load " + file.string() + ": " + ::dlerror());
-  auto* entry = reinterpret_cast<KernelSetEntry>(::dlsym(handle, kernel_set_entry));
-  const CpuKernelSet* set = entry ? entry() : nullptr;
-  if (!set) throw Error(ErrorCategory::runtime, "cpu kernels", file.string() + " has no " + kernel_set_entry);
+  const CpuKernelSet* set = reinterpret_cast<KernelSetEntry>(module_symbol(file, kernel_set_entry, "cpu kernels"))();
+  if (!set) throw Error(ErrorCategory::runtime, "cpu kernels", file.string() + " gave no kernel set");
   return *set;
 }
 
