@@ -70,8 +70,14 @@ inline void store_kv_ref(KVRef cache, const KVLayout& layout, const KVRows& in) 
 }
 
 inline void store_kv(KVRef cache, const KVLayout& layout, const KVRows& in) {
+  const std::int64_t n_kv = layout.n_kv_heads, head_dim = layout.head_dim;
+  if (cache.dtype == DType::f32) {  // a copy of each head's row
+    for (std::int64_t t = 0; t < in.n_tokens; ++t)
+      for (std::int64_t h = 0; h < n_kv; ++h)
+        std::copy_n(in.rows + (t * n_kv + h) * head_dim, head_dim, cache.as<float>() + h * layout.head_stride + (in.pos0 + t) * head_dim);
+    return;
+  }
   if constexpr (simd_enabled) {
-    const std::int64_t n_kv = layout.n_kv_heads, head_dim = layout.head_dim;
     if (cache.dtype == DType::f16 && head_dim % static_cast<std::int64_t>(lanes) == 0) {
       for (std::int64_t t = 0; t < in.n_tokens; ++t)
         for (std::int64_t h = 0; h < n_kv; ++h) {

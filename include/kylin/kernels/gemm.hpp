@@ -23,8 +23,9 @@ inline constexpr std::int64_t gemm_mr = lanes >= 16 ? 12 : 6;
 
 inline std::int64_t gemm_token_panels(std::int64_t T) { return (T + gemm_mr - 1) / gemm_mr; }
 
-// a[K][gemm_mr] = rows p*gemm_mr.. of x[T, K], transposed; rows past T are zero.
-inline void gemm_pack_x(const float* x, std::int64_t T, std::int64_t K, std::int64_t p, float* a) {
+// a[K][gemm_mr] = rows p*gemm_mr.. of x[T, K], transposed; rows past T are zero. Scalar
+// reference of gemm_pack_x.
+inline void gemm_pack_x_ref(const float* x, std::int64_t T, std::int64_t K, std::int64_t p, float* a) {
   for (std::int64_t i = 0; i < gemm_mr; ++i) {
     const std::int64_t t = p * gemm_mr + i;
     if (t < T)
@@ -122,6 +123,32 @@ inline void store_tile8(__m256 (&r)[8], float* b, std::int64_t k, std::int64_t j
   for (int i = 0; i < 8; ++i) _mm256_store_ps(b + (k + i) * gemm_nr + j, r[i]);
 }
 
+// gemm_pack_x_ref's result through 8 x 8 tiles: 8 rows of 8 columns in, each column's 8 (or the
+// panel's last 4 or 6) rows out. One element at a time it cost ~7 % of a K = 3072 product.
+inline void gemm_pack_x(const float* x, std::int64_t T, std::int64_t K, std::int64_t p, float* a) {
+  static_assert(gemm_mr == 12 || gemm_mr == 6, "a panel is tiles of 8 rows and one of 4, or one of 6");
+  const std::int64_t t0 = p * gemm_mr, K8 = K / 8 * 8;
+  for (std::int64_t i0 = 0; i0 < gemm_mr; i0 += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, gemm_mr - i0);  // rows of this tile in the panel
+    for (std::int64_t k = 0; k < K8; k += 8) {
+      __m256 r[8];
+      for (std::int64_t i = 0; i < 8; ++i) r[i] = i < n && t0 + i0 + i < T ? _mm256_loadu_ps(x + (t0 + i0 + i) * K + k) : _mm256_setzero_ps();
+      transpose8(r);
+      for (std::int64_t c = 0; c < 8; ++c) {
+        float* dst = a + (k + c) * gemm_mr + i0;
+        if (n == 8) {
+          _mm256_storeu_ps(dst, r[c]);
+        } else {  // the last 4 rows of a 12-row panel, or a 6-row panel's
+          _mm_storeu_ps(dst, _mm256_castps256_ps128(r[c]));
+          if (n == 6) _mm_storel_pi(reinterpret_cast<__m64*>(dst + 4), _mm256_extractf128_ps(r[c], 1));
+        }
+      }
+    }
+    for (std::int64_t i = i0; i < i0 + n; ++i)
+      for (std::int64_t k = K8; k < K; ++k) a[k * gemm_mr + i] = t0 + i < T ? x[(t0 + i) * K + k] : 0.f;
+  }
+}
+
 // The quantized packer reads gemm_nr weight rows side by side, and does more work per byte than
 // the BF16 one: with each row's line asked for this far ahead it packs Q8_0 weights from DRAM
 // faster (BF16 is no faster with it; docs/PERFORMANCE.md, "Prefill: weight panels packed through
@@ -130,6 +157,10 @@ inline constexpr std::int64_t gemm_pack_prefetch_bytes = 1024;
 
 template <class T>
 concept Packable8 = requires(const T* p) { load8_as_float(p); };
+#endif
+
+#if !defined(__AVX2__) || defined(KYLIN_NO_SIMD)
+inline void gemm_pack_x(const float* x, std::int64_t T, std::int64_t K, std::int64_t p, float* a) { gemm_pack_x_ref(x, T, K, p, a); }
 #endif
 
 // gemm_pack_w_ref's result, 8 x 8 tiles at a time where the build has AVX2; a partial panel (the
@@ -188,8 +219,8 @@ void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
 }
 
 // The same from panel-major weights: the gemm_nr rows from n0 are whole panels (AVX2: one,
-// AVX-512: two) or part of one (narrower vectors), zero past the last row, so packing is widening.
-// Its own reference: a plain loop the compiler vectorizes.
+// AVX-512: two) or part of one (narrower vectors), zero past the last row, so packing is widening,
+// a vector at a time (GCC made the plain loop half scalar).
 template <class T>
 void gemm_pack_w(const PanelRef<T>& w, std::int64_t n0, std::int64_t, std::int64_t K, float* b) {
   constexpr std::int64_t span = std::min(gemm_nr, panel_width);  // rows taken from one panel
@@ -198,7 +229,8 @@ void gemm_pack_w(const PanelRef<T>& w, std::int64_t n0, std::int64_t, std::int64
     const std::int64_t p = (n0 + j0) / panel_width, at = (n0 + j0) % panel_width;
     const T* src = p < panel_count(w.rows) ? w.panel(p) + at : nullptr;
     for (std::int64_t k = 0; k < K; ++k)
-      for (std::int64_t i = 0; i < span; ++i) b[k * gemm_nr + j0 + i] = src ? to_float(src[k * panel_width + i]) : 0.f;
+      for (std::int64_t i = 0; i < span; i += lanes)
+        (src ? load_as_float(src + k * panel_width + i) : fbatch(0.f)).store_aligned(b + k * gemm_nr + j0 + i);
   }
 }
 
@@ -217,23 +249,60 @@ inline void gemm_tile(const float* a, const float* b, std::int64_t K, const floa
       acc[i][1] = fma(ai, b1, acc[i][1]);
     }
   }
+  // Out by fixed indices (an accumulator indexed by a runtime row would put them all on the stack):
+  // a whole tile's rows as vectors, a partial tile's through a row buffer.
+  const bool whole = nv == gemm_nr;
+  const fbatch bias0 = bias && whole ? fbatch::load_unaligned(bias) : fbatch(0.f);
+  const fbatch bias1 = bias && whole ? fbatch::load_unaligned(bias + lanes) : fbatch(0.f);
   alignas(64) float row[gemm_nr];
-  for (std::int64_t i = 0; i < mv; ++i) {
-    acc[i][0].store_aligned(row);
-    acc[i][1].store_aligned(row + lanes);
-    float* yi = y + i * ldy;
-    for (std::int64_t j = 0; j < nv; ++j) yi[j] = row[j] + (bias ? bias[j] : 0.f);
+#pragma GCC unroll 16
+  for (std::int64_t i = 0; i < gemm_mr; ++i) {
+    if (i >= mv) break;
+    if (whole) {
+      (acc[i][0] + bias0).store_unaligned(y + i * ldy);
+      (acc[i][1] + bias1).store_unaligned(y + i * ldy + lanes);
+    } else {
+      acc[i][0].store_aligned(row);
+      acc[i][1].store_aligned(row + lanes);
+      for (std::int64_t j = 0; j < nv; ++j) y[i * ldy + j] = row[j] + (bias ? bias[j] : 0.f);
+    }
   }
 }
 
-// Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once, run it over every token panel.
+// The bytes gemm_pack_w reads for the gemm_nr rows from n0 (their values: one range in every layout).
+struct ByteRange {
+  const char* at;
+  std::int64_t bytes;
+};
+template <class T>
+ByteRange gemm_panel_bytes(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K) {
+  return {reinterpret_cast<const char*>(w + n0 * K), nv * K * static_cast<std::int64_t>(sizeof(T))};
+}
+template <class T>
+ByteRange gemm_panel_bytes(const PanelRef<T>& w, std::int64_t n0, std::int64_t, std::int64_t K) {
+  const std::int64_t p = n0 / panel_width, n = std::min(panel_count(w.rows) - p, (gemm_nr + panel_width - 1) / panel_width);
+  return {reinterpret_cast<const char*>(w.panel(p)), n * panel_width * K * static_cast<std::int64_t>(sizeof(T))};
+}
+template <QuantView W>
+ByteRange gemm_panel_bytes(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K) {
+  return {reinterpret_cast<const char*>(w.q) + n0 * row_value_bytes<W>(K), nv * row_value_bytes<W>(K)};
+}
+
+// Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once, run it over every token
+// panel. The weights of the panel after each (this thread's next where threads walk contiguous
+// shares of panels, as gemm_fused's do) are asked for a slice per token panel, so they arrive
+// while this one computes: packing had waited on DRAM for them.
 template <class W>  // const T* for T in bf16_t, f16_t, float; a PanelRef<T>; or a QuantView
 void gemm_panels(const float* packed_x, W w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
                  std::int64_t K, std::int64_t p0, std::int64_t p1, float* packed_w) {
+  const std::int64_t token_panels = gemm_token_panels(T_);
   for (std::int64_t p = p0; p < p1; ++p) {
     const std::int64_t n0 = p * gemm_nr, nv = std::min(gemm_nr, rows - n0);
     gemm_pack_w(w, n0, nv, K, packed_w);
-    for (std::int64_t tp = 0; tp < gemm_token_panels(T_); ++tp) {
+    const ByteRange next = n0 + gemm_nr < rows ? gemm_panel_bytes(w, n0 + gemm_nr, std::min(gemm_nr, rows - n0 - gemm_nr), K) : ByteRange{nullptr, 0};
+    const std::int64_t slice = (next.bytes / token_panels + cache_line_bytes - 1) / cache_line_bytes * cache_line_bytes;
+    for (std::int64_t tp = 0; tp < token_panels; ++tp) {
+      if (next.at) prefetch_lines(next.at, tp * slice, std::min(slice, next.bytes - tp * slice));
       const std::int64_t mv = std::min(gemm_mr, T_ - tp * gemm_mr);
       gemm_tile(packed_x + tp * K * gemm_mr, packed_w, K, bias ? bias + n0 : nullptr, y + tp * gemm_mr * rows + n0, rows, mv, nv);
     }

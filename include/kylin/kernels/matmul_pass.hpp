@@ -168,7 +168,7 @@ void gemm_fused(const X& x, std::span<const MatmulOut> outs, std::int64_t T_, Th
   auto panels = [](const MatmulOut& o) { return (o.w.rows + gemm_nr - 1) / gemm_nr; };
   std::int64_t total = 0;
   for (const auto& o : outs) total += panels(o);
-  parallel_chunks(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
+  parallel_shares(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {  // shares: gemm_panels prefetches each next panel
     for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
       float* pw = packed_w[static_cast<std::size_t>(t)];
       if (is_quantized(o.w.dtype))
