@@ -196,3 +196,26 @@ TEST_CASE("a quantization_config kylin cannot read is refused at the config, nam
 }
 
 }  // namespace fp8_test
+
+TEST_CASE("an FP8 row widens every code (finite, subnormal, zero, NaN) times its block's scale to the BF16 rounding of the product") {
+  std::vector<std::uint8_t> q(256);  // one row: codes 0..127 in block 0, 128..255 in block 1
+  for (unsigned v = 0; v < 256; ++v) q[v] = static_cast<std::uint8_t>(v);
+  for (float s0 : {1.f, -3.25f, 1.7e-3f, 1e-30f, 3e38f, 0.f}) {
+    const float scales[2] = {s0, 0.75f * s0};
+    CAPTURE(s0);
+    const kylin::Fp8Source src{q.data(), reinterpret_cast<const std::byte*>(scales), kylin::DType::f32, 1, 256, 128, 128};
+    std::vector<float> got(256);
+    src.row(0, got.data());
+    for (unsigned v = 0; v < 256; ++v) {
+      const float x = fp8_test::e4m3_value(v), p = x * scales[v / 128];
+      CAPTURE(v);
+      if ((v & 0x7F) == 0x7F) {  // S.1111.111: NaN
+        CHECK(std::isnan(got[v]));
+      } else if (std::isnan(p)) {
+        CHECK(std::isnan(got[v]));
+      } else {
+        CHECK(std::bit_cast<std::uint32_t>(got[v]) == std::uint32_t{kylin::f32_to_bf16(p)} << 16);
+      }
+    }
+  }
+}

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kylin/core/huge_pages.hpp"
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/quant_dot.hpp"
@@ -80,9 +81,9 @@ class QuantizedWeights {
   void own(MatRef& m) {
     if (!m.data) return;
     const std::size_t n = static_cast<std::size_t>(m.rows * m.cols) * dtype_size(m.dtype);
-    buffers_.emplace_back(n);
-    std::memcpy(buffers_.back().get(), m.data, n);
-    m.data = buffers_.back().get();
+    std::byte* copy = arena_.allocate(n);
+    std::memcpy(copy, m.data, n);
+    m.data = copy;
   }
 
   // In slabs of rows, each slab's stored pages dropped once it is done, so that loading never
@@ -91,8 +92,7 @@ class QuantizedWeights {
   MatRef quantize(const MatRef& m, const Fp8Source* fp8, ThreadPool& pool, const io::Checkpoint& ckpt) {
     constexpr std::int64_t slab = 4096;  // rows
     const std::size_t n = kernels::quant_bytes<W>(m.rows, m.cols), row_bytes = static_cast<std::size_t>(m.cols) * dtype_size(m.dtype);
-    buffers_.emplace_back(n);
-    void* out = buffers_.back().get();
+    void* out = arena_.allocate(n);
     bytes_ += n;
     replaced_bytes_ += static_cast<std::size_t>(m.rows) * row_bytes;
     for (std::int64_t s0 = 0; s0 < m.rows; s0 += slab) {
@@ -116,7 +116,7 @@ class QuantizedWeights {
     return copies_.emplace(m.data, MatRef{W::dtype, out, m.rows, m.cols}).first->second;
   }
 
-  std::vector<kernels::detail::AlignedBuffer<std::int8_t>> buffers_;  // one quantized matrix each
+  detail::HugeArena arena_;  // the quantized matrices and the copied norms
   std::unordered_map<const void*, MatRef> copies_;  // stored data -> its quantized copy (an MoE checkpoint has ~10^4)
   std::size_t bytes_ = 0, replaced_bytes_ = 0;
 };
