@@ -41,8 +41,9 @@ inline void unmap_huge(void* p, std::size_t bytes) {
 }
 
 // Bump allocation from huge-page chunks, for many buffers made once and freed together: the
-// weights quantized at load. An MoE checkpoint has ~10^4 matrices of under 2 MiB; each of its own
-// faulted in 4 KiB pages one at a time, and those faults were most of an FP8 load's time.
+// weights quantized at load. An MoE checkpoint has ~10^4 matrices of under 2 MiB, which in
+// allocations of their own were faulted in 4 KiB at a time (the 48-layer 30B-A3B shape's q4
+// load from FP8: 92.3 s that way, 68.0 s from the arena; docs/PERFORMANCE.md).
 class HugeArena {
  public:
   static constexpr std::size_t chunk_bytes = std::size_t{256} << 20;
