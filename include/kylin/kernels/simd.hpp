@@ -11,6 +11,7 @@
 // - F16 load and store: xsimd 8.1 has no half type or conversion; vcvtph2ps/vcvtps2ph (F16C,
 //   AVX-512) and fcvtl/fcvtn (arm64, baseline there) are intrinsics; other targets go element
 //   by element through the scalar conversions.
+// - Byte load on AVX2/AVX-512 (the FP8 weights): one vpmovzxbd, as for BF16.
 // - hadd4 on AVX2/AVX-512: the 512->256 fold and the 256-bit vhaddps tree; xsimd's haddp takes
 //   one row per lane (8 or 16 rows, not 4). With 4 lanes (NEON, SSE) hadd4 is xsimd::haddp.
 #pragma once
@@ -184,6 +185,21 @@ inline fbatch load_as_float<f16_t>(const f16_t* p) {
   alignas(64) float tmp[lanes];
   for (std::size_t i = 0; i < lanes; ++i) tmp[i] = to_float(p[i]);
   return fbatch::load_aligned(tmp);
+#endif
+}
+
+// Loads `lanes` consecutive bytes, each zero-extended to an int lane (vpmovzxbd on x86; xsimd
+// 8.1 has no widening integer load that is not a copy through memory there).
+inline xsimd::batch<std::int32_t> load_bytes_as_ints(const std::uint8_t* p) {
+  using ibatch = xsimd::batch<std::int32_t>;
+#if defined(__AVX512F__)
+  return ibatch(_mm512_maskz_cvtepu8_epi32(all_lanes, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif defined(__AVX2__)
+  return ibatch(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+  alignas(64) std::int32_t tmp[ibatch::size];
+  for (std::size_t i = 0; i < ibatch::size; ++i) tmp[i] = p[i];
+  return ibatch::load_aligned(tmp);
 #endif
 }
 

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "kylin/core/dtype.hpp"
+#include "kylin/kernels/fp8.hpp"
 #include "kylin/kernels/matmul.hpp"
 
 namespace kylin {
@@ -24,28 +27,31 @@ struct Fp8Source {
 
   // out[cols] = row r widened to BF16 (the f32 product, rounded once).
   void row_bf16(std::int64_t r, std::uint16_t* out) const {
-    each(r, [&](std::int64_t c, std::uint16_t h) { out[c] = h; });
+    std::array<float, 256> chunk;  // [<= 256] a block's floats, at most 256 at a time
+    each_block(r, [&](std::int64_t c0, std::int64_t n, float s) {
+      for (std::int64_t c = c0; c < c0 + n; c += 256) {
+        const std::int64_t m = std::min<std::int64_t>(256, c0 + n - c);
+        kernels::widen_fp8(q + r * cols + c, s, m, chunk.data());
+        for (std::int64_t i = 0; i < m; ++i) out[c + i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(chunk[static_cast<std::size_t>(i)]) >> 16);
+      }
+    });
   }
   // The same as floats (exact: BF16 widens exactly).
   void row(std::int64_t r, float* out) const {
-    each(r, [&](std::int64_t c, std::uint16_t h) { out[c] = bf16_to_f32(h); });
+    each_block(r, [&](std::int64_t c0, std::int64_t n, float s) { kernels::widen_fp8(q + r * cols + c0, s, n, out + c0); });
   }
 
  private:
+  // fn(first column, columns, scale) for each scale block of row r.
   template <class Fn>
-  void each(std::int64_t r, Fn fn) const {
-    static const std::array<float, 256> f8 = [] {
-      std::array<float, 256> t{};
-      for (int v = 0; v < 256; ++v) t[static_cast<std::size_t>(v)] = f8_e4m3_to_f32(static_cast<std::uint8_t>(v));
-      return t;
-    }();
+  void each_block(std::int64_t r, Fn fn) const {
     const std::int64_t scale_cols = (cols + block_cols - 1) / block_cols;
     for (std::int64_t c0 = 0; c0 < cols; c0 += block_cols) {
       const std::int64_t at = (r / block_rows) * scale_cols + c0 / block_cols;
       float s = 0;
       if (scale_dtype == DType::f32) std::memcpy(&s, scale + at * 4, 4);
       else s = bf16_to_f32(static_cast<std::uint16_t>(static_cast<unsigned>(scale[at * 2]) | static_cast<unsigned>(scale[at * 2 + 1]) << 8));
-      for (std::int64_t c = c0; c < std::min(cols, c0 + block_cols); ++c) fn(c, f32_to_bf16(f8[q[r * cols + c]] * s));
+      fn(c0, std::min(cols, c0 + block_cols) - c0, s);
     }
   }
 };
@@ -53,14 +59,13 @@ struct Fp8Source {
 // A model's FP8 weights: where each is, and the BF16 widenings made of those not quantized.
 class Fp8Weights {
  public:
-  void add(const Fp8Source& s) { sources_.push_back(s); }
+  void add(const Fp8Source& s) { sources_.emplace(s.q, s); }
   bool empty() const { return sources_.empty(); }
 
   // The source of the F8_E4M3 matrix whose data is at `data`, or null.
   const Fp8Source* find(const void* data) const {
-    for (const Fp8Source& s : sources_)
-      if (s.q == data) return &s;
-    return nullptr;
+    const auto it = sources_.find(data);
+    return it == sources_.end() ? nullptr : &it->second;
   }
 
   // Frees the widenings whose data is not in `used` (those packed since into another layout).
@@ -81,7 +86,7 @@ class Fp8Weights {
   }
 
  private:
-  std::vector<Fp8Source> sources_;
+  std::unordered_map<const void*, Fp8Source> sources_;  // by data (the 48-layer 30B-A3B shape has ~18k)
   std::vector<std::pair<const void*, std::vector<std::uint16_t>>> widened_;  // FP8 data -> [rows, cols] BF16
 };
 
