@@ -1,5 +1,6 @@
 // MappedFile: a whole file mapped read-only or copied into own memory, errors naming the path, moves
-// that transfer the mapping or copy, and the byte-exact contents visible through bytes().
+// that transfer the mapping or copy, and the byte-exact contents visible through bytes(), advice
+// (pages released or evicted from the page cache included) leaving them as they are.
 #include "kylin/io/mapped_file.hpp"
 
 #include <doctest/doctest.h>
@@ -23,6 +24,9 @@ TEST_CASE("a mapped file shows exactly the file's bytes, and read_text_file retu
   CHECK(f.path() == (dir / "f.bin").string());
   f.advise(kylin::io::AccessHint::will_need);  // advice only: must not change the contents
   f.advise(kylin::io::AccessHint::random, 5000, 1 << 30);
+  CHECK(std::equal(bytes.begin(), bytes.end(), f.bytes().begin()));
+  f.advise(kylin::io::AccessHint::evict, 4096, 4096);  // dropped pages are read again from the file
+  f.advise(kylin::io::AccessHint::evict);
   CHECK(std::equal(bytes.begin(), bytes.end(), f.bytes().begin()));
   write_file(dir / "t.txt", std::string_view("h\xc3\xa9llo\n"));
   CHECK(kylin::io::read_text_file(dir / "t.txt") == "h\xc3\xa9llo\n");

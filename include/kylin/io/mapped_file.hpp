@@ -26,7 +26,9 @@ namespace kylin::io {
 // populate: map every page now (MADV_POPULATE_READ, Linux 5.14+; read-ahead advice elsewhere),
 // so the first forward pass does not pay ~300k page faults for a 1.2 GB checkpoint.
 // release: drop the range's pages from this process (they are read again from the file if used).
-enum class AccessHint { normal, sequential, random, will_need, populate, release };
+// evict: release, and drop them from the page cache as well: for a file too large to stay cached,
+// whose pages are better handed straight back for the memory being filled meanwhile.
+enum class AccessHint { normal, sequential, random, will_need, populate, release, evict };
 
 // Where the bytes live. mapped: the page cache, shared with other processes, paged in on first
 // touch and free to load. copied: anonymous memory of this process, read in at open, 2 MiB-aligned
@@ -63,8 +65,10 @@ class MappedFile {
       }
       data_ = static_cast<const std::byte*>(p);
       span_ = size_;
+      fd_ = fd;  // kept for AccessHint::evict
+      return;
     }
-    ::close(fd);  // the mapping keeps the file alive
+    ::close(fd);
   }
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -96,6 +100,11 @@ class MappedFile {
 #ifdef MADV_POPULATE_READ
     if (hint == AccessHint::populate && ::madvise(addr, end - begin, MADV_POPULATE_READ) == 0) return;
 #endif
+    if (hint == AccessHint::evict) {
+      ::madvise(addr, end - begin, MADV_DONTNEED);
+      ::posix_fadvise(fd_, static_cast<off_t>(begin), static_cast<off_t>(end - begin), POSIX_FADV_DONTNEED);
+      return;
+    }
     const int advice = hint == AccessHint::sequential ? MADV_SEQUENTIAL
                        : hint == AccessHint::random   ? MADV_RANDOM
                        : hint == AccessHint::release  ? MADV_DONTNEED
@@ -134,6 +143,8 @@ class MappedFile {
 
   void release() noexcept {
     if (data_) ::munmap(const_cast<std::byte*>(data_), span_);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
     data_ = nullptr;
     size_ = span_ = 0;
   }
@@ -143,6 +154,7 @@ class MappedFile {
     std::swap(size_, o.size_);
     std::swap(span_, o.span_);
     std::swap(memory_, o.memory_);
+    std::swap(fd_, o.fd_);
   }
 
   std::string path_;
@@ -150,6 +162,7 @@ class MappedFile {
   std::size_t size_ = 0;
   std::size_t span_ = 0;  // bytes to unmap: size_ when mapped, whole huge pages when copied
   FileMemory memory_ = FileMemory::mapped;
+  int fd_ = -1;  // the mapped file, open (-1 when copied or empty)
 };
 
 }  // namespace kylin::io
