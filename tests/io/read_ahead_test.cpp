@@ -1,5 +1,5 @@
 // ReadAhead: the spans' chunks mapped in order by its thread, never past the window beyond what the
-// consumer reported, and a reader still waiting stopped by the destructor.
+// consumer reported nor behind it, and a reader still waiting stopped by the destructor.
 #include "kylin/io/read_ahead.hpp"
 
 #include <doctest/doctest.h>
@@ -51,18 +51,33 @@ TEST_CASE("ReadAhead maps the spans in chunks, in order, at most a window past w
   read_ahead_test::Calls calls;
   ReadAhead ahead(calls.recorder(), {{a, 2 * C + 5}, {b, 1}, {c, 3 * C}}, 2 * C);
   CHECK(calls.settle(2) == 2);  // A's two whole chunks end within the window; its 5-byte tail does not
-  ahead.reached(2 * C + 6);     // the consumer is through A and B
-  CHECK(calls.settle(6) == 6);  // up to 4C + 6: A's tail, B, C's first two chunks
-  ahead.reached(5 * C + 6);
-  CHECK(calls.settle(7) == 7);
-  const std::vector<std::pair<const std::byte*, std::size_t>> expected = {{a, C}, {a + C, C}, {a + 2 * C, 5}, {b, 1},
-                                                                           {c, C}, {c + C, C}, {c + 2 * C, C}};
+  ahead.reached(2 * C + 6);     // the consumer is through A and B: A's tail and B are skipped
+  CHECK(calls.settle(4) == 4);  // up to 4C + 6: C's first two chunks
+  ahead.reached(4 * C + 6);
+  CHECK(calls.settle(5) == 5);
+  const std::vector<std::pair<const std::byte*, std::size_t>> expected = {{a, C}, {a + C, C}, {c, C}, {c + C, C}, {c + 2 * C, C}};
   REQUIRE(calls.seen.size() == expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     CAPTURE(i);
     CHECK(calls.seen[i].data == expected[i].first);
     CHECK(calls.seen[i].bytes == expected[i].second);
   }
+}
+
+TEST_CASE("ReadAhead skips what the consumer has passed before the reader got there") {
+  constexpr std::size_t C = ReadAhead::chunk;
+  std::vector<std::byte> file(3 * C);
+  read_ahead_test::Calls calls;
+  ReadAhead ahead(calls.recorder(), {{file.data(), file.size()}}, C - 10);  // no chunk fits before reached()
+  ahead.reached(C + 10);  // the first chunk and 10 bytes of the second are done; the window now ends at 2C
+  CHECK(calls.settle(1) == 1);
+  ahead.reached(2 * C + 10);
+  CHECK(calls.settle(2) == 2);
+  REQUIRE(calls.seen.size() == 2);
+  CHECK(calls.seen[0].data == file.data() + C + 10);  // the first chunk not at all, the others from byte 10
+  CHECK(calls.seen[0].bytes == C - 10);
+  CHECK(calls.seen[1].data == file.data() + 2 * C + 10);
+  CHECK(calls.seen[1].bytes == C - 10);
 }
 
 TEST_CASE("ReadAhead's destructor stops a reader waiting for the consumer") {
