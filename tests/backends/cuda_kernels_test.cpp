@@ -231,6 +231,18 @@ TEST_CASE("EmbedKernel is bit-identical to kernels::embed_row for BF16/F16/F32/Q
   }
 }
 
+TEST_CASE("WidenRowsKernel writes rows [r0, r0 + n) of an F16/Q8_0/Q4_0/BF16 weight as kernels::embed_row widens them, bit for bit") {
+  for (DType dt : {DType::f16, DType::q8_0, DType::q4_0, DType::bf16}) {
+    CAPTURE(dtype_name(dt));
+    const std::int64_t rows = 67, cols = 96, r0 = 60, n = 7;  // the last rows of the weight
+    const CaseWeights cw = case_weights(dt, rows, cols, 17);
+    auto expected = zeros(n * cols), got = zeros(n * cols);
+    for (std::int64_t i = 0; i < n; ++i) kernels::embed_row(cw.ref, static_cast<int>(r0 + i), expected.data() + i * cols);
+    run(cuda::WidenRowsKernel{.w = cw.ref.data, .dtype = dt, .rows = rows, .cols = cols, .r0 = r0, .n = n, .out = got.data()});
+    CHECK(first_mismatch(got, expected) == -1);
+  }
+}
+
 // One matvec case: W [out, in] in dt, n rows of x (starting x_shift floats into its buffer, so
 // x_shift = 1 leaves them off 16-byte alignment), with or without bias.
 double matvec_error(DType dt, std::int64_t out, std::int64_t in, std::int64_t n, bool with_bias, std::int64_t x_shift = 0, unsigned split = 1) {
@@ -657,3 +669,52 @@ TEST_CASE("ArgmaxKernel gives kernels::argmax's id for every row, cut or whole, 
 
 }  // namespace cuda_kernels_test
 
+
+namespace cuda_kernels_test {
+
+// Both top-k kernels in a row, as CudaBackend::top_k_rows launches them: [rows, k] best first.
+std::vector<kernels::RankedLogit> device_top_k(const std::vector<float>& x, std::int64_t rows, std::int64_t width, std::int64_t stride, std::int64_t k) {
+  cuda::TopKSliceKernel slices{.x = x.data(), .rows = rows, .width = width, .stride = stride, .k = k, .keys = nullptr};
+  std::vector<std::uint64_t> keys(static_cast<std::size_t>(rows * slices.slices() * k), 0xdeadbeefu);  // [rows, slices, k]
+  slices.keys = keys.data();
+  run(slices);
+  std::vector<kernels::RankedLogit> top(static_cast<std::size_t>(rows * k), {7.f, 7});  // [rows, k]
+  run(cuda::TopKMergeKernel{.keys = keys.data(), .rows = rows, .candidates = slices.slices() * k, .k = k, .top = top.data()});
+  return top;
+}
+
+TEST_CASE("TopKSliceKernel then TopKMergeKernel give kernels::top_k of every row, cut or whole, ties, NaN and +-inf included") {
+  for (const auto& row : test::top_k_rows_cases()) {
+    if (row.empty()) continue;
+    const bool long_row = row.size() > 10000;  // the emulator runs a slice's threads one by one: one cut, one k
+    for (std::size_t width : {row.size(), row.size() / 2}) {
+      if (width == 0 || (long_row && width != row.size())) continue;
+      for (std::int64_t k : {1, 3, 20, 64, 300}) {
+        if (long_row && k != 20) continue;
+        CAPTURE(row.size());
+        CAPTURE(width);
+        CAPTURE(k);
+        std::vector<kernels::RankedLogit> expected(static_cast<std::size_t>(k));
+        kernels::top_k(std::span<const float>(row).first(width), expected);
+        CHECK(device_top_k(row, 1, static_cast<std::int64_t>(width), static_cast<std::int64_t>(row.size()), k) == expected);
+      }
+    }
+  }
+  // the short cases in one launch: row r holds the case, -inf up to the cut, then +inf the cut must hide
+  const std::int64_t stride = 40, width = stride - 3, k = 5;
+  std::vector<float> cut;  // [rows, stride]
+  std::vector<kernels::RankedLogit> expected;  // [rows, k]
+  for (const auto& row : test::top_k_rows_cases()) {
+    if (static_cast<std::int64_t>(row.size()) > width) continue;
+    cut.insert(cut.end(), row.begin(), row.end());
+    cut.resize(cut.size() + static_cast<std::size_t>(width) - row.size(), -INFINITY);
+    cut.resize(cut.size() + static_cast<std::size_t>(stride - width), INFINITY);
+    expected.resize(expected.size() + static_cast<std::size_t>(k));
+    kernels::top_k(std::span<const float>(cut).last(static_cast<std::size_t>(stride)).first(static_cast<std::size_t>(width)),
+                   std::span<kernels::RankedLogit>(expected).last(static_cast<std::size_t>(k)));
+  }
+  const auto rows = static_cast<std::int64_t>(expected.size()) / k;
+  CHECK(device_top_k(cut, rows, width, stride, k) == expected);
+}
+
+}  // namespace cuda_kernels_test

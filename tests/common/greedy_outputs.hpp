@@ -1,6 +1,7 @@
 // ForwardOutputs::greedy checked on any backend's model: the ids a forward hands back equal
 // kernels::argmax of the logits the same forward writes (rows of a batch, every position, a cut
-// row), and greedy decoding on ids alone gives the float64 reference's tokens.
+// row), and greedy decoding on ids alone gives the float64 reference's tokens; ForwardOutputs::top
+// the same way against kernels::top_k.
 #pragma once
 
 #include <algorithm>
@@ -50,7 +51,7 @@ void check_greedy_outputs(M& model, std::span<const int> tokens) {
   std::vector<int> all_ids(static_cast<std::size_t>(T), -7), cut_id(1, -7), only_id(1, -7);
   const SequenceInput batch[] = {
       {tokens, c0, {.logits = all, .positions = Positions::all, .greedy = all_ids}},
-      {tokens.first(tokens.size() - 1), c1, {.logits = last, .greedy = cut_id, .greedy_end = V / 2}},
+      {tokens.first(tokens.size() - 1), c1, {.logits = last, .greedy = cut_id, .pick_end = V / 2}},
       {tokens.last(2), c2, {.greedy = only_id}},
   };
   model.forward(batch);
@@ -64,6 +65,35 @@ void check_greedy_outputs(M& model, std::span<const int> tokens) {
   auto c3 = model.new_cache(64);
   model.forward(tokens.last(2), c3, alone);
   CHECK(only_id[0] == kernels::argmax(alone));
+}
+
+// ForwardOutputs::top the same way: every position's top 5, the last position's top 3 cut at half
+// the vocabulary, and a top-k whose k (300, or the vocabulary) is past what a device backend ranks
+// on the device; each checked against kernels::top_k of the same forward's logits.
+template <class M>
+void check_top_outputs(M& model, std::span<const int> tokens) {
+  const std::int64_t V = model.vocab_size(), T = static_cast<std::int64_t>(tokens.size()), wide = std::min<std::int64_t>(V, 300);
+  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64);
+  std::vector<float> all(static_cast<std::size_t>(T * V)), last(static_cast<std::size_t>(V)), last2(static_cast<std::size_t>(V));  // [T, V], [V], [V]
+  std::vector<kernels::RankedLogit> all_top(static_cast<std::size_t>(T * 5)), cut_top(3), only_top(static_cast<std::size_t>(wide));
+  const SequenceInput batch[] = {
+      {tokens, c0, {.logits = all, .positions = Positions::all, .top = all_top, .top_k = 5}},
+      {tokens.first(tokens.size() - 1), c1, {.logits = last, .pick_end = V / 2, .top = cut_top, .top_k = 3}},
+      {tokens.last(2), c2, {.logits = last2, .top = only_top, .top_k = wide}},
+  };
+  model.forward(batch);
+  auto top_of = [](std::span<const float> row, std::size_t k) {
+    std::vector<kernels::RankedLogit> out(k);
+    kernels::top_k(row, out);
+    return out;
+  };
+  for (std::int64_t r = 0; r < T; ++r) {
+    CAPTURE(r);
+    const auto row = std::span<const float>(all).subspan(static_cast<std::size_t>(r * V), static_cast<std::size_t>(V));
+    CHECK(std::ranges::equal(std::span<const kernels::RankedLogit>(all_top).subspan(static_cast<std::size_t>(r * 5), 5), top_of(row, 5)));
+  }
+  CHECK(cut_top == top_of(std::span<const float>(last).first(static_cast<std::size_t>(V / 2)), 3));
+  CHECK(only_top == top_of(last2, static_cast<std::size_t>(wide)));
 }
 
 }  // namespace kylin::test

@@ -1,5 +1,5 @@
 // Sampler edge cases: degenerate filters equal greedy or no filter, ties, -inf and NaN
-// logits, penalties, and seeds that reproduce (and differ) exactly.
+// logits, penalties, seeds that reproduce (and differ) exactly, and sampling from a row's top-k alone.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -211,4 +211,72 @@ TEST_CASE("edge: logit rows shorter than the sampler's vocab are sampled within 
   kylin::Sampler s(1000, p);
   const std::vector<float> logits = random_logits(37, 5);
   for (int token : draws(s, logits, 500)) CHECK(token < 37);
+}
+
+TEST_CASE("edge: where only the top_k matter, candidates_from_top on kernels::top_k of the cut row equals candidates of the row, draw for draw") {
+  const std::size_t n = 3000, end = 2900;  // rows past `end` are ids no tokenizer decodes
+  std::vector<std::vector<float>> rows = {random_logits(n, 1), random_logits(n, 2, 0.01f), std::vector<float>(n, 1.0f),
+                                          std::vector<float>(n, -kInf)};
+  rows.push_back(rows[0]);
+  for (std::size_t i = 0; i < n; i += 3) rows.back()[i] = kNaN;
+  rows.back()[end + 5] = kInf;  // past the cut: never picked
+  rows.push_back(rows[0]);
+  rows.back()[17] = kInf;
+  rows.back()[1700] = kInf;
+  for (int top_k : {2, 5, 20, 40}) {
+    for (float top_p : {1.0f, 0.95f, 0.5f}) {
+      for (float min_p : {0.0f, 0.05f}) {
+        for (float temperature : {0.6f, 1.5f}) {
+          SamplingParams p = seeded(static_cast<std::uint64_t>(top_k) * 7 + 3);
+          p.top_k = top_k, p.top_p = top_p, p.min_p = min_p, p.temperature = temperature;
+          kylin::Sampler by_row(n, p, kylin::SampleableIds(end, {})), by_top(n, p, kylin::SampleableIds(end, {}));
+          REQUIRE(by_top.needs_only_top_k(n));
+          std::vector<kylin::kernels::RankedLogit> top(static_cast<std::size_t>(top_k));
+          for (std::size_t r = 0; r < rows.size(); ++r) {
+            CAPTURE(top_k);
+            CAPTURE(top_p);
+            CAPTURE(min_p);
+            CAPTURE(r);
+            auto row = rows[r];
+            kylin::kernels::top_k(std::span<const float>(row).first(end), top);
+            for (int draw = 0; draw < 8; ++draw) {
+              const kylin::SamplingCandidates a = by_row.candidates(row);
+              const std::vector<int> a_ids(a.ids.begin(), a.ids.end());
+              const std::vector<float> a_weights(a.weights.begin(), a.weights.end());
+              const double a_total = a.total;
+              const int a_id = by_row.draw(a);
+              const kylin::SamplingCandidates b = by_top.candidates_from_top(top, n);
+              CHECK(std::vector<int>(b.ids.begin(), b.ids.end()) == a_ids);
+              CHECK(std::vector<float>(b.weights.begin(), b.weights.end()) == a_weights);
+              CHECK(b.total == a_total);
+              CHECK(by_top.draw(b) == a_id);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("edge: the row itself is needed for greedy, penalties, holes, no top-k, or a top-k reaching the cut") {
+  const std::size_t n = 100;
+  auto needs = [&](SamplingParams p, kylin::SampleableIds ids = {}) { return kylin::Sampler(n, p, std::move(ids)).needs_only_top_k(n); };
+  SamplingParams p = seeded();
+  p.top_k = 20;
+  CHECK(needs(p));
+  CHECK(needs(p, kylin::SampleableIds(21, {})));
+  CHECK_FALSE(needs(p, kylin::SampleableIds(20, {})));
+  CHECK_FALSE(needs(p, kylin::SampleableIds(90, {3})));
+  SamplingParams q = p;
+  q.greedy = true;
+  CHECK_FALSE(needs(q));
+  q = p;
+  q.top_k = 0;
+  CHECK_FALSE(needs(q));
+  q = p;
+  q.repetition_penalty = 1.1f;
+  CHECK_FALSE(needs(q));
+  q = p;
+  q.temperature = 0.0f;
+  CHECK_FALSE(needs(q));
 }

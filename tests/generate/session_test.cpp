@@ -250,7 +250,7 @@ TEST_CASE("plain greedy steps take only the forward's greedy id (cut at the toke
     const kylin::SequenceInput in = run.input();
     CHECK(in.out.logits.empty());
     CHECK(in.out.greedy.size() == 1);
-    CHECK(in.out.greedy_end == static_cast<std::int64_t>(engine().sampleable_ids().end()));
+    CHECK(in.out.pick_end == static_cast<std::int64_t>(engine().sampleable_ids().end()));
   }
   const auto by_ids = session.generate(prompt, o);
   int rows_seen = 0;
@@ -263,6 +263,42 @@ TEST_CASE("plain greedy steps take only the forward's greedy id (cut at the toke
   CHECK(rows_seen == 10);
   CHECK(by_ids.tokens.size() == 10);
   CHECK(by_ids.tokens == by_rows.tokens);
+}
+
+TEST_CASE("plain top-k sampling steps take only the forward's top-k (cut at the tokenizer), and draw the tokens a draw from the whole row gives") {
+  const auto prompt = engine().tokenizer().encode("Once upon a time");
+  kylin::Session session(engine());
+  kylin::GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.ignore_eos = true;
+  o.sampling.temperature = 1.5f;
+  o.sampling.top_k = 40;
+  o.sampling.top_p = 0.9f;
+  o.sampling.seed = 4321;
+  {
+    kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
+    const kylin::SequenceInput in = run.input();
+    CHECK(in.out.logits.empty());
+    CHECK(in.out.greedy.empty());
+    CHECK(in.out.top_k == 40);
+    CHECK(in.out.top.size() == 40);
+    CHECK(in.out.pick_end == static_cast<std::int64_t>(engine().sampleable_ids().end()));
+  }
+  const auto by_top = session.generate(prompt, o);
+  int rows_seen = 0;
+  o.on_logits = [&](std::span<float>) { ++rows_seen; };
+  {
+    kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
+    CHECK(run.input().out.top.empty());
+  }
+  const auto by_rows = session.generate(prompt, o);
+  CHECK(rows_seen == 12);
+  CHECK(by_top.tokens.size() == 12);
+  CHECK(by_top.tokens == by_rows.tokens);
+  o.on_logits = nullptr;
+  o.sampling.top_k = 0;  // top-p over the whole row needs the row
+  kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
+  CHECK(run.input().out.top.empty());
 }
 
 TEST_CASE("ids the tokenizer cannot decode are never generated, even when a logit hook makes them win") {

@@ -165,4 +165,35 @@ inline std::vector<std::vector<float>> argmax_rows_cases() {
   return rows;
 }
 
+// kernels::top_k by its definition: every non-NaN id of row[0, width), stably sorted by logit
+// (higher first, so equal logits keep the lower id first), the first k, then empty slots.
+inline std::vector<kernels::RankedLogit> top_k_oracle(const std::vector<float>& row, std::size_t width, std::size_t k) {
+  std::vector<int> ids;
+  for (std::size_t i = 0; i < width; ++i)
+    if (!std::isnan(row[i])) ids.push_back(static_cast<int>(i));
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)]; });
+  std::vector<kernels::RankedLogit> out(k);
+  for (std::size_t j = 0; j < k && j < ids.size(); ++j) out[j] = {row[static_cast<std::size_t>(ids[j])], ids[j]};
+  return out;
+}
+
+// argmax_rows_cases and rows of many ties: a few distinct values (+-0 among them) over a long row,
+// so that equal logits meet in every lane, thread and slice; mostly -inf; ties with NaN between.
+inline std::vector<std::vector<float>> top_k_rows_cases() {
+  std::vector<std::vector<float>> rows = argmax_rows_cases();
+  for (std::size_t n : {40, 2048 + 3, 9000, 151936}) {
+    std::vector<float> few(n), inf_heavy(n, -INFINITY), nan_ties(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t h = (i * 2654435761u) % 7;
+      few[i] = h == 0 ? -0.f : h == 1 ? 0.f : static_cast<float>(h % 3);
+      nan_ties[i] = i % 3 == 0 ? NAN : static_cast<float>((i * 40503u) % 5);
+    }
+    for (std::size_t i = n / 7; i < n; i += n / 5) inf_heavy[i] = static_cast<float>(i % 2);
+    rows.push_back(few);
+    rows.push_back(inf_heavy);
+    rows.push_back(nan_ties);
+  }
+  return rows;
+}
+
 }  // namespace kylin::test

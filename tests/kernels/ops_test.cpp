@@ -1,6 +1,6 @@
 // Element-wise kernels and SIMD loads against oracles written here: silu_mul over sizes with tails
 // and RMSNorm/RoPE against double-precision formulas, BF16/F16 widening and the F16 store against
-// the core conversions, hadd4 against xsimd::hadd and exact sums.
+// the core conversions, hadd4 against xsimd::hadd and exact sums, argmax and top-k against sorting.
 #include <doctest/doctest.h>
 
 #include "helpers.hpp"
@@ -178,3 +178,22 @@ TEST_CASE("argmax picks the lowest id among the highest logits, never NaN, -1 wi
   }
 }
 
+
+TEST_CASE("top_k gives the k best logits best first (lower id on a tie, NaN never), empty slots past a short row, for every cut and k") {
+  std::vector<kernels::RankedLogit> got;
+  for (const auto& row : test::top_k_rows_cases()) {
+    for (std::size_t width : {row.size(), row.size() / 2, row.size() > 0 ? row.size() - 1 : 0}) {
+      const auto ranked = test::top_k_oracle(row, width, width + 3);  // every k's answer is a prefix of it
+      const auto filled = static_cast<std::size_t>(std::count_if(ranked.begin(), ranked.end(), [](const auto& e) { return e.id >= 0; }));
+      for (std::size_t k : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{16}, std::size_t{17}, std::size_t{40}, width, width + 3}) {
+        if (k == 0 || k > ranked.size()) continue;
+        CAPTURE(row.size());
+        CAPTURE(width);
+        CAPTURE(k);
+        got.assign(k, {7.f, 7});
+        CHECK(kernels::top_k(std::span<const float>(row).first(width), got) == std::min(k, filled));
+        CHECK(std::equal(got.begin(), got.end(), ranked.begin()));
+      }
+    }
+  }
+}

@@ -138,8 +138,13 @@ TEST_CASE("a bad sequence anywhere in a batch is refused before anything runs: n
   std::vector<int> one_id(1);
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {t, b, {.positions = kylin::Positions::all, .greedy = one_id}}}),
                        doctest::Contains("sequence 1: greedy output buffer holds 1 ids, needs 3"), kylin::Error);
-  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.greedy = one_id, .greedy_end = model.vocab_size() + 1}}}),
-                       doctest::Contains("greedy_end"), kylin::Error);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.greedy = one_id, .pick_end = model.vocab_size() + 1}}}),
+                       doctest::Contains("pick_end"), kylin::Error);
+  std::vector<kylin::kernels::RankedLogit> top(4);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {t, b, {.positions = kylin::Positions::all, .top = top, .top_k = 2}}}),
+                       doctest::Contains("sequence 1: top-k output buffer holds 4 entries, needs 6"), kylin::Error);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.top = top, .top_k = 0}}}), doctest::Contains("0 is outside [1, "), kylin::Error);
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.top = top, .top_k = model.vocab_size() + 1}}}), doctest::Contains("top_k"), kylin::Error);
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {std::vector<int>{1, 99999}, b, {}}}),
                        doctest::Contains("sequence 1: token id 99999 is outside"), kylin::Error);
   CHECK(a.size() == 0);
@@ -154,6 +159,14 @@ TEST_CASE("greedy ids handed back by a forward are kernels::argmax of its logits
     kylin::test::check_greedy_outputs(model, c.tokens);
     auto cache = model.new_cache(128);
     CHECK(kylin::test::greedy_ids(model, cache, c.tokens, static_cast<int>(c.greedy.size())) == c.greedy);
+  }
+}
+
+TEST_CASE("top-k handed back by a forward is kernels::top_k of its logits (batch, every position, a cut row, k past the device's)") {
+  for (const char* name : {"small-qwen3", "tiny-qwen3-moe", "e2e-qwen3-fullvocab"}) {
+    CAPTURE(name);
+    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2});
+    kylin::test::check_top_outputs(model, kylin::test::longest_case(name).tokens);
   }
 }
 

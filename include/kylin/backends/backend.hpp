@@ -118,7 +118,7 @@ struct SwiGLUProduct {
   float* up_y;  // [rows, up.rows] scratch
 };
 
-// Logit rows whose greedy ids a backend picks (argmax_rows): row i is data[i * stride, + width);
+// Logit rows whose greedy ids or top-k a backend picks (argmax_rows, top_k_rows): row i is data[i * stride, + width);
 // width <= stride cuts ids a sampler may never return (a vocabulary's padding rows).
 struct LogitRows {
   const float* data;  // [rows, stride] in backend memory
@@ -133,7 +133,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              const kernels::RopeTables& tables, const QKVRows& qkv, const QKNorms& norms,
              std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              const SwiGLUProduct& glu, std::span<const int> ids, std::size_t bytes, std::span<float> host, std::span<const float> host_in,
-             const LogitRows& logit_rows, std::span<int> host_ids) {
+             const LogitRows& logit_rows, std::span<int> host_ids, std::span<kernels::RankedLogit> host_top) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
       { b.threads() } -> std::convertible_to<int>;
@@ -154,6 +154,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.download(host, in);                  // host.size() floats from backend memory to the host
       b.upload(out, host_in);                // host_in.size() floats from the host to backend memory
       b.argmax_rows(logit_rows, host_ids);   // host_ids[i] = kernels::argmax of row i: one int a row comes back
+      b.top_k_rows(logit_rows, host_top, n); // host_top[i * n, + n) = kernels::top_k of row i: n pairs a row come back
     };
 
 // What WeightLayout::packed repacks B's BF16/F16/F32 weights into: B::packed_layout where B declares

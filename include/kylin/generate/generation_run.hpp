@@ -40,9 +40,12 @@ class GenerationRun {
     draft_chunk_ = prefill_chunk > 0 || o_.on_prefill ? chunk_ : std::numeric_limits<std::int64_t>::max();
     if (o_.constraint) o_.constraint->begin(channel == Channel::reasoning);
     // Greedy decoding that nothing else looks at the row for takes each token straight from the
-    // forward (picked where the logits are: one int, not the row, comes back from a GPU).
+    // forward (picked where the logits are: one int, not the row, comes back from a GPU); top-k
+    // sampling the same way takes the row's top_k best and draws from those on the host.
     const SamplingParams& p = sampler_.params();
-    greedy_only_ = p.is_greedy() && !p.has_penalties() && sampler_.sampleable().holes().empty() && !o_.constraint && !o_.on_logits && !spec_;
+    const bool row_unseen = !p.has_penalties() && sampler_.sampleable().holes().empty() && !o_.constraint && !o_.on_logits && !spec_;
+    greedy_only_ = row_unseen && p.is_greedy();
+    if (row_unseen && sampler_.needs_only_top_k(s_.logits_.size())) top_.resize(static_cast<std::size_t>(p.top_k));
     plan_step();
   }
   GenerationRun(const GenerationRun&) = delete;
@@ -198,17 +201,20 @@ class GenerationRun {
     if (s_.draft_cache_) s_.draft_cache_->truncate(static_cast<std::int64_t>(ctx.common_prefix(s_.draft_cache_->tokens())));
   }
 
-  // What a plain step's forward hands back: the last row's logits, or only its greedy id.
+  // What a plain step's forward hands back: the last row's logits, or only its greedy id or top-k.
   ForwardOutputs outputs() {
-    if (!greedy_only_) return {.logits = s_.logits_};
-    const auto end = std::min(sampler_.sampleable().end(), s_.logits_.size());
-    return {.greedy = std::span<int>(&greedy_id_, 1), .greedy_end = static_cast<std::int64_t>(end)};
+    const auto end = static_cast<std::int64_t>(std::min(sampler_.sampleable().end(), s_.logits_.size()));
+    if (greedy_only_) return {.greedy = std::span<int>(&greedy_id_, 1), .pick_end = end};
+    if (!top_.empty()) return {.pick_end = end, .top = top_, .top_k = static_cast<std::int64_t>(top_.size())};
+    return {.logits = s_.logits_};
   }
   // The token after a plain step: the forward's greedy id as Sampler::sample would pick it (its
-  // fallback where no logit is above -inf), or a draw from the row.
+  // fallback where no logit is above -inf), a draw from its top-k as from the row, or from the row.
   void next() {
-    if (!greedy_only_) return static_cast<void>(sample(s_.logits_, -1));
-    emit(greedy_id_ >= 0 ? greedy_id_ : std::min(sampler_.sampleable().first(), static_cast<int>(s_.logits_.size()) - 1));
+    if (greedy_only_)
+      return emit(greedy_id_ >= 0 ? greedy_id_ : std::min(sampler_.sampleable().first(), static_cast<int>(s_.logits_.size()) - 1));
+    if (!top_.empty()) return emit(sampler_.draw(sampler_.candidates_from_top(top_, s_.logits_.size())));
+    sample(s_.logits_, -1);
   }
 
   // Samples the token after `row` and emits it. With a draft token (>= 0), the draw is
@@ -263,6 +269,7 @@ class GenerationRun {
   std::vector<int> verify_feed_;    // [drafts + 1] the last token and the drafts
   bool greedy_only_ = false;        // plain steps hand back greedy ids, not logit rows (outputs())
   int greedy_id_ = -1;              // the last plain step's greedy id
+  std::vector<kernels::RankedLogit> top_;  // [top_k] the last plain step's top-k, where sampling needs only that
 };
 
 inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {

@@ -51,7 +51,7 @@ class Sampler {
   void set_params(const SamplingParams& params) {
     params.validate();
     params_ = params;
-    heap_.reserve(std::min(static_cast<std::size_t>(params.top_k), vocab_size_));
+    ranked_.reserve(std::min(static_cast<std::size_t>(params.top_k), vocab_size_));
     reseed(params.seed ? *params.seed : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
   }
   void reseed(std::uint64_t seed) { rng_ = Xoshiro256StarStar(seed); }
@@ -95,6 +95,28 @@ class Sampler {
       select_top_k(logits);
     else
       select_full(logits);
+    return {ids_, kept_weights_, block_sum(kept_weights_, 0, kept_weights_.size())};
+  }
+
+  // Whether candidates() of a row of n logits looks at nothing but the row's top_k best (cut at
+  // sampleable().end(), as kernels::top_k ranks them): top-k in force, no penalty, no hole.
+  // A backend can then pick those where the logits are (ForwardOutputs::top), and
+  // candidates_from_top gives what candidates() of the whole row would.
+  bool needs_only_top_k(std::size_t n) const {
+    const std::size_t cut = std::min(n, sampleable_.end());
+    return !params_.is_greedy() && !params_.has_penalties() && sampleable_.holes().empty() && params_.top_k > 0 &&
+           static_cast<std::size_t>(params_.top_k) < cut;
+  }
+  // candidates() of a row of n logits from its top_k best alone (only where needs_only_top_k(n)):
+  // top = kernels::top_k of the row cut at sampleable().end(), empty slots last.
+  SamplingCandidates candidates_from_top(std::span<const kernels::RankedLogit> top, std::size_t n) {
+    assert(needs_only_top_k(n) && top.size() == static_cast<std::size_t>(params_.top_k));
+    ids_.clear();
+    kept_weights_.clear();
+    fallback_ = std::min(sampleable_.first(), static_cast<int>(n) - 1);
+    std::size_t filled = 0;
+    while (filled < top.size() && top[filled].id >= 0) ++filled;
+    choose_ranked(top.first(filled));
     return {ids_, kept_weights_, block_sum(kept_weights_, 0, kept_weights_.size())};
   }
 
@@ -168,51 +190,30 @@ class Sampler {
     return winner >= 0 ? winner : fallback_;
   }
 
-  // Top-k by a k-entry heap whose root is the worst kept token. Once it is full, a block of
-  // kLanes logits costs one vector compare against the root unless one of them beats it.
-  // Scanning ids upward means a tie with the root never displaces it.
+  // Top-k (kernels::top_k), then the filters over the tokens it ranked.
   void select_top_k(std::span<const float> logits) {
-    const auto k = static_cast<std::size_t>(params_.top_k);
-    const std::size_t n = logits.size();
-    auto worse = [&](int a, int b) { return detail::ranks_before(logits[a], a, logits[b], b); };
-    heap_.clear();
-    std::size_t i = 0;
-    for (; i < n && heap_.size() < k; ++i) {
-      if (std::isnan(logits[i])) continue;
-      heap_.push_back(static_cast<int>(i));
-      std::push_heap(heap_.begin(), heap_.end(), worse);
-    }
-    float threshold = heap_.empty() ? 0.0f : logits[heap_.front()];
-    auto offer = [&](std::size_t id) {
-      if (!(logits[id] > threshold)) return;
-      std::pop_heap(heap_.begin(), heap_.end(), worse);
-      heap_.back() = static_cast<int>(id);
-      std::push_heap(heap_.begin(), heap_.end(), worse);
-      threshold = logits[heap_.front()];
-    };
-    for (; i + kLanes <= n; i += kLanes) {
-      bool any = false;
-      for (std::size_t j = 0; j < kLanes; ++j) any |= logits[i + j] > threshold;
-      if (any)
-        for (std::size_t j = 0; j < kLanes; ++j) offer(i + j);
-    }
-    for (; i < n; ++i) offer(i);
-    std::sort(heap_.begin(), heap_.end(), worse);  // best first, a total order: reproducible
-    if (heap_.empty() || !(logits[heap_.front()] > -std::numeric_limits<float>::infinity()))
+    ranked_.resize(static_cast<std::size_t>(params_.top_k));
+    const std::size_t n = kernels::top_k(logits, ranked_);
+    choose_ranked(std::span<const kernels::RankedLogit>(ranked_).first(n));
+  }
+
+  // The candidates among a row's top_k best, ranked best first (none NaN).
+  void choose_ranked(std::span<const kernels::RankedLogit> ranked) {
+    if (ranked.empty() || !(ranked.front().logit > -std::numeric_limits<float>::infinity()))
       return keep_only(fallback_);  // every logit -inf or NaN
-    if (std::isinf(logits[heap_.front()])) return keep_only(heap_.front());  // +inf wins outright
-    filter_ranked(logits, heap_);
+    if (std::isinf(ranked.front().logit)) return keep_only(ranked.front().id);  // +inf wins outright
+    filter_ranked(ranked);
   }
 
   // top-p then min-p over tokens already ranked best first; both keep a prefix.
-  void filter_ranked(std::span<const float> logits, std::span<const int> ranked) {
-    const float max_logit = logits[ranked.front()];
+  void filter_ranked(std::span<const kernels::RankedLogit> ranked) {
+    const float max_logit = ranked.front().logit;
     const float inv_t = 1.0f / params_.temperature;
     double mass = 0.0;
-    for (int id : ranked) {
-      const float w = detail::scaled_weight(logits[id], max_logit, inv_t);
+    for (const kernels::RankedLogit& r : ranked) {
+      const float w = detail::scaled_weight(r.logit, max_logit, inv_t);
       if (w == 0.0f) break;  // ranked: the rest weigh 0 too
-      ids_.push_back(id);
+      ids_.push_back(r.id);
       kept_weights_.push_back(w);
       mass += w;
     }
@@ -317,7 +318,7 @@ class Sampler {
   std::vector<std::uint32_t> generated_count_;  // [vocab] zero outside apply_penalties
   std::vector<std::uint8_t> in_context_;        // [vocab] zero outside apply_penalties
   std::vector<int> touched_;                    // [<= vocab] distinct context tokens
-  std::vector<int> heap_;                       // [top_k] token ids
+  std::vector<kernels::RankedLogit> ranked_;    // [top_k] the row's best, best first
   std::vector<int> ids_;                        // [<= vocab] kept token ids
   std::vector<float> kept_weights_;             // [<= vocab] their weights
   std::vector<float> weights_;                  // [vocab] every token's weight (top-p path)

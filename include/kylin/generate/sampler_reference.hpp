@@ -13,6 +13,7 @@
 
 #include "kylin/generate/sampler_params.hpp"
 #include "kylin/generate/sampler_vocab.hpp"
+#include "kylin/kernels/ops.hpp"
 
 namespace kylin::detail {
 
@@ -65,13 +66,7 @@ inline float scaled_weight(float logit, float max_logit, float inv_temperature) 
 }
 
 // The one token order every filter uses: higher logit first, lower id on ties. NaN sorts last.
-inline bool ranks_before(float logit_a, int id_a, float logit_b, int id_b) {
-  if (logit_a != logit_b) {
-    if (std::isnan(logit_b)) return !std::isnan(logit_a);
-    return logit_a > logit_b;
-  }
-  return id_a < id_b;
-}
+using kernels::ranks_before;
 
 // Argmax under ranks_before: the lowest id among the highest logits; 0 when all are NaN.
 inline int argmax_lowest_id(std::span<const float> logits) {

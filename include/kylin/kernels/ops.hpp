@@ -1,6 +1,6 @@
 // Element-wise and per-row kernels of the forward pass: RMSNorm, rotary embedding, SwiGLU
 // gating, residual add, embedding lookup, the row gather/scatter of expert routing, and the
-// greedy token of a logit row. All in f32 on activations; weights in stored dtype.
+// greedy token and the top-k of a logit row. All in f32 on activations; weights in stored dtype.
 // These are short loops the compiler vectorizes; each is its own scalar reference.
 #pragma once
 
@@ -154,6 +154,54 @@ inline int argmax(std::span<const float> row) {
         (winner < 0 || best[j] > row[static_cast<std::size_t>(winner)] || (best[j] == row[static_cast<std::size_t>(winner)] && at[j] < winner)))
       winner = at[j];
   return winner;
+}
+
+// The one token order of every pick from a logit row: the higher logit first, the lower id on a
+// tie (-0 ties +0), NaN after everything.
+inline bool ranks_before(float logit_a, int id_a, float logit_b, int id_b) {
+  if (logit_a != logit_b) {
+    if (std::isnan(logit_b)) return !std::isnan(logit_a);
+    return logit_a > logit_b;
+  }
+  return id_a < id_b;
+}
+
+// out[0, k): the k = out.size() best logits of row under ranks_before, best first, NaN never;
+// returns how many there are (fewer than k when the row has fewer non-NaN logits; the slots past
+// them are empty). A k-entry heap whose root is the worst kept; once it is full, a block of kLanes
+// logits costs one vector compare against the root unless one of them beats it. Scanning ids
+// upwards means a tie with the root never displaces it. The sampler's top-k and every backend's
+// top_k_rows are this function.
+inline std::size_t top_k(std::span<const float> row, std::span<RankedLogit> out) {
+  constexpr std::size_t kLanes = 16;
+  const std::size_t k = out.size(), n = row.size();
+  auto worse = [](const RankedLogit& a, const RankedLogit& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
+  std::size_t size = 0, i = 0;
+  for (; i < n && size < k; ++i) {
+    if (std::isnan(row[i])) continue;
+    out[size++] = {row[i], static_cast<int>(i)};
+    std::push_heap(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(size), worse);
+  }
+  if (size == k && k > 0) {
+    float threshold = out[0].logit;
+    auto offer = [&](std::size_t id) {
+      if (!(row[id] > threshold)) return;
+      std::pop_heap(out.begin(), out.end(), worse);
+      out[k - 1] = {row[id], static_cast<int>(id)};
+      std::push_heap(out.begin(), out.end(), worse);
+      threshold = out[0].logit;
+    };
+    for (; i + kLanes <= n; i += kLanes) {
+      bool any = false;
+      for (std::size_t j = 0; j < kLanes; ++j) any |= row[i + j] > threshold;
+      if (any)
+        for (std::size_t j = 0; j < kLanes; ++j) offer(i + j);
+    }
+    for (; i < n; ++i) offer(i);
+  }
+  std::sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(size), worse);  // a total order: reproducible
+  std::fill(out.begin() + static_cast<std::ptrdiff_t>(size), out.end(), RankedLogit{});
+  return size;
 }
 
 }  // namespace kylin::kernels

@@ -98,4 +98,11 @@ struct AttentionHeads {
   std::int64_t groups() const { return n_heads / n_kv_heads; }
 };
 
+// One entry of a logit row's top-k (kernels::top_k, ForwardOutputs::top).
+struct RankedLogit {
+  float logit = 0.0f;
+  int id = -1;  // -1: an empty slot (the row has fewer non-NaN logits than k)
+  bool operator==(const RankedLogit&) const = default;
+};
+
 }  // namespace kylin::kernels

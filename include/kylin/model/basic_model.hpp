@@ -45,15 +45,19 @@ enum class Positions { last, all };
 // What a forward call hands back: logits [rows, vocab] and/or final hidden states (after the
 // final norm, what transformers calls last_hidden_state) [rows, hidden], for the last token
 // (rows = 1) or every token. An empty span skips that output.
-// greedy [rows]: each row's greedy token, kernels::argmax of its logits over ids below greedy_end
-// (0: the whole row), -1 where none is above -inf. It is picked where the logits are, so a device
-// backend sends back one int a row instead of the row (greedy decoding without logits).
+// greedy [rows]: each row's greedy token, kernels::argmax of its logits over ids below pick_end
+// (0: the whole row), -1 where none is above -inf. top [rows, top_k]: each row's top_k best logits
+// and their ids over the same ids, best first (kernels::top_k). Both are picked where the logits
+// are, so a device backend sends back one int (or top_k pairs) a row instead of the row: greedy
+// decoding, and top-k sampling (Sampler::candidates_from_top), without the logits.
 struct ForwardOutputs {
   std::span<float> logits = {};
   std::span<float> hidden = {};
   Positions positions = Positions::last;
   std::span<int> greedy = {};
-  std::int64_t greedy_end = 0;
+  std::int64_t pick_end = 0;
+  std::span<kernels::RankedLogit> top = {};
+  std::int64_t top_k = 0;
 };
 
 // One sequence of a batched forward: its new tokens, fed at positions cache.size().. of its own
@@ -238,7 +242,7 @@ class BasicModel {
     Impl& m = *impl_;
     const std::int64_t total = static_cast<std::int64_t>(in.tokens.size()), V = vocab_size(), H = hidden_size();
     OutputRows out;
-    if (!in.out.logits.empty() || !in.out.hidden.empty() || !in.out.greedy.empty()) {
+    if (!in.out.logits.empty() || !in.out.hidden.empty() || !in.out.greedy.empty() || !in.out.top.empty()) {
       const bool all = in.out.positions == Positions::all;
       out.first = all ? 0 : n - 1;
       out.count = all ? n : (from + n == total ? 1 : 0);
@@ -251,7 +255,10 @@ class BasicModel {
       out.hidden = part(in.out.hidden, H);
       if (!in.out.greedy.empty() && out.count > 0)
         out.greedy = in.out.greedy.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
-      out.greedy_end = in.out.greedy_end > 0 ? in.out.greedy_end : V;
+      if (!in.out.top.empty() && out.count > 0)
+        out.top = in.out.top.subspan(static_cast<std::size_t>(row * in.out.top_k), static_cast<std::size_t>(out.count * in.out.top_k));
+      out.top_k = in.out.top_k;
+      out.pick_end = in.out.pick_end > 0 ? in.out.pick_end : V;
     }
     m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out});
     m.pass_rows += n;
@@ -264,10 +271,10 @@ class BasicModel {
       // built only for an error: validation runs on every decode step and must not allocate
       auto where = [&] { return batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": "; };
       if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where() + "empty token list");
-      if ((!s.out.logits.empty() || !s.out.greedy.empty()) && !has_lm_head())
+      if ((!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty()) && !has_lm_head())
         throw Error(ErrorCategory::request, "logits", checkpoint().dir().string() + " has no lm_head: it is an embedding model; use embed");
-      if (s.out.greedy_end < 0 || s.out.greedy_end > vocab_size())
-        throw Error(ErrorCategory::request, "greedy_end", where() + std::to_string(s.out.greedy_end) + " is outside [0, " +
+      if (s.out.pick_end < 0 || s.out.pick_end > vocab_size())
+        throw Error(ErrorCategory::request, "pick_end", where() + std::to_string(s.out.pick_end) + " is outside [0, " +
                                                               std::to_string(vocab_size()) + "]");
       for (int id : s.tokens)
         if (id < 0 || id >= vocab_size())
@@ -287,6 +294,11 @@ class BasicModel {
       if (!s.out.greedy.empty() && s.out.greedy.size() < rows)
         throw Error(ErrorCategory::request, "outputs", where() + "greedy output buffer holds " + std::to_string(s.out.greedy.size()) +
                                                          " ids, needs " + std::to_string(rows));
+      if (!s.out.top.empty() && (s.out.top_k < 1 || s.out.top_k > vocab_size()))
+        throw Error(ErrorCategory::request, "top_k", where() + std::to_string(s.out.top_k) + " is outside [1, " + std::to_string(vocab_size()) + "]");
+      if (!s.out.top.empty() && s.out.top.size() < rows * static_cast<std::size_t>(s.out.top_k))
+        throw Error(ErrorCategory::request, "outputs", where() + "top-k output buffer holds " + std::to_string(s.out.top.size()) +
+                                                         " entries, needs " + std::to_string(rows * static_cast<std::size_t>(s.out.top_k)));
     }
   }
   static bool fits(std::span<const float> buffer, std::size_t needed) { return buffer.empty() || buffer.size() >= needed; }

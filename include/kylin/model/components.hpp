@@ -24,7 +24,9 @@ struct OutputRows {
   std::span<float> logits = {};   // [count, vocab] on the host, or empty
   std::span<float> hidden = {};   // [count, hidden] on the host, or empty
   std::span<int> greedy = {};     // [count] on the host, or empty (ForwardOutputs::greedy)
-  std::int64_t greedy_end = 0;    // ids at or past it are not picked
+  std::span<kernels::RankedLogit> top = {};  // [count, top_k] on the host, or empty (ForwardOutputs::top)
+  std::int64_t top_k = 0;
+  std::int64_t pick_end = 0;    // ids at or past it are not picked
 };
 
 // One sequence's chunk in a pass: `tokens` at positions cache->size().. fill rows [row0, row0 + n).

@@ -60,7 +60,7 @@ class Transformer {
  private:
   // Final norm of the rows each sequence wants, gathered into xn in pass order; then hidden states
   // and LM-head logits (logit_rows rows per product, always the dot-product kernel, so a row's
-  // logits never depend on its neighbours) go to the host buffers, or only each row's greedy id.
+  // logits never depend on its neighbours) go to the host buffers, or only each row's greedy id or top-k.
   template <Backend B>
   void write_outputs(B& b, Workspace& ws, const Pass& pass) const {
     const std::int64_t H = config_.hidden_size, V = config_.vocab_size;
@@ -70,7 +70,7 @@ class Transformer {
       final_norm_(b, ws.x + (s.row0 + s.out.first) * H, ws.xn + n_out * H, s.out.count);
       if (!s.out.hidden.empty()) b.download(s.out.hidden.first(static_cast<std::size_t>(s.out.count * H)), ws.xn + n_out * H);
       n_out += s.out.count;
-      if (!s.out.logits.empty() || !s.out.greedy.empty()) n_logits = n_out;  // rows past the last sequence wanting logits skip the LM head
+      if (!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty()) n_logits = n_out;  // rows past the last sequence wanting logits skip the LM head
     }
     for (std::int64_t g0 = 0; g0 < n_logits; g0 += Workspace::logit_rows) {
       const std::int64_t g1 = std::min(n_logits, g0 + Workspace::logit_rows);
@@ -82,7 +82,9 @@ class Transformer {
         if (r0 < r1 && !s.out.logits.empty())
           b.download(s.out.logits.subspan(static_cast<std::size_t>((r0 - o) * V), static_cast<std::size_t>((r1 - r0) * V)), rows);
         if (r0 < r1 && !s.out.greedy.empty())
-          b.argmax_rows({rows, s.out.greedy_end, V}, s.out.greedy.subspan(static_cast<std::size_t>(r0 - o), static_cast<std::size_t>(r1 - r0)));
+          b.argmax_rows({rows, s.out.pick_end, V}, s.out.greedy.subspan(static_cast<std::size_t>(r0 - o), static_cast<std::size_t>(r1 - r0)));
+        if (r0 < r1 && !s.out.top.empty())
+          b.top_k_rows({rows, s.out.pick_end, V}, s.out.top.subspan(static_cast<std::size_t>((r0 - o) * s.out.top_k), static_cast<std::size_t>((r1 - r0) * s.out.top_k)), s.out.top_k);
         o += s.out.count;
       }
     }

@@ -21,6 +21,7 @@ template const void* kernel_entry<FillKernel>();
 template const void* kernel_entry<GatherRowsKernel>();
 template const void* kernel_entry<AddRowsScaledKernel>();
 template const void* kernel_entry<EmbedKernel>();
+template const void* kernel_entry<WidenRowsKernel>();
 template const void* kernel_entry<MatvecKernel>();
 template const void* kernel_entry<MatvecAddKernel>();
 template const void* kernel_entry<SwiGLUMatvecKernel>();
@@ -30,5 +31,7 @@ template const void* kernel_entry<MatvecKernelOf<Store::swiglu, true>>();
 template const void* kernel_entry<SplitBf16Kernel>();
 template const void* kernel_entry<AddBiasKernel>();
 template const void* kernel_entry<ArgmaxKernel>();
+template const void* kernel_entry<TopKSliceKernel>();
+template const void* kernel_entry<TopKMergeKernel>();
 
 }  // namespace kylin::cuda

@@ -4,7 +4,8 @@
 // identical, <= 2e-3 with an f16 cache, and Q8_0/Q4_0 weights within the CPU's agreement bars
 // (tests/common/agreement.hpp); a KV cache in device memory saved to a file, restored and copied
 // decodes on bit for bit; decode with the speed switches off equals decode with them on, bit for
-// bit; greedy ids picked on the device are the logits' argmax. Exit 0 only if all pass; needs an NVIDIA GPU. With --matvec-bench: the
+// bit; greedy ids picked on the device are the logits' argmax, and top-k picked there their
+// kernels::top_k. Exit 0 only if all pass; needs an NVIDIA GPU. With --matvec-bench: the
 // matvec's bandwidth instead (matvec_bench.hpp).
 #include <cstdio>
 #include <cstdlib>
@@ -165,6 +166,27 @@ bool check_greedy_ids(const std::string& name) {
   return ok;
 }
 
+// Top-k picked on the device (ForwardOutputs::top, k 1, 20 and 256 as the device kernels rank
+// them; 300 through the host): each row's equals kernels::top_k of the logits the same forward
+// downloads, cut and whole, on every case's prompt.
+bool check_top_k(const std::string& name) {
+  kylin::Model model = load(name, kylin::WeightFormat::stored);
+  const auto V = static_cast<std::size_t>(model.vocab_size());
+  bool ok = true;
+  for (const kylin::test::Case& c : kylin::test::load_cases(name))
+    for (std::size_t k : {1, 20, 256, 300})
+      for (std::size_t end : {V, V / 2}) {
+        auto cache = model.new_cache(256);
+        std::vector<float> logits(V);
+        std::vector<kylin::kernels::RankedLogit> top(k), expected(k);
+        model.forward(c.tokens, cache, {.logits = logits, .pick_end = static_cast<std::int64_t>(end), .top = top, .top_k = static_cast<std::int64_t>(k)});
+        kylin::kernels::top_k(std::span<const float>(logits).first(end), expected);
+        ok = ok && top == expected;
+      }
+  std::printf("%-28s top-k picked on the device: %s  %s\n", name.c_str(), ok ? "kernels::top_k of the logits" : "differ", ok ? "ok" : "FAIL");
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,6 +200,7 @@ int main(int argc, char** argv) {
     all = check_kv_round_trip("small-qwen3") && all;
     for (const char* name : {"small-qwen3", "tiny-qwen3-moe"}) all = check_switches(name) && all;
     for (const char* name : {"small-qwen3", "e2e-qwen3-fullvocab"}) all = check_greedy_ids(name) && all;
+    for (const char* name : {"small-qwen3", "e2e-qwen3-fullvocab"}) all = check_top_k(name) && all;
     std::printf("gpu-check: %s\n", all ? "all checkpoints pass" : "FAILED");
     return all ? 0 : 1;
   } catch (const std::exception& e) {

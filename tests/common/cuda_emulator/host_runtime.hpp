@@ -53,6 +53,7 @@ class HostRuntime {
     emulate::launch(k, k.shape());
   }
   void gemm(const GemmCall& call) {
+    ++gemms_;
     if (queue_.holding()) return queue_.recording().gemm(call);
     host_gemm(call);
   }
@@ -60,6 +61,7 @@ class HostRuntime {
   void end_pass() { queue_.end(*this); }
   std::size_t graphs() const { return queue_.graphs(); }
   std::size_t launches() const { return launches_; }  // kernel launches asked for so far (each pass's, replayed or not)
+  std::size_t gemms() const { return gemms_; }        // GEMMs asked for so far
 
   // For PassQueue: a "graph" is a copy of the recording, replayed with its own (captured) arguments.
   void issue(const PassRecording& r) {
@@ -88,6 +90,7 @@ class HostRuntime {
   std::vector<unsigned char> staging_ = std::vector<unsigned char>(std::size_t{1} << 20);  // [1 MiB] pinned memory's stand-in
   std::size_t staged_ = 0;
   std::size_t launches_ = 0;
+  std::size_t gemms_ = 0;
   PassQueue<PassRecording> queue_{graphs_wanted()};
 };
 

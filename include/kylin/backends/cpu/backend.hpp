@@ -60,6 +60,11 @@ class CpuBackend {
     for (std::size_t i = 0; i < ids.size(); ++i)
       ids[i] = kernels::argmax({r.data + static_cast<std::int64_t>(i) * r.stride, static_cast<std::size_t>(r.width)});
   }
+  static void top_k_rows(const LogitRows& r, std::span<kernels::RankedLogit> top, std::int64_t k) {
+    for (std::size_t i = 0; i * static_cast<std::size_t>(k) < top.size(); ++i)
+      kernels::top_k({r.data + static_cast<std::int64_t>(i) * r.stride, static_cast<std::size_t>(r.width)},
+                     top.subspan(i * static_cast<std::size_t>(k), static_cast<std::size_t>(k)));
+  }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
     kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_);

@@ -20,6 +20,7 @@
 #include "kylin/backends/backend.hpp"
 #include "kylin/backends/cuda/gemm_call.hpp"
 #include "kylin/backends/cuda/kernels.hpp"
+#include "kylin/kernels/ops.hpp"
 #include "kylin/kernels/quant.hpp"
 
 namespace kylin::cuda {
@@ -99,6 +100,22 @@ class CudaBackend {
     if (n == 0) return;
     runtime_.launch(ArgmaxKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .ids = greedy_.as<int>()});
     runtime_.to_host(host.data(), greedy_.as<int>(), host.size_bytes());
+  }
+  // Top-k sampling without logits: each row's k best picked on the device, k pairs a row come back.
+  void top_k_rows(const LogitRows& r, std::span<kernels::RankedLogit> host, std::int64_t k) {
+    release_norm();
+    const auto n = static_cast<std::int64_t>(host.size()) / k;
+    if (n == 0) return;
+    if (k > max_device_top_k) return top_k_on_host(r, host, k);
+    TopKSliceKernel slices{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .k = k, .keys = nullptr};
+    const std::int64_t candidates = slices.slices() * k;
+    const auto key_bytes = static_cast<std::size_t>(n * candidates) * sizeof(std::uint64_t);
+    if (top_keys_.bytes() < key_bytes) top_keys_ = runtime_.allocate(key_bytes);  // the last use has finished: to_host waited for it
+    if (top_.bytes() < host.size_bytes()) top_ = runtime_.allocate(host.size_bytes());
+    slices.keys = top_keys_.as<std::uint64_t>();
+    runtime_.launch(slices);
+    runtime_.launch(TopKMergeKernel{.keys = top_keys_.as<std::uint64_t>(), .rows = n, .candidates = candidates, .k = k, .top = top_.as<kernels::RankedLogit>()});
+    runtime_.to_host(host.data(), top_.data(), host.size_bytes());
   }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
@@ -225,6 +242,15 @@ class CudaBackend {
   }
 
  private:
+  // top_k_rows past the device kernels' k: each row to the host, then kernels::top_k.
+  void top_k_on_host(const LogitRows& r, std::span<kernels::RankedLogit> host, std::int64_t k) {
+    host_row_.resize(static_cast<std::size_t>(r.width));
+    for (std::size_t i = 0; i * static_cast<std::size_t>(k) < host.size(); ++i) {
+      runtime_.to_host(host_row_.data(), r.data + static_cast<std::int64_t>(i) * r.stride, host_row_.size() * sizeof(float));
+      kernels::top_k(host_row_, host.subspan(i * static_cast<std::size_t>(k), static_cast<std::size_t>(k)));
+    }
+  }
+
   // Switches for comparing on a GPU: NAME=0 turns an optimisation off, NAME=1 an opt-in one on.
   static bool switched(const char* name, bool by_default) {
     const char* v = std::getenv(name);
@@ -268,12 +294,29 @@ class CudaBackend {
         runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::bf16, .x = lo, .y = yg, .T = T, .N = N, .K = K, .beta = 1.0f}));
       } else if (o.w.dtype == DType::f32) {
         runtime_.gemm(linear_call({.w = resident(o.w), .w_type = GemmType::f32, .x = xg, .y = yg, .T = T, .N = N, .K = K}));
+      } else if (T >= widened_gemm_rows) {
+        widened_gemm(xg, o.w, yg, T);
       } else {
         const kernels::MatmulOut og{o.w, o.bias, yg};
         matvec<Store::assign>(xg, T, std::span<const kernels::MatmulOut>(&og, 1));
         continue;
       }
       if (o.bias) runtime_.launch(AddBiasKernel{.y = yg, .bias = resident(o.bias, N), .rows = T, .cols = N});
+    }
+  }
+
+  // y[T, N] = x[T, K] · W^T for F16/Q8_0/Q4_0 weights: chunks of W's rows widened to f32 (exact),
+  // each then one f32 GEMM into its columns of y; the matvec would read W once per 8 rows.
+  void widened_gemm(const float* x, const kernels::MatRef& w, float* y, std::int64_t T) {
+    const std::int64_t N = w.rows, K = w.cols;
+    const std::int64_t chunk = std::clamp<std::int64_t>(widened_bytes / (K * static_cast<std::int64_t>(sizeof(float))), 1, N);
+    // one size for every weight: launches still held in the pass may read it, so it is never replaced
+    if (widened_.bytes() == 0) widened_ = runtime_.allocate(static_cast<std::size_t>(widened_bytes));
+    const void* stored = resident(w);
+    for (std::int64_t r0 = 0; r0 < N; r0 += chunk) {
+      const std::int64_t n = std::min(chunk, N - r0);
+      runtime_.launch(WidenRowsKernel{.w = stored, .dtype = w.dtype, .rows = N, .cols = K, .r0 = r0, .n = n, .out = widened_.as<float>()});
+      runtime_.gemm(linear_call({.w = widened_.data(), .w_type = GemmType::f32, .x = x, .y = y + r0, .T = T, .N = n, .K = K, .ldy = N}));
     }
   }
 
@@ -344,6 +387,14 @@ class CudaBackend {
   Memory seqs_;    // [rows] DeviceAttentionSeq
   Memory ids_;     // [rows] int token ids of a pass
   Memory greedy_;  // [rows] int greedy ids of a pass's logit rows (argmax_rows)
+  Memory widened_;   // [widened_bytes] f32 rows of an F16/Q8_0/Q4_0 weight for the GEMM (widened_gemm), made on first use
+  // Prefill rows from which F16/Q8_0/Q4_0 products widen the weight for a GEMM (fewer: the matvec),
+  // and the most a widened chunk holds. Chosen, not yet measured on a GPU.
+  static constexpr std::int64_t widened_gemm_rows = 32;
+  static constexpr std::int64_t widened_bytes = std::int64_t{64} << 20;
+  Memory top_keys_;  // [rows, slices, k] uint64 rank keys of each slice's top-k (top_k_rows), grown on use
+  Memory top_;       // [rows, k] kernels::RankedLogit, the rows' top-k
+  static constexpr std::int64_t max_device_top_k = 256;
   Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
   Memory sum_;      // [rows, hidden] a residual product of GEMM rows before matmul_add adds it
   // Key shares in attention (flash-decoding). On an H200 (0.6B shape, decode): 380 against 145
@@ -362,6 +413,7 @@ class CudaBackend {
   std::optional<RmsNormKernel> held_norm_;          // a norm not launched yet (rms_norm)
   // Norms taken into matvecs of at most this many blocks (0.6B: q/k/v 512, gate/up 768) and rows.
   static constexpr unsigned max_norm_blocks = 1024;
+  std::vector<float> host_row_;                           // [vocab] a logit row top_k_on_host ranks
   std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
   std::vector<DeviceAttentionSeq> uploaded_seqs_;         // [<= rows] what seqs_ holds, this pass
   std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy

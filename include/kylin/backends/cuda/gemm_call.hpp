@@ -39,15 +39,16 @@ struct LinearOperands {
   const void* w;      // [N, K] row-major
   GemmType w_type;
   const void* x;      // [T, K] row-major, the same type as w (cuBLAS wants matching inputs)
-  float* y;           // [T, N] row-major
+  float* y;           // [T, N] row-major, rows ldy apart
   std::int64_t T, N, K;
   float beta = 0.0f;  // 1: accumulate into y
+  std::int64_t ldy = 0;  // 0: N; wider: y is a block of columns of a wider output
 };
 
 inline GemmCall linear_call(const LinearOperands& o) {
   return {.transa = GemmOp::t, .transb = GemmOp::n, .m = o.N, .n = o.T, .k = o.K, .alpha = 1.0f,
           .a = o.w, .a_type = o.w_type, .lda = o.K, .b = o.x, .b_type = o.w_type, .ldb = o.K,
-          .beta = o.beta, .c = o.y, .ldc = o.N};
+          .beta = o.beta, .c = o.y, .ldc = o.ldy > 0 ? o.ldy : o.N};
 }
 
 namespace detail {

@@ -1,11 +1,12 @@
 // The CUDA backend's kernels, one portable source for the GPU and the host emulator (portable.hpp),
 // each matching its CPU counterpart in kylin::kernels (bit for bit where the arithmetic is the same).
-// Attention and the matvec have headers of their own, included here: this is the one to include.
+// Attention, the matvec and top-k have headers of their own, included here: this is the one to include.
 #pragma once
 
 #include "kylin/backends/cuda/attention_kernel.hpp"
 #include "kylin/backends/cuda/device_math.hpp"
 #include "kylin/backends/cuda/matvec_kernel.hpp"
+#include "kylin/backends/cuda/top_k_kernel.hpp"
 
 namespace kylin::cuda {
 
@@ -219,6 +220,31 @@ struct AddRowsScaledKernel {
   }
 };
 
+namespace detail {
+
+// Element e of a row-major weight [rows, cols], widened (Q8_0: int8 * its block's f16 scale, exact).
+KYLIN_HD inline float weight_element(const void* w, DType dtype, std::int64_t rows, std::int64_t cols, std::int64_t e) {
+  switch (dtype) {
+    case DType::bf16: return to_f32(static_cast<const bf16_t*>(w)[e]);
+    case DType::f16: return to_f32(static_cast<const f16_t*>(w)[e]);
+    case DType::f32: return static_cast<const float*>(w)[e];
+    case DType::q8_0: {
+      const auto* q = static_cast<const std::int8_t*>(w);
+      const auto* scale = reinterpret_cast<const std::uint16_t*>(q + rows * cols);
+      return q[e] * f16_to_f32(scale[e / 32]);  // cols is a multiple of 32: block e / 32 of the flat table
+    }
+    case DType::q4_0: {
+      const auto* q = static_cast<const std::uint8_t*>(w);
+      const auto* scale = reinterpret_cast<const std::uint16_t*>(q + rows * (cols / 2));
+      const std::int64_t r = e / cols, c = e % cols;
+      return static_cast<float>(q4_value(q + r * (cols / 2), cols / 32, c / 32, static_cast<int>(c % 32))) * f16_to_f32(scale[e / 32]);
+    }
+    default: return poison();
+  }
+}
+
+}  // namespace detail
+
 // out = row `id` of an embedding table, widened (Q8_0: int8 * its block's f16 scale, exact).
 struct EmbedKernel {
   const void* table;  // [rows, cols] bf16/f16/f32, or Q8_0: int8 [rows, cols] then f16 scales [rows, cols / 32]
@@ -233,28 +259,27 @@ struct EmbedKernel {
 
   template <class Thread>
   KYLIN_HD void operator()(Thread& t) const {
-    for (std::int64_t i = detail::global_index(t); i < n * cols; i += detail::global_stride(t)) out[i] = at(ids[i / cols] * cols + i % cols);
+    for (std::int64_t i = detail::global_index(t); i < n * cols; i += detail::global_stride(t))
+      out[i] = detail::weight_element(table, dtype, rows, cols, ids[i / cols] * cols + i % cols);
   }
 
-  KYLIN_HD float at(std::int64_t e) const {
-    switch (dtype) {
-      case DType::bf16: return detail::to_f32(static_cast<const bf16_t*>(table)[e]);
-      case DType::f16: return detail::to_f32(static_cast<const f16_t*>(table)[e]);
-      case DType::f32: return static_cast<const float*>(table)[e];
-      case DType::q8_0: {
-        const auto* q = static_cast<const std::int8_t*>(table);
-        const auto* scale = reinterpret_cast<const std::uint16_t*>(q + rows * cols);
-        return q[e] * detail::f16_to_f32(scale[e / 32]);  // cols is a multiple of 32: block e / 32 of the flat table
-      }
-      case DType::q4_0: {
-        const auto* q = static_cast<const std::uint8_t*>(table);
-        const auto* scale = reinterpret_cast<const std::uint16_t*>(q + rows * (cols / 2));
-        const std::int64_t r = e / cols, c = e % cols;
-        return static_cast<float>(detail::q4_value(q + r * (cols / 2), cols / 32, c / 32, static_cast<int>(c % 32))) *
-               detail::f16_to_f32(scale[e / 32]);
-      }
-      default: return detail::poison();
-    }
+};
+
+// out[i, :] = row r0 + i of a weight, widened to f32 as EmbedKernel widens (exact): prefill rows
+// on F16/Q8_0/Q4_0 weights take the f32 GEMM over such rows, a chunk of them at a time.
+struct WidenRowsKernel {
+  const void* w;  // [rows, cols] in its stored dtype (EmbedKernel's table)
+  DType dtype;
+  std::int64_t rows, cols, r0, n;
+  float* out;     // [n, cols]
+
+  bool operator==(const WidenRowsKernel&) const = default;
+  LaunchShape shape() const { return detail::elementwise_shape(n * cols); }
+
+  template <class Thread>
+  KYLIN_HD void operator()(Thread& t) const {
+    for (std::int64_t i = detail::global_index(t); i < n * cols; i += detail::global_stride(t))
+      out[i] = detail::weight_element(w, dtype, rows, cols, r0 * cols + i);
   }
 };
 
