@@ -21,6 +21,7 @@
 #include "kylin/speculative_flags.hpp"
 #include "kylin/core/json.hpp"
 #include "kylin/core/thread_pool.hpp"
+#include "kylin/generate/sampler.hpp"
 #include "kylin/model/model.hpp"
 
 namespace cmd_bench {
@@ -116,25 +117,42 @@ struct BandwidthSampler {
   double final_peak_rss() { return std::max(peak_rss, peak_rss_mb()); }
 };
 
-// One decode test: `gen` greedy tokens from `cache` truncated to `depth`, in tok/s; adds the CPU
-// seconds it used to `cpu`. Each token is the forward's greedy id, as a greedy generation takes it
-// (picked where the logits are: a GPU sends back one int, not the row); with `logits`, each step's
-// row is downloaded there and the token picked on the host instead (what llama-bench times).
-double decode_once(kylin::Model& model, kylin::KVCache& cache, std::span<float> logits, int gen, std::int64_t depth,
+// How a decode test takes each token: the forward's greedy id, as a greedy generation takes it
+// (picked where the logits are: a GPU sends back one int, not the row); with `logits`, the row
+// downloaded and its argmax picked on the host (what llama-bench times); with `top_k`, the row's
+// top-k picked where the logits are and a token drawn from those on the host, as top-k sampling
+// (Qwen3's generation_config: temperature 0.6, top_k 20, top_p 0.95) takes it.
+struct TokenPick {
+  std::span<float> logits = {};                    // [vocab] or empty
+  std::vector<kylin::kernels::RankedLogit> top_k;  // [k] or empty
+  std::optional<kylin::Sampler> sampler;           // with top_k
+
+  int next(kylin::Model& model, kylin::KVCache& cache, int tok) {
+    const std::span<const int> in(&tok, 1);
+    int id = 0;
+    if (!logits.empty()) {
+      model.forward(in, cache, logits);
+      id = kylin::kernels::argmax(logits);
+    } else if (!top_k.empty()) {
+      model.forward(in, cache, {.top = top_k, .top_k = static_cast<std::int64_t>(top_k.size())});
+      id = sampler->draw(sampler->candidates_from_top(top_k, static_cast<std::size_t>(model.vocab_size())));
+    } else {
+      model.forward(in, cache, {.greedy = std::span<int>(&id, 1)});
+    }
+    return std::max(id, 0);  // -1: no logit above -inf (never with finite weights)
+  }
+};
+
+// One decode test: `gen` tokens from `cache` truncated to `depth`, each taken as `pick` says, in
+// tok/s; adds the CPU seconds it used to `cpu`.
+double decode_once(kylin::Model& model, kylin::KVCache& cache, TokenPick& pick, int gen, std::int64_t depth,
                    std::mt19937& rng, double& cpu) {
   std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
   cache.truncate(depth);
-  int tok = id(rng), next = 0;
+  int tok = id(rng);
   const auto t0 = Clock::now();
   const double c0 = cpu_seconds();
-  for (int i = 0; i < gen; ++i) {
-    if (logits.empty()) model.forward(std::span<const int>(&tok, 1), cache, {.greedy = std::span<int>(&next, 1)});
-    else {
-      model.forward(std::span<const int>(&tok, 1), cache, logits);
-      next = kylin::kernels::argmax(logits);
-    }
-    tok = std::max(next, 0);  // -1: no logit above -inf (never with finite weights)
-  }
+  for (int i = 0; i < gen; ++i) tok = pick.next(model, cache, tok);
   const double tok_s = gen / seconds_since(t0);
   cpu += cpu_seconds() - c0;
   return tok_s;
@@ -172,13 +190,13 @@ struct DecodeRuns {
 
 // With --batch, each repetition also decodes B sequences together right after, so the batch
 // speed-up is a ratio within one moment as well.
-DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, kylin::KVCache* short_cache, std::span<float> logits,
+DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, kylin::KVCache* short_cache, TokenPick& pick,
                        std::vector<kylin::KVCache>& batch_caches, int reps, int gen, std::int64_t depth, double bytes_per_token,
                        BandwidthSampler& sampler, std::mt19937& rng) {
   DecodeRuns runs;
   for (int r = 0; r < reps && gen > 0; ++r) {
     const double gb_s = sampler.sample();
-    runs.tg.push_back(decode_once(model, cache, logits, gen, depth, rng, runs.cpu));
+    runs.tg.push_back(decode_once(model, cache, pick, gen, depth, rng, runs.cpu));
     runs.bandwidth.push_back(gb_s);
     runs.fraction.push_back(runs.tg.back() * bytes_per_token / (gb_s * 1e9));
     if (!batch_caches.empty()) {
@@ -187,7 +205,7 @@ DecodeRuns decode_runs(kylin::Model& model, kylin::KVCache& cache, kylin::KVCach
     }
     if (short_cache == nullptr) continue;
     double short_cpu = 0;
-    runs.tg_short.push_back(decode_once(model, *short_cache, logits, gen, 0, rng, short_cpu));
+    runs.tg_short.push_back(decode_once(model, *short_cache, pick, gen, 0, rng, short_cpu));
     runs.depth_ratio.push_back(runs.tg.back() / runs.tg_short.back());
   }
   return runs;
@@ -209,6 +227,7 @@ struct Options {
   std::string format = "text";
   bool no_mmap = false;
   bool download_logits = false;
+  int top_k = 0;  // > 0: decode by top-k sampling (TokenPick)
   // random weights: a draft's confidence is low, so the bench drafts regardless (p_min 0)
   kylin::cli::SpeculativeFlags speculative{.draft = {}, .draft_max = 4, .p_min = 0.0f, .lookup = 0};
 };
@@ -272,7 +291,13 @@ int run(const Options& o) {
   if (o.depth > 0 && o.gen > 0) short_cache.emplace(model.new_cache(o.gen + 16));
   std::vector<kylin::KVCache> batch_caches;
   for (int i = 0; i < o.batch; ++i) batch_caches.push_back(model.new_cache(o.gen + 16));
-  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, o.download_logits ? std::span<float>(logits) : std::span<float>{}, batch_caches, o.reps, o.gen,
+  TokenPick pick{.logits = o.download_logits ? std::span<float>(logits) : std::span<float>{}, .top_k = {}, .sampler = {}};
+  if (o.top_k > 0) {
+    pick.top_k.resize(static_cast<std::size_t>(o.top_k));
+    pick.sampler.emplace(static_cast<std::size_t>(model.vocab_size()),
+                         kylin::SamplingParams{.temperature = 0.6f, .top_k = o.top_k, .top_p = 0.95f, .seed = 1});
+  }
+  const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, pick, batch_caches, o.reps, o.gen,
                                      o.depth, bytes_per_token, sampler, rng);
   const double peak_rss = sampler.final_peak_rss();
   const double bandwidth = dec.bandwidth.empty() ? bandwidth_idle : median(dec.bandwidth);
@@ -295,7 +320,7 @@ int run(const Options& o) {
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
                           {"depth", kylin::json::Value(o.depth)},
-                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : "greedy_ids")},
+                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : o.top_k > 0 ? "top_k" : "greedy_ids")},
                           {"pp_tok_s", kylin::json::Value(pp_tok_s)},
                           {"tg_tok_s", kylin::json::Value(tg_tok_s)},
                           {"pp_tok_per_cpu_s", kylin::json::Value(pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0)},
@@ -369,6 +394,9 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_flag("--no-mmap", o->no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_flag("--download-logits", o->download_logits, "Decode test: download each step's logits and pick the token on the host (what llama-bench times) instead of taking the forward's greedy id");
+  cmd->add_option("--top-k", o->top_k, "Decode test: draw each token by top-k sampling (temperature 0.6, top_p 0.95) from the row's K best, picked where the logits are, instead of taking the forward's greedy id")
+      ->check(CLI::Range(2, 256))
+      ->excludes(cmd->get_option("--download-logits"));
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   o->speculative.add_to(cmd);  // --draft (may be --model itself), --draft-max, --draft-p-min, --lookup

@@ -157,6 +157,20 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   CHECK(num("pp_compute_fraction") == doctest::Approx(num("pp_gflops") / num("compute_gflops")));
 }
 
+TEST_CASE("kylin bench says how decode took its tokens: greedy ids, downloaded logits, or --top-k sampling; --top-k refuses 1 and --download-logits beside it") {
+  const std::string model = data + "/models/tiny-qwen3-untied";
+  for (const auto& [flag, output] : {std::pair{"", "greedy_ids"}, std::pair{" --download-logits", "logits"}, std::pair{" --top-k 20", "top_k"}}) {
+    CAPTURE(flag);
+    const Run r = run(kylin_bin + " bench --model " + model + " -p 0 -n 4 -r 1 -t 1 --format json" + flag);
+    REQUIRE(r.exit_code == 0);
+    const auto out = kylin::json::parse(r.out);
+    CHECK(out.find("tg_output")->as_string() == output);
+    CHECK(out.find("tg_tok_s")->as_double() > 0);
+  }
+  CHECK(run(kylin_bin + " bench --model " + model + " --top-k 1").exit_code != 0);
+  CHECK(run(kylin_bin + " bench --model " + model + " --top-k 20 --download-logits").exit_code != 0);
+}
+
 TEST_CASE("kylin bench --weights q8 reads the quantized bytes: the roofline counts Q8_0 projections and LM head, not the checkpoint's") {
   const std::string model = data + "/models/tiny-qwen3-untied";
   const Run stored = run(kylin_bin + " bench --model " + model + " -p 0 -n 2 -r 1 -t 1 --format json");
