@@ -361,6 +361,43 @@ TEST_CASE("CudaBackend (emulated device): top-k picked on the device is kernels:
   }
 }
 
+TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same gets its greedy ids or top-k from one pick, not one a sequence") {
+  EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/small-qwen3", {.max_pass_rows = 64});
+  const std::vector<int> prompt{5, 6, 7};
+  std::vector<kylin::KVCache> caches;
+  for (int i = 0; i < 3; ++i) caches.push_back(model.new_cache(16));
+  std::vector<int> ids(3, -7);
+  std::vector<kylin::kernels::RankedLogit> top(3 * 20);
+  std::vector<float> logits(3 * static_cast<std::size_t>(model.vocab_size()));
+  auto launches = [&](auto outputs) {  // a prefill of the prompt, then one decode step of 3 sequences, counted
+    std::vector<kylin::SequenceInput> batch;
+    for (int i = 0; i < 3; ++i) {
+      caches[static_cast<std::size_t>(i)].truncate(0);
+      model.forward(prompt, caches[static_cast<std::size_t>(i)], std::span<float>{});
+      batch.push_back({std::span<const int>(&prompt[static_cast<std::size_t>(i)], 1), caches[static_cast<std::size_t>(i)], outputs(i)});
+    }
+    const std::size_t before = model.backend().runtime().launches();
+    model.forward(batch);
+    return model.backend().runtime().launches() - before;
+  };
+  const std::size_t V = static_cast<std::size_t>(model.vocab_size());
+  const std::size_t rows = launches([&](int i) { return kylin::ForwardOutputs{.logits = std::span<float>(logits).subspan(static_cast<std::size_t>(i) * V, V)}; });
+  const std::size_t greedy = launches([&](int i) { return kylin::ForwardOutputs{.greedy = std::span<int>(ids).subspan(static_cast<std::size_t>(i), 1)}; });
+  const std::size_t top_k = launches([&](int i) {
+    return kylin::ForwardOutputs{.top = std::span<kylin::kernels::RankedLogit>(top).subspan(static_cast<std::size_t>(i) * 20, 20), .top_k = 20};
+  });
+  CHECK(greedy == rows + 1);  // one ArgmaxKernel for the three rows
+  CHECK(top_k == rows + 2);   // one TopKSliceKernel and one TopKMergeKernel
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const auto row = std::span<const float>(logits).subspan(static_cast<std::size_t>(i) * V, V);
+    CHECK(ids[static_cast<std::size_t>(i)] == kylin::kernels::argmax(row));
+    std::vector<kylin::kernels::RankedLogit> want(20);
+    kylin::kernels::top_k(row, want);
+    CHECK(std::ranges::equal(std::span(top).subspan(static_cast<std::size_t>(i) * 20, 20), want));
+  }
+}
+
 TEST_CASE("CudaBackend (emulated device): weights are uploaded once, and q8 and q4 weights run") {
   for (kylin::WeightFormat format : {kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
     CAPTURE(kylin::weight_format_name(format));

@@ -41,45 +41,52 @@ std::vector<int> greedy_ids(M& model, KVCache& cache, std::span<const int> promp
   return out;
 }
 
-// A batch of three sequences in one forward: every position with logits and ids, the last position
-// with ids cut at half the vocabulary, and ids alone; each id checked against its row's logits.
+// A batch of four sequences in one forward: every position with logits and ids, ids alone, the
+// last position with ids and logits (these three ask the same: the backend picks their rows in one
+// call, across a group of LM-head rows when the prompt is long), and the last position with ids cut
+// at half the vocabulary; each id checked against its row's logits.
 template <class M>
 void check_greedy_outputs(M& model, std::span<const int> tokens) {
   const std::int64_t V = model.vocab_size(), T = static_cast<std::int64_t>(tokens.size());
-  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64);
-  std::vector<float> all(static_cast<std::size_t>(T * V)), last(static_cast<std::size_t>(V));  // [T, V], [V]
-  std::vector<int> all_ids(static_cast<std::size_t>(T), -7), cut_id(1, -7), only_id(1, -7);
+  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64), c3 = model.new_cache(64);
+  std::vector<float> all(static_cast<std::size_t>(T * V)), last(static_cast<std::size_t>(V)), last3(static_cast<std::size_t>(V));  // [T, V], [V], [V]
+  std::vector<int> all_ids(static_cast<std::size_t>(T), -7), cut_id(1, -7), only_id(1, -7), id3(1, -7);
   const SequenceInput batch[] = {
       {tokens, c0, {.logits = all, .positions = Positions::all, .greedy = all_ids}},
-      {tokens.first(tokens.size() - 1), c1, {.logits = last, .greedy = cut_id, .pick_end = V / 2}},
       {tokens.last(2), c2, {.greedy = only_id}},
+      {tokens.last(3), c3, {.logits = last3, .greedy = id3}},
+      {tokens.first(tokens.size() - 1), c1, {.logits = last, .greedy = cut_id, .pick_end = V / 2}},
   };
   model.forward(batch);
   for (std::int64_t r = 0; r < T; ++r) {
     CAPTURE(r);
     CHECK(all_ids[static_cast<std::size_t>(r)] == kernels::argmax(std::span<const float>(all).subspan(static_cast<std::size_t>(r * V), static_cast<std::size_t>(V))));
   }
+  CHECK(id3[0] == kernels::argmax(last3));
   CHECK(cut_id[0] == kernels::argmax(std::span<const float>(last).first(static_cast<std::size_t>(V / 2))));
   CHECK(cut_id[0] < V / 2);
   std::vector<float> alone(static_cast<std::size_t>(V));
-  auto c3 = model.new_cache(64);
-  model.forward(tokens.last(2), c3, alone);
+  auto c4 = model.new_cache(64);
+  model.forward(tokens.last(2), c4, alone);
   CHECK(only_id[0] == kernels::argmax(alone));
 }
 
 // ForwardOutputs::top the same way: every position's top 5, the last position's top 3 cut at half
-// the vocabulary, and a top-k whose k (300, or the vocabulary) is past what a device backend ranks
-// on the device; each checked against kernels::top_k of the same forward's logits.
+// the vocabulary, and two sequences' top-k whose k (300, or the vocabulary) is past what a device
+// backend ranks on the device; each checked against kernels::top_k of the same forward's logits.
 template <class M>
 void check_top_outputs(M& model, std::span<const int> tokens) {
   const std::int64_t V = model.vocab_size(), T = static_cast<std::int64_t>(tokens.size()), wide = std::min<std::int64_t>(V, 300);
-  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64);
-  std::vector<float> all(static_cast<std::size_t>(T * V)), last(static_cast<std::size_t>(V)), last2(static_cast<std::size_t>(V));  // [T, V], [V], [V]
-  std::vector<kernels::RankedLogit> all_top(static_cast<std::size_t>(T * 5)), cut_top(3), only_top(static_cast<std::size_t>(wide));
+  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64), c3 = model.new_cache(64);
+  std::vector<float> all(static_cast<std::size_t>(T * V)), last(static_cast<std::size_t>(V)), last2(static_cast<std::size_t>(V)),
+      last3(static_cast<std::size_t>(V));  // [T, V], [V], [V], [V]
+  std::vector<kernels::RankedLogit> all_top(static_cast<std::size_t>(T * 5)), cut_top(3), only_top(static_cast<std::size_t>(wide)),
+      top3(static_cast<std::size_t>(wide));
   const SequenceInput batch[] = {
       {tokens, c0, {.logits = all, .positions = Positions::all, .top = all_top, .top_k = 5}},
       {tokens.first(tokens.size() - 1), c1, {.logits = last, .pick_end = V / 2, .top = cut_top, .top_k = 3}},
       {tokens.last(2), c2, {.logits = last2, .top = only_top, .top_k = wide}},
+      {tokens.last(3), c3, {.logits = last3, .top = top3, .top_k = wide}},  // asks as the one before: one call for both
   };
   model.forward(batch);
   auto top_of = [](std::span<const float> row, std::size_t k) {
@@ -94,6 +101,7 @@ void check_top_outputs(M& model, std::span<const int> tokens) {
   }
   CHECK(cut_top == top_of(std::span<const float>(last).first(static_cast<std::size_t>(V / 2)), 3));
   CHECK(only_top == top_of(last2, static_cast<std::size_t>(wide)));
+  CHECK(top3 == top_of(last3, static_cast<std::size_t>(wide)));
 }
 
 }  // namespace kylin::test

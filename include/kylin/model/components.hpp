@@ -88,6 +88,7 @@ class Workspace {
     expert_out = expert_in;  // the gathered rows are read by gate/up before down writes its outputs
     attention_seqs.reserve(static_cast<std::size_t>(T));
     ids_host.resize(static_cast<std::size_t>(T));
+    picked_ids.resize(static_cast<std::size_t>(logit_rows));
     cos_host.resize(static_cast<std::size_t>(T * half));
     sin_host.resize(static_cast<std::size_t>(T * half));
     if (c.moe) {
@@ -119,6 +120,8 @@ class Workspace {
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
   std::vector<int> ids_host;                           // [T] the pass's token ids in row order
   std::vector<float> cos_host, sin_host;               // [T, head_dim/2] rotary tables, made on the host, uploaded to cos/sin
+  std::vector<int> picked_ids;                         // [logit_rows] greedy ids of a run of sequences, before each gets its share
+  std::vector<kernels::RankedLogit> picked_top;        // [logit_rows, top_k] their top-k, grown to the largest top_k asked
 
  private:
   static std::size_t padded(std::int64_t floats) { return (static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64; }

@@ -78,15 +78,51 @@ class Transformer {
       std::int64_t o = 0;  // first gathered row of the sequence
       for (const PassSequence& s : pass.seqs) {
         const std::int64_t r0 = std::max(o, g0), r1 = std::min(o + s.out.count, g1);
-        const float* rows = ws.logits + (r0 - g0) * V;  // [r1 - r0, V]
         if (r0 < r1 && !s.out.logits.empty())
-          b.download(s.out.logits.subspan(static_cast<std::size_t>((r0 - o) * V), static_cast<std::size_t>((r1 - r0) * V)), rows);
-        if (r0 < r1 && !s.out.greedy.empty())
-          b.argmax_rows({rows, s.out.pick_end, V}, s.out.greedy.subspan(static_cast<std::size_t>(r0 - o), static_cast<std::size_t>(r1 - r0)));
-        if (r0 < r1 && !s.out.top.empty())
-          b.top_k_rows({rows, s.out.pick_end, V}, s.out.top.subspan(static_cast<std::size_t>((r0 - o) * s.out.top_k), static_cast<std::size_t>((r1 - r0) * s.out.top_k)), s.out.top_k);
+          b.download(s.out.logits.subspan(static_cast<std::size_t>((r0 - o) * V), static_cast<std::size_t>((r1 - r0) * V)),
+                     ws.logits + (r0 - g0) * V);
         o += s.out.count;
       }
+      write_picks(b, ws, pass.seqs, g0, g1);
+    }
+  }
+
+  // Greedy ids and top-k of the gathered rows [g0, g1) (in ws.logits): one backend call for each
+  // run of consecutive sequences asking the same (greedy, or top-k of one k; one cut), so that a
+  // device sends back one copy for a batch of decode rows, not one a sequence.
+  template <Backend B>
+  void write_picks(B& b, Workspace& ws, std::span<const PassSequence> seqs, std::int64_t g0, std::int64_t g1) const {
+    const std::int64_t V = config_.vocab_size;
+    auto asks = [](const OutputRows& out) -> std::int64_t { return !out.greedy.empty() ? 0 : !out.top.empty() ? out.top_k : -1; };  // k; 0: greedy
+    auto same = [&](const OutputRows& a, const OutputRows& first) { return a.count == 0 || (asks(a) == asks(first) && a.pick_end == first.pick_end); };
+    std::int64_t o = 0;  // first gathered row of seqs[i]
+    for (std::size_t i = 0; i < seqs.size();) {
+      const OutputRows& first = seqs[i].out;
+      const std::int64_t k = asks(first), r0 = std::max(o, g0);
+      if (k < 0 || std::min(o + first.count, g1) <= r0) {
+        o += first.count, ++i;
+        continue;
+      }
+      std::size_t j = i + 1;
+      std::int64_t end = o + first.count;  // past the run's gathered rows
+      for (; j < seqs.size() && same(seqs[j].out, first); ++j) end += seqs[j].out.count;
+      const auto n = static_cast<std::size_t>(std::min(end, g1) - r0), nk = n * static_cast<std::size_t>(k);
+      const LogitRows rows{ws.logits + (r0 - g0) * V, first.pick_end, V};  // [n, V]
+      if (k == 0) {
+        b.argmax_rows(rows, std::span<int>(ws.picked_ids).first(n));
+      } else {
+        if (ws.picked_top.size() < nk) ws.picked_top.resize(nk);  // grows to the largest k asked, once
+        b.top_k_rows(rows, std::span<kernels::RankedLogit>(ws.picked_top).first(nk), k);
+      }
+      for (std::size_t m = i; m < j; o += seqs[m++].out.count) {  // each sequence's share of the run's rows
+        const OutputRows& s = seqs[m].out;
+        const std::int64_t s0 = std::max(o, g0), s1 = std::min(o + s.count, g1);
+        if (s0 >= s1) continue;
+        const auto from = static_cast<std::ptrdiff_t>(s0 - r0), to = static_cast<std::ptrdiff_t>(s1 - r0), at = static_cast<std::ptrdiff_t>(s0 - o);
+        if (k == 0) std::copy(ws.picked_ids.begin() + from, ws.picked_ids.begin() + to, s.greedy.begin() + at);
+        else std::copy(ws.picked_top.begin() + from * k, ws.picked_top.begin() + to * k, s.top.begin() + at * k);
+      }
+      i = j;
     }
   }
 
