@@ -182,7 +182,6 @@ TEST_CASE("CudaBackend (emulated device): F16, Q8_0 and Q4_0 prefill rows take t
 TEST_CASE("CudaBackend (emulated device): 40 prefill rows on Q8_0/Q4_0 weights are x times the widened weight, within 1e-6 of double, bias added, in two chunks") {
   const std::int64_t N = 16500, K = 1024, T = 40;  // [N, K] weight (64 MB widened: 16384 rows a chunk), T rows of x
   kylin::ModelConfig config = EmulatedModel::load(kylin::test::data + "/models/tiny-qwen3-untied", {}).config();
-  kylin::cuda::CudaBackend<kylin::cuda::HostRuntime> b(config, {.max_pass_rows = 64});
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> w(static_cast<std::size_t>(N * K)), x(static_cast<std::size_t>(T * K)), bias(static_cast<std::size_t>(N));
@@ -191,6 +190,8 @@ TEST_CASE("CudaBackend (emulated device): 40 prefill rows on Q8_0/Q4_0 weights a
   for (float& v : bias) v = normal(rng);
   for (kylin::DType dt : {kylin::DType::q8_0, kylin::DType::q4_0}) {
     CAPTURE(kylin::dtype_name(dt));
+    // a backend of its own: weights stay resident by host address, which the next dtype's buffer may reuse
+    kylin::cuda::CudaBackend<kylin::cuda::HostRuntime> b(config, {.max_pass_rows = 64});
     std::vector<std::uint8_t> q(dt == kylin::DType::q8_0 ? kylin::kernels::q8_bytes(N, K) : kylin::kernels::q4_bytes(N, K));
     for (std::int64_t r = 0; r < N; ++r)
       if (dt == kylin::DType::q8_0) kylin::kernels::quantize_weight_row_q8(w.data() + r * K, q.data(), N, K, r);
