@@ -159,7 +159,8 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
 
 TEST_CASE("kylin bench says how decode took its tokens: greedy ids, downloaded logits, or --top-k sampling; --top-k refuses 1 and --download-logits beside it") {
   const std::string model = data + "/models/tiny-qwen3-untied";
-  for (const auto& [flag, output] : {std::pair{"", "greedy_ids"}, std::pair{" --download-logits", "logits"}, std::pair{" --top-k 20", "top_k"}}) {
+  for (const auto& flag_output : {std::pair{"", "greedy_ids"}, std::pair{" --download-logits", "logits"}, std::pair{" --top-k 20", "top_k"}}) {
+    const std::string flag = flag_output.first, output = flag_output.second;  // not structured bindings: CAPTURE's lambda cannot name those in clang 14
     CAPTURE(flag);
     const Run r = run(kylin_bin + " bench --model " + model + " -p 0 -n 4 -r 1 -t 1 --format json" + flag);
     REQUIRE(r.exit_code == 0);
