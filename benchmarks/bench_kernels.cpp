@@ -180,6 +180,30 @@ void BM_attention_decode_f16(benchmark::State& s) { run_attention(s, DType::f16)
 BENCHMARK(BM_attention_decode_f32)->ArgsProduct({{128, 1024, 4096}, {1, 2}})->UseRealTime();
 BENCHMARK(BM_attention_decode_f16)->ArgsProduct({{128, 1024, 4096}, {1, 2}})->UseRealTime();
 
+// Prefill attention of `T` new tokens from an empty cache (the causal T x T half), 16 query heads,
+// 8 KV heads, 128 dims, f32 cache: FLOP/s counts QK^T and PV, 4 * heads * head_dim per (query, key)
+// pair, as `kylin bench` does. Args: {T, threads}.
+void BM_attention_prefill_f32(benchmark::State& state) {
+  const std::int64_t T = state.range(0), H = 16, KV = 8, D = 128, stride = T * D;
+  const int threads = static_cast<int>(state.range(1));
+  const auto rows = randn(T * KV * D, 3);
+  const auto q = randn(T * H * D, 4);
+  std::vector<float> kb(static_cast<std::size_t>(KV * stride)), vb(kb.size()), out(q.size());
+  const kernels::KVRef k{DType::f32, kb.data()}, v{DType::f32, vb.data()};
+  kernels::store_kv(k, {KV, D, stride}, {rows.data(), T, 0});
+  kernels::store_kv(v, {KV, D, stride}, {rows.data(), T, 0});
+  const kernels::AttentionShape shape{T, 0, H, KV, D, stride, 1.f / std::sqrt(float(D))};
+  ThreadPool pool(threads);
+  kernels::AttentionScratch scratch(threads, H / KV, D);
+  for (auto _ : state) {
+    kernels::attention(q.data(), k, v, out.data(), shape, pool, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 4.0 * static_cast<double>(H * D) * static_cast<double>(T) * static_cast<double>(T + 1) / 2.0;
+  state.counters["flop/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_attention_prefill_f32)->ArgsProduct({{512, 2048}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void BM_rms_norm_1024(benchmark::State& state) {
   const auto x = randn(1024, 5);
   const auto w = randn_bf16(1024, 6);
