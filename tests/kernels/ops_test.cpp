@@ -1,6 +1,6 @@
 // Element-wise kernels and SIMD loads against oracles written here: silu_mul over sizes with tails
 // and RMSNorm/RoPE against double-precision formulas, BF16/F16 widening and the F16 store against
-// the core conversions, hadd4 against xsimd::hadd and exact sums, argmax and top-k against sorting.
+// the core conversions, hadd_rows against exact sums and itself in every slot, argmax and top-k against sorting.
 #include <doctest/doctest.h>
 
 #include "helpers.hpp"
@@ -72,28 +72,45 @@ TEST_CASE("store_as rounds a vector to F16 exactly like f32_to_f16: ties, subnor
   CHECK(wrong == 0);
 }
 
-// Values whose float sum depends on the order: where a batch has 4 lanes (NEON, SSE) hadd4 is
-// xsimd::hadd's bits per batch; on the wider x86 paths it sums in its own order, within rounding.
-TEST_CASE("hadd4 sums four batches: xsimd::hadd's bits with 4 lanes, within rounding of the exact sum with more") {
-  const auto v = test::random_floats(4 * kernels::lanes * 50, 31, 1.f);
-  for (std::size_t r = 0; r < 50; ++r) {
-    kernels::fbatch x[4];
-    double exact[4];
-    for (std::size_t b = 0; b < 4; ++b) {
-      alignas(64) float e[kernels::lanes];
+// Values whose float sum depends on the order (a large element in each lane pair cancels only in
+// some orders): hadd_rows must give a row the same bits in every slot, beside any other rows and
+// beside zeros (attention scores a key the same whichever keys and query rows share its pass),
+// within rounding of the exact sum.
+TEST_CASE("hadd_rows sums each row within rounding, with the same bits in every slot whatever the other rows hold") {
+  constexpr std::size_t L = kernels::lanes;
+  const auto v = test::random_floats(static_cast<std::int64_t>(L * L * 20), 31, 1.f);
+  for (std::size_t r = 0; r < 20; ++r) {
+    kernels::fbatch rows[L];
+    double exact[L];
+    for (std::size_t b = 0; b < L; ++b) {
+      alignas(64) float e[L];
       exact[b] = 0;
-      for (std::size_t i = 0; i < kernels::lanes; ++i) {
-        // a large element in each lane pair cancels only in some orders
-        e[i] = v[(r * 4 + b) * kernels::lanes + i] * (i % 2 == b % 2 ? 1e7f : 1.f);
+      for (std::size_t i = 0; i < L; ++i) {
+        e[i] = v[(r * L + b) * L + i] * (i % 2 == b % 2 ? 1e7f : 1.f);
         exact[b] += e[i];
       }
-      x[b] = kernels::fbatch::load_aligned(e);
+      rows[b] = kernels::fbatch::load_aligned(e);
     }
-    float out[4];
-    kernels::hadd4(x[0], x[1], x[2], x[3], out);
-    for (std::size_t b = 0; b < 4; ++b) {
-      if constexpr (kernels::lanes == 4) REQUIRE(std::bit_cast<std::uint32_t>(out[b]) == std::bit_cast<std::uint32_t>(xsimd::hadd(x[b])));
-      REQUIRE(std::abs(out[b] - exact[b]) <= 1e-6 * 1e7 * kernels::lanes);
+    alignas(64) float all[L];
+    kernels::hadd_rows(rows).store_aligned(all);
+    for (std::size_t b = 0; b < L; ++b) {
+      CAPTURE(r);
+      CAPTURE(b);
+      REQUIRE(std::abs(all[b] - exact[b]) <= 1e-6 * 1e7 * L);
+      for (std::size_t slot = 0; slot < L; ++slot) {  // row b alone in `slot`, then among rotated rows
+        kernels::fbatch alone[L], rotated[L];
+        for (std::size_t i = 0; i < L; ++i) {
+          alone[i] = kernels::fbatch(0.f);
+          rotated[i] = rows[(i + L + b - slot) % L];
+        }
+        alone[slot] = rows[b];
+        alignas(64) float a[L], t[L];
+        kernels::hadd_rows(alone).store_aligned(a);
+        kernels::hadd_rows(rotated).store_aligned(t);
+        CAPTURE(slot);
+        REQUIRE(std::bit_cast<std::uint32_t>(a[slot]) == std::bit_cast<std::uint32_t>(all[b]));
+        REQUIRE(std::bit_cast<std::uint32_t>(t[slot]) == std::bit_cast<std::uint32_t>(all[b]));
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <type_traits>
@@ -177,58 +178,74 @@ inline float max_of(const float* x, std::int64_t n) {
 // How far ahead of its reads attention prefetches K and V rows: the matvec's distance.
 inline constexpr std::int64_t attention_prefetch_bytes = 4096;
 
-// sc[g][j0 + i] = scale * q_g · k_{j0+i} for KG consecutive keys and NG query rows: KG * NG
-// independent FMA chains, reduced together (hadd4) when KG is 4.
-template <int NG, int KG, class T>
-void key_group_scores(const float* const* q, const T* k, float* sc, std::int64_t j0, std::int64_t D, float scale) {
-  fbatch acc[NG][KG];
-  for (int g = 0; g < NG; ++g)
-    for (int i = 0; i < KG; ++i) acc[g][i] = fbatch(0.f);
+// Query rows scored together in one pass over keys (score_pairs): each (row, key) pair of a pass
+// is one accumulator, `lanes` pairs a pass, so that one transposing reduction (hadd_rows) sums
+// them all. 4 rows x 4 keys (AVX-512) load 8 vectors per 16 FMAs; more rows take turns over the
+// same keys, then in L1.
+template <int NG>
+inline constexpr int score_rows = static_cast<int>(std::bit_floor(static_cast<unsigned>(std::min<int>(NG, lanes >= 16 ? 4 : 2))));
+
+// sc[g][j0 + i] = scale * q_g · k_{j0+i} for SB query rows and the KG = lanes / SB keys from j0,
+// of which the first nv are stored (the others repeat key j0 + nv - 1, so that nothing past the
+// tile is read). Pair (g, i) is accumulator g * KG + i: lane partial sums over D, then hadd_rows,
+// whose sum of a row is the same bits in any slot, so a score does not depend on the pass's shape.
+template <int SB, class T>
+[[gnu::always_inline]] inline void score_pairs(const float* const* q, const T* k, float* sc, std::int64_t j0, std::int64_t nv, std::int64_t D, float scale) {
+  constexpr int KG = static_cast<int>(lanes) / SB;
+  const T* key[KG];
+  for (int i = 0; i < KG; ++i) key[i] = k + (j0 + std::min<std::int64_t>(i, nv - 1)) * D;
+  fbatch acc[lanes];
+  // zeroed one by one, not by a loop, which GCC turns into a memset of the array in memory
+  [&]<std::size_t... I>(std::index_sequence<I...>) { ((acc[I] = fbatch(0.f)), ...); }(std::make_index_sequence<lanes>{});
   for (std::int64_t c = 0; c < D; c += lanes) {
     fbatch kv[KG];
-    for (int i = 0; i < KG; ++i) kv[i] = load_as_float(k + (j0 + i) * D + c);
-    for (int g = 0; g < NG; ++g) {
-      const fbatch qg = fbatch::load_unaligned(q[g] + c);
-      for (int i = 0; i < KG; ++i) acc[g][i] = fma(qg, kv[i], acc[g][i]);
+    for (int i = 0; i < KG; ++i) {
+      kv[i] = load_as_float(key[i] + c);
+      if constexpr (KG + static_cast<int>(lanes) < (lanes >= 16 ? 32 : 16)) keep_in_register(kv[i]);  // when they fit
+    }
+    for (int g = 0; g < SB; ++g) {
+      fbatch qg = fbatch::load_unaligned(q[g] + c);
+      keep_in_register(qg);  // GCC otherwise reloads it for each key as an FMA operand
+      for (int i = 0; i < KG; ++i) acc[g * KG + i] = fma(qg, kv[i], acc[g * KG + i]);
     }
   }
-  for (int g = 0; g < NG; ++g) {
-    float* s = sc + g * attention_tile + j0;
-    if constexpr (KG == 4) {
-      hadd4(acc[g][0], acc[g][1], acc[g][2], acc[g][3], s);
-      for (int i = 0; i < KG; ++i) s[i] *= scale;
-    } else {
-      for (int i = 0; i < KG; ++i) s[i] = xsimd::hadd(acc[g][i]) * scale;
-    }
+  alignas(64) float s[lanes];
+  (hadd_rows(acc) * fbatch(scale)).store_aligned(s);
+  for (int g = 0; g < SB; ++g) {
+    if (nv == KG) std::memcpy(sc + g * attention_tile + j0, s + g * KG, KG * sizeof(float));  // a fixed size: no call
+    else std::copy_n(s + g * KG, nv, sc + g * attention_tile + j0);
   }
 }
 
-// Query rows scored together per group of 4 keys: their 4 accumulators each, the 4 keys and a
-// query chunk fit the register file (32 vector registers with AVX-512, 16 with AVX2). More rows
-// take turns over the same keys (then in L1). Each score is the same sum however rows are grouped.
-inline constexpr int score_rows = lanes >= 16 ? 4 : 2;
+// The scores of R query rows for keys [j, min(j + lanes, nk)): passes of score_rows<R> rows.
+template <int R, class T>
+void score_row_passes(const float* const* q, const T* k, float* sc, std::int64_t j, std::int64_t nk, std::int64_t D, float scale) {
+  constexpr int SB = score_rows<R>;
+  constexpr std::int64_t L = static_cast<std::int64_t>(lanes), KG = L / SB;
+  for (std::int64_t i = j; i < std::min(j + L, nk); i += KG) score_pairs<SB>(q, k, sc, i, std::min(KG, nk - i), D, scale);
+  if constexpr (R > SB) score_row_passes<R - SB>(q + SB, k, sc + SB * attention_tile, j, nk, D, scale);
+}
 
-// sc[g][j] = scale * q_g · k_j for NG query rows and nk keys (D a multiple of lanes). Prefetches
-// the K and V rows a fixed distance ahead, so both streams stay in flight as the matvec's does.
+// sc[g][j] = scale * q_g · k_j for NG query rows and nk keys (D a multiple of lanes), `lanes`
+// keys at a time. Prefetches the K and V rows a fixed distance ahead, so both streams stay in
+// flight as the matvec's do.
 template <int NG, class T>
 void block_scores(const float* const* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
-  constexpr int SB = std::min(NG, score_rows), tail = NG % SB;
-  const std::int64_t group_bytes = 4 * D * static_cast<std::int64_t>(sizeof(T));
-  std::int64_t j = 0;
-  for (; j + 4 <= nk; j += 4) {
-    prefetch_lines(k + j * D, attention_prefetch_bytes, group_bytes);
-    prefetch_lines(v + j * D, attention_prefetch_bytes, group_bytes);
-    for (int g = 0; g + SB <= NG; g += SB) key_group_scores<SB, 4>(q + g, k, sc + g * attention_tile, j, D, scale);
-    if constexpr (tail > 0) key_group_scores<tail, 4>(q + (NG - tail), k, sc + (NG - tail) * attention_tile, j, D, scale);
+  constexpr auto L = static_cast<std::int64_t>(lanes);
+  const std::int64_t step_bytes = L * D * static_cast<std::int64_t>(sizeof(T));
+  for (std::int64_t j = 0; j < nk; j += L) {
+    prefetch_lines(k + j * D, attention_prefetch_bytes, step_bytes);
+    prefetch_lines(v + j * D, attention_prefetch_bytes, step_bytes);
+    score_row_passes<NG>(q, k, sc, j, nk, D, scale);
   }
-  for (; j < nk; ++j) key_group_scores<NG, 1>(q, k, sc, j, D, scale);
 }
 
-// Lane-chunks of a V row accumulated together per query row: NG * CB independent FMA chains (8
-// keep two FMA pipes busy through a 4-cycle latency; one chain per row made the value pass
-// latency-bound at ~1/4 of the FMA throughput).
+// Lane-chunks of a V row accumulated together per query row: NG * CB independent FMA chains,
+// 16 with AVX-512's 32 registers and 8 with AVX2's 16 (enough to keep two FMA pipes busy through
+// a 4-cycle latency; one chain per row made the value pass latency-bound at ~1/4 of the FMA
+// throughput), each row's weight broadcast once per key for its CB chunks.
 template <int NG>
-inline constexpr int value_chunks = NG >= 8 ? 1 : static_cast<int>(std::bit_floor(static_cast<unsigned>(8 / NG)));
+inline constexpr int value_chunks = std::max(1, static_cast<int>(std::bit_floor(static_cast<unsigned>((lanes >= 16 ? 16 : 8) / NG))));
 
 // acc[g][c0, c0 + CB*lanes) = acc * corr[g] + sum_j p[g][j] * v_j over that column block.
 template <int NG, int CB, class T>
@@ -240,24 +257,26 @@ void block_values_cols(float* acc, const float* corr, const float* p, const T* v
     for (int b = 0; b < CB; ++b) a[g][b] = fbatch::load_unaligned(acc + g * D + c0 + b * L) * fbatch(corr[g]);
   for (std::int64_t j = 0; j < nk; ++j) {
     const T* vj = v + j * D + c0;
-    for (int b = 0; b < CB; ++b) {
-      const fbatch vv = load_as_float(vj + b * L);
-      for (int g = 0; g < NG; ++g) a[g][b] = fma(fbatch(p[g * attention_tile + j]), vv, a[g][b]);
+    fbatch vv[CB];
+    for (int b = 0; b < CB; ++b) vv[b] = load_as_float(vj + b * L);
+    for (int g = 0; g < NG; ++g) {
+      fbatch pg(p[g * attention_tile + j]);
+      if constexpr (CB > 1) keep_in_register(pg);
+      for (int b = 0; b < CB; ++b) a[g][b] = fma(pg, vv[b], a[g][b]);
     }
   }
   for (int g = 0; g < NG; ++g)
     for (int b = 0; b < CB; ++b) a[g][b].store_unaligned(acc + g * D + c0 + b * L);
 }
 
-// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG query rows, in column blocks of
-// value_chunks<NG> lane-chunks (a narrower block for what is left of D).
-template <int NG, class T>
-void block_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D) {
-  constexpr int CB = value_chunks<NG>;
+// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG query rows, in column blocks of CB
+// lane-chunks, then narrower blocks for what is left of D. Each element's sum runs over the keys
+// in order whatever the block, so the bits do not depend on CB.
+template <int NG, class T, int CB = value_chunks<NG>>
+void block_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D, std::int64_t c = 0) {
   constexpr auto L = static_cast<std::int64_t>(lanes);
-  std::int64_t c = 0;
   for (; c + CB * L <= D; c += CB * L) block_values_cols<NG, CB>(acc, corr, p, v, nk, D, c);
-  for (; c < D; c += L) block_values_cols<NG, 1>(acc, corr, p, v, nk, D, c);
+  if constexpr (CB > 1) block_values<NG, T, CB / 2>(acc, corr, p, v, nk, D, c);
 }
 
 // The online softmax of query rows: acc [rows, head_dim] (unnormalized outputs), running max and
@@ -325,16 +344,24 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
     for (std::int64_t i = 0; i < D; ++i) out[r / G * ld + r % G * D + i] = state.acc[r * D + i] / state.sum[r];
 }
 
-// Work item i (counted from the batch's last query block down) as a sequence and its item within
-// it: (block of B tokens) * n_kv + kv head.
-inline std::pair<const AttentionSeq*, std::int64_t> find_item(std::span<const AttentionSeq> seqs, std::int64_t B, std::int64_t n_kv,
-                                                              std::int64_t i) {
+// One work item: a block of query tokens of one sequence with the heads of one KV head.
+struct AttentionItem {
+  const AttentionSeq* seq;
+  std::int64_t token;  // the block's first query token
+  std::int64_t kv_head;
+};
+
+// Work item i as a sequence's (block of B tokens, kv head). A sequence's items go KV head by KV
+// head, each head's blocks from the last (costliest under the causal mask) down: the threads then
+// work through one head's K/V rows at a time, which stay in their L2 from block to block (items
+// ordered by block, heads inner, read every head's rows per block, from L3 or DRAM).
+inline AttentionItem find_item(std::span<const AttentionSeq> seqs, std::int64_t B, std::int64_t n_kv, std::int64_t i) {
   for (const auto& s : seqs) {
-    const std::int64_t n = (s.n_tokens + B - 1) / B * n_kv;
-    if (i < n) return {&s, n - 1 - i};
-    i -= n;
+    const std::int64_t blocks = (s.n_tokens + B - 1) / B;
+    if (i < blocks * n_kv) return {&s, (blocks - 1 - i % blocks) * B, i / blocks};
+    i -= blocks * n_kv;
   }
-  return {nullptr, 0};
+  return {nullptr, 0, 0};
 }
 
 template <class T>
@@ -345,12 +372,12 @@ void attention_typed(const float* q, float* out, std::span<const AttentionSeq> s
          "attention scratch made for these heads");
   std::int64_t items = 0;
   for (const auto& s : seqs) items += (s.n_tokens + B - 1) / B * h.n_kv_heads;
-  // later tokens cost more under the causal mask: each sequence's items go from its last block down
+  // a sequence's items go KV head by KV head, each head's blocks from the last down (find_item)
   parallel_chunks(pool, items, 1, [&](int t, std::int64_t i0, std::int64_t i1) {
     float* buf = scratch.per_thread[static_cast<std::size_t>(t)].data();
     for (std::int64_t i = i0; i < i1; ++i) {
-      const auto [s, it] = find_item(seqs, B, h.n_kv_heads, i);
-      const std::int64_t tok = it / h.n_kv_heads * B, kvh = it % h.n_kv_heads, row = s->row0 + tok, head0 = kvh * G;
+      const auto [s, tok, kvh] = find_item(seqs, B, h.n_kv_heads, i);
+      const std::int64_t row = s->row0 + tok, head0 = kvh * G;
       attend_tokens(q + row * ld + head0 * D, out + row * ld + head0 * D, ld, std::min(B, s->n_tokens - tok), s->pos0 + tok,
                     s->k.as<const T>() + kvh * s->kv_stride, s->v.as<const T>() + kvh * s->kv_stride, h, buf);
     }
@@ -360,8 +387,8 @@ void attention_typed(const float* q, float* out, std::span<const AttentionSeq> s
 }  // namespace detail
 
 // Attention of every sequence of a batch against its own cache, in one parallel pass: work items
-// are (sequence, query token, kv head) triples claimed one at a time by the threads, costliest
-// first within each sequence. Every cache of one call has the same dtype.
+// are (sequence, block of query tokens, kv head) triples claimed one at a time by the threads,
+// costliest first within each sequence's KV head. Every cache of one call has the same dtype.
 inline void attention(const float* q, float* out, std::span<const AttentionSeq> seqs, const AttentionHeads& h, ThreadPool& pool,
                       AttentionScratch& scratch) {
   if (!simd_enabled || h.head_dim % static_cast<std::int64_t>(lanes) != 0) {

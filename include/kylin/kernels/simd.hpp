@@ -12,8 +12,6 @@
 //   AVX-512) and fcvtl/fcvtn (arm64, baseline there) are intrinsics; other targets go element
 //   by element through the scalar conversions.
 // - Byte load on AVX2/AVX-512 (the FP8 weights): one vpmovzxbd, as for BF16.
-// - hadd4 on AVX2/AVX-512: the 512->256 fold and the 256-bit vhaddps tree; xsimd's haddp takes
-//   one row per lane (8 or 16 rows, not 4). With 4 lanes (NEON, SSE) hadd4 is xsimd::haddp.
 #pragma once
 
 // GCC 12 reports its own AVX-512 intrinsics' deliberately undefined operands as used
@@ -203,37 +201,46 @@ inline xsimd::batch<std::int32_t> load_bytes_as_ints(const std::uint8_t* p) {
 #endif
 }
 
-// out[i] = horizontal sum of x[i] for four batches at once: the shuffles are shared, so four dot
-// products cost about what two separate reductions would, and their latencies overlap.
-inline void hadd4(const fbatch& x0, const fbatch& x1, const fbatch& x2, const fbatch& x3, float* out) {
+// Lane i of the result = horizontal sum of rows[i], for `lanes` rows at once: a transposing tree
+// of shuffles and adds (~3 instructions a sum where one horizontal sum takes ~8). Every row goes
+// through the same tree in any slot, so its sum is the same bits whatever the other rows hold
+// (tests/kernels/ops_test.cpp); attention relies on it to score keys the same in any grouping.
+// x86 has its own tree (xsimd 8.1's AVX-512 haddp returns the sums in the wrong lanes); other
+// targets use xsimd::haddp.
+inline fbatch hadd_rows(const fbatch* rows) {
 #if defined(__AVX512F__)
-  // halves split by a vector shuffle: the extract intrinsics trip GCC 12's -Wuninitialized on
-  // their undefined pass-through operand (GCC bug 105593), and the 32x8 one needs AVX512DQ
-  auto fold = [](__m512 v) {
-    const __m256 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm256_add_ps(lo, hi);
+  // four rounds on row pairs: 256-bit halves (lane i + i+8), 128-bit blocks (+ i+4), then lanes
+  // 0+1 and 2+3 twice. Lane 4k+e of the last round holds slot k+4e, so slot k+4e takes row 4k+e.
+  // Masked shuffles: the unmasked ones trip GCC 12's -Wuninitialized (bug 105593, as above).
+  const auto row = [&](int slot) { return rows[4 * (slot % 4) + slot / 4].data; };
+  const auto halves = [](__m512 a, __m512 b) {  // [a's lanes i + i+8, b's], i < 8
+    return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all_lanes, a, b, 0x44), _mm512_maskz_shuffle_f32x4(all_lanes, a, b, 0xEE));
   };
-  const __m256 y0 = fold(x0), y1 = fold(x1), y2 = fold(x2), y3 = fold(x3);
+  const auto blocks = [](__m512 a, __m512 b) {  // 128-bit blocks 0+1 of a, 2+3 of a, 0+1 of b, 2+3 of b
+    return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all_lanes, a, b, 0x88), _mm512_maskz_shuffle_f32x4(all_lanes, a, b, 0xDD));
+  };
+  const auto pairs = [](__m512 a, __m512 b) {  // in each 128-bit block: a's lanes 0+1, 2+3, then b's
+    return _mm512_add_ps(_mm512_maskz_shuffle_ps(all_lanes, a, b, 0x88), _mm512_maskz_shuffle_ps(all_lanes, a, b, 0xDD));
+  };
+  __m512 h[8], b[4];
+  for (int p = 0; p < 8; ++p) h[p] = halves(row(2 * p), row(2 * p + 1));
+  for (int p = 0; p < 4; ++p) b[p] = blocks(h[2 * p], h[2 * p + 1]);
+  return pairs(pairs(b[0], b[1]), pairs(b[2], b[3]));
 #elif defined(__AVX2__)
-  const __m256 y0 = x0, y1 = x1, y2 = x2, y3 = x3;
-#endif
-#if defined(__AVX512F__) || defined(__AVX2__)
-  // [s0 s1 s2 s3] per 128-bit half after two pairwise adds, then the halves are summed
-  const __m256 z = _mm256_hadd_ps(_mm256_hadd_ps(y0, y1), _mm256_hadd_ps(y2, y3));
-  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(z), _mm256_extractf128_ps(z, 1)));
+  // three rounds: 128-bit halves (lane i + i+4), then lanes 0+1 and 2+3 twice. Lane 4b+e of the
+  // last round holds slot b+2e, so slot b+2e takes row 4b+e.
+  const auto row = [&](int slot) { return rows[4 * (slot % 2) + slot / 2].data; };
+  const auto halves = [](__m256 a, __m256 b) {  // [a's lanes i + i+4, b's], i < 4
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  };
+  const auto pairs = [](__m256 a, __m256 b) {  // in each 128-bit half: a's lanes 0+1, 2+3, then b's
+    return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD));
+  };
+  __m256 h[4];
+  for (int p = 0; p < 4; ++p) h[p] = halves(row(2 * p), row(2 * p + 1));
+  return pairs(pairs(h[0], h[1]), pairs(h[2], h[3]));
 #else
-  if constexpr (lanes == 4) {
-    // one row per lane; xsimd's haddp sums each row in the order its hadd does (NEON: a0+a2 and
-    // a1+a3 first; SSE3: a0+a1 and a2+a3), so scores equal those of keys reduced one at a time
-    const fbatch rows[4] = {x0, x1, x2, x3};
-    xsimd::haddp(rows).store_unaligned(out);
-  } else {
-    out[0] = xsimd::hadd(x0);
-    out[1] = xsimd::hadd(x1);
-    out[2] = xsimd::hadd(x2);
-    out[3] = xsimd::hadd(x3);
-  }
+  return xsimd::haddp(rows);
 #endif
 }
 
