@@ -190,7 +190,8 @@ inline constexpr int score_rows = static_cast<int>(std::bit_floor(static_cast<un
 // tile is read). Pair (g, i) is accumulator g * KG + i: lane partial sums over D, then hadd_rows,
 // whose sum of a row is the same bits in any slot, so a score does not depend on the pass's shape.
 template <int SB, class T>
-[[gnu::always_inline]] inline void score_pairs(const float* const* q, const T* k, float* sc, std::int64_t j0, std::int64_t nv, std::int64_t D, float scale) {
+[[gnu::always_inline]] inline void score_pairs(const float* const* q, const T* k, float* sc, std::int64_t j0, std::int64_t nv,
+                                                std::int64_t D, float scale) {
   constexpr int KG = static_cast<int>(lanes) / SB;
   const T* key[KG];
   for (int i = 0; i < KG; ++i) key[i] = k + (j0 + std::min<std::int64_t>(i, nv - 1)) * D;
