@@ -200,7 +200,7 @@ void BM_attention_prefill_f32(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   const double flops = 4.0 * static_cast<double>(H * D) * static_cast<double>(T) * static_cast<double>(T + 1) / 2.0;
-  state.counters["flop/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_attention_prefill_f32)->ArgsProduct({{512, 2048}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
