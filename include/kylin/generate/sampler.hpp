@@ -19,6 +19,7 @@
 #include "kylin/generate/sampler_reference.hpp"
 #include "kylin/generate/sampler_rng.hpp"
 #include "kylin/generate/sampler_vocab.hpp"
+#include "kylin/kernels/draw.hpp"
 #include "kylin/kernels/ops.hpp"
 
 namespace kylin {
@@ -78,7 +79,7 @@ class Sampler {
     const std::span<float> logits = row.first(std::min(row.size(), sampleable_.end()));
     ids_.clear();
     kept_weights_.clear();
-    fallback_ = std::min(sampleable_.first(), static_cast<int>(logits.size()) - 1);
+    fallback_ = fallback(logits.size());
     if (logits.empty()) {  // out of contract (an empty row holds no token); reads nothing
       keep_only(0);
       return {ids_, kept_weights_, 1.0};
@@ -113,48 +114,46 @@ class Sampler {
     assert(needs_only_top_k(n) && top.size() == static_cast<std::size_t>(params_.top_k));
     ids_.clear();
     kept_weights_.clear();
-    fallback_ = std::min(sampleable_.first(), static_cast<int>(n) - 1);
+    fallback_ = fallback(n);
     std::size_t filled = 0;
     while (filled < top.size() && top[filled].id >= 0) ++filled;
     choose_ranked(top.first(filled));
     return {ids_, kept_weights_, block_sum(kept_weights_, 0, kept_weights_.size())};
   }
 
-  // Inverse-CDF draw over the candidates in their order: whole blocks of kLanes weights at a
-  // time, then token by token inside the block where the running mass passes u * total.
+  // Inverse-CDF draw over the candidates in their order (kernels::weighted_pick): whole blocks of
+  // 16 weights at a time, then token by token inside the block where the running mass passes u * total.
   int draw(const SamplingCandidates& c) {
-    const double target = rng_.uniform() * c.total;
-    const std::size_t n = c.ids.size();
-    if (n == 0) return fallback_;  // candidates() never returns none; a hand-made c might
-    double cumulative = 0.0;
-    for (std::size_t base = 0; base < n; base += kLanes) {
-      const std::size_t end = std::min(base + kLanes, n);
-      const double block = block_sum(c.weights, base, end);
-      if (cumulative + block > target) {
-        double inside = cumulative;
-        for (std::size_t j = base; j < end; ++j) {
-          inside += c.weights[j];
-          if (inside > target) return c.ids[j];
-        }
-      }
-      cumulative += block;
-    }
-    return c.ids.back();  // rounding left the running mass just short of u * total
+    const double u = rng_.uniform();
+    const int id = kernels::weighted_pick(c.ids, c.weights, c.total, u);
+    return id >= 0 ? id : fallback_;  // candidates() never returns none; a hand-made c might
   }
+
+  // Whether candidates() of a row of n logits is a draw over the whole row as kernels::draw_row
+  // makes it: temperature and min-p only (no top-k below the cut row, no top-p), no penalty, no
+  // hole. A backend can then draw where the logits are (ForwardOutputs::drawn) with row_draw().
+  bool draws_whole_row(std::size_t n) const {
+    const std::size_t cut = std::min(n, sampleable_.end());
+    return !params_.is_greedy() && !params_.has_penalties() && sampleable_.holes().empty() && params_.top_p >= 1.0f &&
+           (params_.top_k <= 0 || static_cast<std::size_t>(params_.top_k) >= cut);
+  }
+  // The next token's draw over the whole row. Its uniform number is the next of the stream draw()
+  // uses, read but not taken: the caller takes it (uniform()) when it uses the drawn token, so
+  // kernels::draw_row of the row gives the token sample() would (fallback() for -1), and a forward
+  // whose draw is not used (an early chunk of a prompt) leaves the stream as it was.
+  kernels::RowDraw row_draw() const {
+    Xoshiro256StarStar next = rng_;
+    return {.inv_temperature = 1.0f / params_.temperature, .min_weight = min_weight(), .u = next.uniform()};
+  }
+  // What a token id -1 from a pick made elsewhere stands for in a row of n: sampleable().first().
+  int fallback(std::size_t n) const { return std::min(sampleable_.first(), static_cast<int>(n) - 1); }
 
  private:
   static constexpr int kBuckets = 1024;       // top-p histogram resolution over the scaled logits
   static constexpr std::size_t kLanes = 16;  // block width of the vectorisable scans
-
-  // Sum of w[begin, end) in double, four independent partial sums so the adds overlap.
-  static double block_sum(std::span<const float> w, std::size_t begin, std::size_t end) {
-    std::array<double, 4> part{};
-    std::size_t i = begin;
-    for (; i + 4 <= end; i += 4)
-      for (std::size_t j = 0; j < 4; ++j) part[j] += w[i + j];
-    for (; i < end; ++i) part[0] += w[i];
-    return (part[0] + part[1]) + (part[2] + part[3]);
-  }
+  static double block_sum(std::span<const float> w, std::size_t begin, std::size_t end) { return kernels::weight_sum(w, begin, end); }
+  // The least weight min-p keeps (every token weighing more than 0 without min-p).
+  float min_weight() const { return std::max(params_.min_p, std::numeric_limits<float>::denorm_min()); }
 
   // Sparse counts: only the context's distinct tokens are touched, then reset.
   void apply_penalties(std::span<float> logits, std::span<const int> prompt, std::span<const int> generated) {
@@ -236,18 +235,10 @@ class Sampler {
     const int top = argmax(logits);
     const float max_logit = logits[top];
     if (!std::isfinite(max_logit)) return keep_only(top);
-    const float inv_t = 1.0f / params_.temperature;
-    const float min_w = std::max(params_.min_p, std::numeric_limits<float>::denorm_min());
+    const float inv_t = 1.0f / params_.temperature, min_w = min_weight();
+    if (params_.top_p >= 1.0f) return kernels::keep_weighted(logits, max_logit, {.inv_temperature = inv_t, .min_weight = min_w}, ids_, kept_weights_);
     const std::size_t n = logits.size();
     for (std::size_t i = 0; i < n; ++i) weights_[i] = detail::scaled_weight(logits[i], max_logit, inv_t);
-    if (params_.top_p >= 1.0f) {
-      for (std::size_t i = 0; i < n; ++i)
-        if (weights_[i] >= min_w) {
-          ids_.push_back(static_cast<int>(i));
-          kept_weights_.push_back(weights_[i]);
-        }
-      return;
-    }
     // Buckets ranked before the boundary bucket are kept whole (in id order); the boundary
     // bucket's tokens are ranked and kept while the mass ranked before them is below target.
     const Nucleus nucleus = nucleus_bucket(logits, max_logit, inv_t);

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,12 +12,17 @@
 
 #include "kylin/generate/sampler_params.hpp"
 #include "kylin/generate/sampler_vocab.hpp"
+#include "kylin/kernels/draw.hpp"
 #include "kylin/kernels/ops.hpp"
 
 namespace kylin::detail {
 
-// Below this scaled logit the weight exp(s) is taken as 0; float exp is subnormal past -87.3.
-inline constexpr float kMinScaledLogit = -87.0f;
+// The token weights (kernels/draw.hpp), shared with the backends' draws.
+using kernels::exp_nonpositive;
+using kernels::kMinScaledLogit;
+using kernels::scaled_logit;
+using kernels::scaled_weight;
+using kernels::weight_of_scaled;
 
 // One token's penalised logit. in_context: the token occurs in prompt or output (HF
 // repetition penalty); generated_count: its occurrences in the output (OpenAI penalties).
@@ -28,41 +32,6 @@ inline float penalized_logit(float logit, bool in_context, std::uint32_t generat
   if (generated_count > 0)
     logit -= p.presence_penalty + p.frequency_penalty * static_cast<float>(generated_count);
   return logit;
-}
-
-// exp(s) for s in [kMinScaledLogit, 0], within 2 ulp of std::exp (tests check), in branch-free
-// arithmetic the compiler vectorises: s = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of
-// ln2), Cephes' expf polynomial for e^r, and 2^n built in the exponent bits.
-inline float exp_nonpositive(float s) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (s * kLog2e + kRoundMagic) - kRoundMagic;
-  const float r = (s - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  const auto bits = static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23;  // 2^n, n >= -126
-  return er * std::bit_cast<float>(bits);
-}
-
-// Unnormalised probability of a token: exp(s) for s = (logit - max) / T, so max_logit weighs
-// exactly 1. NaN logits and those far below the max weigh 0. Split in two so the fast path can
-// bucket by s and still compute bit-identical weights.
-inline float scaled_logit(float logit, float max_logit, float inv_temperature) {
-  return (logit - max_logit) * inv_temperature;
-}
-inline float weight_of_scaled(float s) {
-  const bool live = s >= kMinScaledLogit;  // false for NaN
-  const float w = exp_nonpositive(live ? s : kMinScaledLogit);
-  return live ? w : 0.0f;
-}
-inline float scaled_weight(float logit, float max_logit, float inv_temperature) {
-  return weight_of_scaled(scaled_logit(logit, max_logit, inv_temperature));
 }
 
 // The one token order every filter uses: higher logit first, lower id on ties. NaN sorts last.

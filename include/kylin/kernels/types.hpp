@@ -105,4 +105,14 @@ struct RankedLogit {
   bool operator==(const RankedLogit&) const = default;
 };
 
+// One logit row's draw over the whole row (kernels::draw_row, ForwardOutputs::draws): each token
+// weighs exp((logit - max) * inv_temperature), those below min_weight are dropped, and the token
+// where the running mass in id order first passes u * total is picked.
+struct RowDraw {
+  float inv_temperature = 1.0f;  // 1 / T: finite, > 0
+  float min_weight = 0.0f;       // (0, 1]: min_p, or the least float above 0 without it
+  double u = 0.0;                // [0, 1): the sampler's uniform number for this token
+  bool operator==(const RowDraw&) const = default;
+};
+
 }  // namespace kylin::kernels
