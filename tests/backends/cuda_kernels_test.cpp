@@ -11,13 +11,16 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
 #include "common/cuda_emulator/emulate.hpp"
+#include "common/draw_oracle.hpp"
 #include "kernels/helpers.hpp"
 #include "kylin/backends/cuda/kernels.hpp"
 #include "kylin/kernels/attention.hpp"
+#include "kylin/kernels/draw.hpp"
 #include "kylin/kernels/ops.hpp"
 
 namespace cuda_kernels_test {
@@ -715,6 +718,72 @@ TEST_CASE("TopKSliceKernel then TopKMergeKernel give kernels::top_k of every row
   }
   const auto rows = static_cast<std::int64_t>(expected.size()) / k;
   CHECK(device_top_k(cut, rows, width, stride, k) == expected);
+}
+
+}  // namespace cuda_kernels_test
+
+namespace cuda_kernels_test {
+
+// The three draw kernels in a row, as CudaBackend::draw_rows launches them: row r of x ([rows,
+// stride]) drawn under draws[r].
+std::vector<int> device_draws(const std::vector<float>& x, std::int64_t width, std::int64_t stride, const std::vector<kernels::RowDraw>& draws) {
+  const auto rows = static_cast<std::int64_t>(draws.size());
+  std::vector<int> top(draws.size(), -7), ids(draws.size(), -7);
+  run(cuda::ArgmaxKernel{.x = x.data(), .rows = rows, .width = width, .stride = stride, .ids = top.data()});
+  cuda::DrawSliceKernel slices{.x = x.data(), .rows = rows, .width = width, .stride = stride, .top = top.data(), .draws = draws.data(), .sums = nullptr};
+  std::vector<double> sums(static_cast<std::size_t>(rows * slices.slices()), -1.0);  // [rows, slices]
+  slices.sums = sums.data();
+  run(slices);
+  run(cuda::DrawPickKernel{.x = x.data(), .rows = rows, .width = width, .stride = stride, .top = top.data(), .draws = draws.data(),
+                           .sums = sums.data(), .ids = ids.data()});
+  return ids;
+}
+
+TEST_CASE("DrawSliceKernel then DrawPickKernel draw each row's token by the inverse CDF, as kernels::draw_row does (one slice or many, cut, edge rows)") {
+  std::vector<std::vector<float>> cases = test::top_k_rows_cases();
+  for (const std::size_t n : {1, 7, 2048, 2049, 5000}) {
+    std::mt19937 gen(static_cast<unsigned>(n));  // test data only
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> row(n);
+    for (float& l : row) l = normal(gen);
+    cases.push_back(row);
+  }
+  const std::vector<double> us{0.0, 1e-12, 0.1, 0.25, 0.5, 0.618, 0.75, 0.9, 0.999, 1.0 - 0x1p-53};
+  std::size_t draws_checked = 0, same_as_host = 0;
+  for (const auto& row : cases) {
+    if (row.empty() || row.size() > 10000) continue;
+    for (const std::size_t width : {row.size(), (row.size() + 1) / 2}) {
+      for (const float inv_t : {1.0f, 0.4f, 3.0f})
+        for (const float min_weight : {std::numeric_limits<float>::denorm_min(), 0.05f, 0.9f}) {
+          CAPTURE(row.size());
+          CAPTURE(width);
+          CAPTURE(inv_t);
+          CAPTURE(min_weight);
+          const auto stride = static_cast<std::int64_t>(row.size()) + 3;
+          std::vector<float> x;        // [rows, stride]: the row, +inf past the cut, one row a u
+          std::vector<kernels::RowDraw> draws;
+          for (const double u : us) {
+            x.insert(x.end(), row.begin(), row.end());
+            x.resize(x.size() + 3, INFINITY);
+            std::fill(x.end() - stride + static_cast<std::ptrdiff_t>(width), x.end(), INFINITY);
+            draws.push_back({.inv_temperature = inv_t, .min_weight = min_weight, .u = u});
+          }
+          const std::vector<int> ids = device_draws(x, static_cast<std::int64_t>(width), stride, draws);
+          std::vector<int> kept_ids;
+          std::vector<float> kept_weights;
+          for (std::size_t r = 0; r < draws.size(); ++r) {
+            CAPTURE(draws[r].u);
+            const auto cut = std::span<const float>(row).first(width);
+            CHECK(test::inverse_cdf_pick(cut, draws[r], ids[r]));
+            if (draws[r].u > 0.999) continue;  // u * total within rounding of the total: any of the last tokens weighing < ~1e-16 of it
+            same_as_host += ids[r] == kernels::draw_row(cut, draws[r], kept_ids, kept_weights);
+            ++draws_checked;
+          }
+        }
+    }
+  }
+  MESSAGE(same_as_host, " of ", draws_checked, " draws are kernels::draw_row's token");
+  CHECK(same_as_host == draws_checked);  // sums in another order differ only where u * total lies within ~1e-16 of a boundary
 }
 
 }  // namespace cuda_kernels_test

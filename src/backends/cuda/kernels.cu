@@ -33,5 +33,7 @@ template const void* kernel_entry<AddBiasKernel>();
 template const void* kernel_entry<ArgmaxKernel>();
 template const void* kernel_entry<TopKSliceKernel>();
 template const void* kernel_entry<TopKMergeKernel>();
+template const void* kernel_entry<DrawSliceKernel>();
+template const void* kernel_entry<DrawPickKernel>();
 
 }  // namespace kylin::cuda

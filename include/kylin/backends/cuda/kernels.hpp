@@ -1,10 +1,11 @@
 // The CUDA backend's kernels, one portable source for the GPU and the host emulator (portable.hpp),
 // each matching its CPU counterpart in kylin::kernels (bit for bit where the arithmetic is the same).
-// Attention, the matvec and top-k have headers of their own, included here: this is the one to include.
+// Attention, the matvec, top-k and draws have headers of their own, included here: this is the one to include.
 #pragma once
 
 #include "kylin/backends/cuda/attention_kernel.hpp"
 #include "kylin/backends/cuda/device_math.hpp"
+#include "kylin/backends/cuda/draw_kernel.hpp"
 #include "kylin/backends/cuda/matvec_kernel.hpp"
 #include "kylin/backends/cuda/top_k_kernel.hpp"
 
