@@ -19,6 +19,7 @@
 #include "common/sanitizer.hpp"
 #include "kylin/backends/cuda/backend.hpp"
 #include "kylin/generate/kv_file.hpp"
+#include "kylin/kernels/draw.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/model/model.hpp"
@@ -362,7 +363,15 @@ TEST_CASE("CudaBackend (emulated device): top-k picked on the device is kernels:
   }
 }
 
-TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same gets its greedy ids or top-k from one pick, not one a sequence") {
+TEST_CASE("CudaBackend (emulated device): draws made on the device are kernels::draw_row of the same forward's logits") {
+  for (const char* name : {"small-qwen3", "tiny-qwen3-moe"}) {
+    CAPTURE(name);
+    EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/" + name, {.max_pass_rows = 64});
+    kylin::test::check_drawn_outputs(model, kylin::test::longest_case(name).tokens);
+  }
+}
+
+TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same gets its greedy ids, top-k or draws from one pick, not one a sequence") {
   EmulatedModel model = EmulatedModel::load(kylin::test::data + "/models/small-qwen3", {.max_pass_rows = 64});
   const std::vector<int> prompt{5, 6, 7};
   std::vector<kylin::KVCache> caches;
@@ -387,8 +396,17 @@ TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same
   const std::size_t top_k = launches([&](int i) {
     return kylin::ForwardOutputs{.top = std::span<kylin::kernels::RankedLogit>(top).subspan(static_cast<std::size_t>(i) * 20, 20), .top_k = 20};
   });
-  CHECK(greedy == rows + 1);  // one ArgmaxKernel for the three rows
-  CHECK(top_k == rows + 2);   // one TopKSliceKernel and one TopKMergeKernel
+  std::vector<int> drawn(3, -7);
+  const std::vector<kylin::kernels::RowDraw> draws{{.min_weight = 1e-45f, .u = 0.2}, {.inv_temperature = 2.0f, .min_weight = 0.01f, .u = 0.7}, {.min_weight = 1e-45f, .u = 0.95}};
+  const std::size_t drawing = launches([&](int i) {
+    const auto at = static_cast<std::size_t>(i);
+    return kylin::ForwardOutputs{.drawn = std::span<int>(drawn).subspan(at, 1), .draws = std::span<const kylin::kernels::RowDraw>(draws).subspan(at, 1)};
+  });
+  CHECK(greedy == rows + 1);   // one ArgmaxKernel for the three rows
+  CHECK(top_k == rows + 2);    // one TopKSliceKernel and one TopKMergeKernel
+  CHECK(drawing == rows + 3);  // one ArgmaxKernel, DrawSliceKernel and DrawPickKernel
+  std::vector<int> kept_ids;
+  std::vector<float> kept_weights;
   for (int i = 0; i < 3; ++i) {
     CAPTURE(i);
     const auto row = std::span<const float>(logits).subspan(static_cast<std::size_t>(i) * V, V);
@@ -396,6 +414,7 @@ TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same
     std::vector<kylin::kernels::RankedLogit> want(20);
     kylin::kernels::top_k(row, want);
     CHECK(std::ranges::equal(std::span(top).subspan(static_cast<std::size_t>(i) * 20, 20), want));
+    CHECK(drawn[static_cast<std::size_t>(i)] == kylin::kernels::draw_row(row, draws[static_cast<std::size_t>(i)], kept_ids, kept_weights));
   }
 }
 

@@ -1,7 +1,7 @@
 // ForwardOutputs::greedy checked on any backend's model: the ids a forward hands back equal
 // kernels::argmax of the logits the same forward writes (rows of a batch, every position, a cut
 // row), and greedy decoding on ids alone gives the float64 reference's tokens; ForwardOutputs::top
-// the same way against kernels::top_k.
+// the same way against kernels::top_k, and ForwardOutputs::drawn against kernels::draw_row.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "common/reference.hpp"
+#include "kylin/kernels/draw.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/model/model.hpp"
 
@@ -102,6 +103,44 @@ void check_top_outputs(M& model, std::span<const int> tokens) {
   CHECK(cut_top == top_of(std::span<const float>(last).first(static_cast<std::size_t>(V / 2)), 3));
   CHECK(only_top == top_of(last2, static_cast<std::size_t>(wide)));
   CHECK(top3 == top_of(last3, static_cast<std::size_t>(wide)));
+}
+
+// Draws handed back by one batch: a sequence drawing at every position, one cut at pick_end with
+// min-p, two asking the same (one call for both) at other temperatures; each checked against
+// kernels::draw_row of the same forward's logits under the same draw.
+template <class M>
+void check_drawn_outputs(M& model, std::span<const int> tokens) {
+  const std::int64_t V = model.vocab_size(), T = static_cast<std::int64_t>(tokens.size());
+  auto c0 = model.new_cache(64), c1 = model.new_cache(64), c2 = model.new_cache(64), c3 = model.new_cache(64);
+  std::vector<float> all(static_cast<std::size_t>(T * V)), last1(static_cast<std::size_t>(V)), last2(static_cast<std::size_t>(V)),
+      last3(static_cast<std::size_t>(V));  // [T, V], [V], [V], [V]
+  std::vector<kernels::RowDraw> draws;     // [T + 3]
+  for (std::int64_t r = 0; r < T; ++r) draws.push_back({.inv_temperature = 1.0f, .min_weight = 1e-45f, .u = (static_cast<double>(r) + 0.5) / static_cast<double>(T)});
+  draws.push_back({.inv_temperature = 0.7f, .min_weight = 0.05f, .u = 0.9});
+  draws.push_back({.inv_temperature = 2.0f, .min_weight = 1e-45f, .u = 0.3});
+  draws.push_back({.inv_temperature = 0.5f, .min_weight = 1e-45f, .u = 0.999});
+  std::vector<int> drawn(draws.size(), -7);  // [T + 3]
+  const auto each = [&](std::size_t at, std::size_t n) {
+    return ForwardOutputs{.drawn = std::span<int>(drawn).subspan(at, n), .draws = std::span<const kernels::RowDraw>(draws).subspan(at, n)};
+  };
+  const std::size_t t = static_cast<std::size_t>(T);
+  ForwardOutputs o0 = each(0, t), o1 = each(t, 1), o2 = each(t + 1, 1), o3 = each(t + 2, 1);
+  o0.logits = all, o0.positions = Positions::all;
+  o1.logits = last1, o1.pick_end = V / 2;
+  o2.logits = last2;
+  o3.logits = last3;
+  const SequenceInput batch[] = {{tokens, c0, o0}, {tokens.first(tokens.size() - 1), c1, o1}, {tokens.last(2), c2, o2}, {tokens.last(3), c3, o3}};
+  model.forward(batch);
+  std::vector<int> ids;
+  std::vector<float> weights;
+  auto host_draw = [&](std::span<const float> row, std::size_t i) { return kernels::draw_row(row, draws[i], ids, weights); };
+  for (std::size_t r = 0; r < t; ++r) {
+    CAPTURE(r);
+    CHECK(drawn[r] == host_draw(std::span<const float>(all).subspan(r * static_cast<std::size_t>(V), static_cast<std::size_t>(V)), r));
+  }
+  CHECK(drawn[t] == host_draw(std::span<const float>(last1).first(static_cast<std::size_t>(V / 2)), t));
+  CHECK(drawn[t + 1] == host_draw(last2, t + 1));
+  CHECK(drawn[t + 2] == host_draw(last3, t + 2));
 }
 
 }  // namespace kylin::test

@@ -145,6 +145,18 @@ TEST_CASE("a bad sequence anywhere in a batch is refused before anything runs: n
                        doctest::Contains("sequence 1: top-k output buffer holds 4 entries, needs 6"), kylin::Error);
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.top = top, .top_k = 0}}}), doctest::Contains("0 is outside [1, "), kylin::Error);
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.top = top, .top_k = model.vocab_size() + 1}}}), doctest::Contains("top_k"), kylin::Error);
+  int drawn = -1;
+  const kylin::kernels::RowDraw fine{.inv_temperature = 1.0f, .min_weight = 1e-45f, .u = 0.5};
+  CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.drawn = std::span<int>(&drawn, 1)}}}), doctest::Contains("draw output buffers hold 1 ids and 0 draws"),
+                       kylin::Error);
+  for (const kylin::kernels::RowDraw bad : {kylin::kernels::RowDraw{.inv_temperature = 0.0f, .min_weight = 1e-45f}, kylin::kernels::RowDraw{.min_weight = 0.0f},
+                                            kylin::kernels::RowDraw{.min_weight = 1e-45f, .u = 1.0}}) {
+    CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.drawn = std::span<int>(&drawn, 1), .draws = std::span<const kylin::kernels::RowDraw>(&bad, 1)}}}),
+                         doctest::Contains("a draw needs inv_temperature finite"), kylin::Error);
+  }
+  auto c = model.new_cache(16);
+  model.forward(std::vector<In>{{t, c, {.drawn = std::span<int>(&drawn, 1), .draws = std::span<const kylin::kernels::RowDraw>(&fine, 1)}}});
+  CHECK((drawn >= 0 && drawn < model.vocab_size()));  // the same draw passes
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {}}, {std::vector<int>{1, 99999}, b, {}}}),
                        doctest::Contains("sequence 1: token id 99999 is outside"), kylin::Error);
   CHECK(a.size() == 0);
@@ -167,6 +179,14 @@ TEST_CASE("top-k handed back by a forward is kernels::top_k of its logits (batch
     CAPTURE(name);
     kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2});
     kylin::test::check_top_outputs(model, kylin::test::longest_case(name).tokens);
+  }
+}
+
+TEST_CASE("draws handed back by a forward are kernels::draw_row of its logits (batch, every position, a cut row, min-p)") {
+  for (const char* name : {"small-qwen3", "tiny-qwen3-moe", "e2e-qwen3-fullvocab"}) {
+    CAPTURE(name);
+    kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2});
+    kylin::test::check_drawn_outputs(model, kylin::test::longest_case(name).tokens);
   }
 }
 

@@ -118,7 +118,7 @@ struct SwiGLUProduct {
   float* up_y;  // [rows, up.rows] scratch
 };
 
-// Logit rows whose greedy ids or top-k a backend picks (argmax_rows, top_k_rows): row i is data[i * stride, + width);
+// Logit rows whose greedy ids, top-k or draws a backend picks (argmax_rows, top_k_rows, draw_rows): row i is data[i * stride, + width);
 // width <= stride cuts ids a sampler may never return (a vocabulary's padding rows).
 struct LogitRows {
   const float* data;  // [rows, stride] in backend memory
@@ -133,7 +133,8 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
              const kernels::RopeTables& tables, const QKVRows& qkv, const QKNorms& norms,
              std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& ah,
              const SwiGLUProduct& glu, std::span<const int> ids, std::size_t bytes, std::span<float> host, std::span<const float> host_in,
-             const LogitRows& logit_rows, std::span<int> host_ids, std::span<kernels::RankedLogit> host_top) {
+             const LogitRows& logit_rows, std::span<int> host_ids, std::span<kernels::RankedLogit> host_top,
+             std::span<const kernels::RowDraw> host_draws) {
       { b.allocate(bytes) } -> std::same_as<Memory>;  // uninitialised; pages may be committed on first use
       { b.allocate_weights(bytes) } -> std::same_as<Memory>;  // the same for weights, read whole by every pass
       { b.threads() } -> std::convertible_to<int>;
@@ -155,6 +156,7 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.upload(out, host_in);                // host_in.size() floats from the host to backend memory
       b.argmax_rows(logit_rows, host_ids);   // host_ids[i] = kernels::argmax of row i: one int a row comes back
       b.top_k_rows(logit_rows, host_top, n); // host_top[i * n, + n) = kernels::top_k of row i: n pairs a row come back
+      b.draw_rows(logit_rows, host_draws, host_ids);  // host_ids[i] = a draw from row i as kernels::draw_row(host_draws[i]) makes it
     };
 
 // What WeightLayout::packed repacks B's BF16/F16/F32 weights into: B::packed_layout where B declares

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -47,9 +48,12 @@ enum class Positions { last, all };
 // (rows = 1) or every token. An empty span skips that output.
 // greedy [rows]: each row's greedy token, kernels::argmax of its logits over ids below pick_end
 // (0: the whole row), -1 where none is above -inf. top [rows, top_k]: each row's top_k best logits
-// and their ids over the same ids, best first (kernels::top_k). Both are picked where the logits
-// are, so a device backend sends back one int (or top_k pairs) a row instead of the row: greedy
-// decoding, and top-k sampling (Sampler::candidates_from_top), without the logits.
+// and their ids over the same ids, best first (kernels::top_k). drawn [rows]: each row's token
+// drawn over the same ids as kernels::draw_row draws it under draws[i] (-1 as greedy's). All are
+// picked where the logits are, so a device backend sends back one int (or top_k pairs) a row
+// instead of the row: greedy decoding, top-k sampling (Sampler::candidates_from_top) and sampling
+// by temperature and min-p (Sampler::row_draw), without the logits. One of them a sequence: greedy
+// before top before drawn.
 struct ForwardOutputs {
   std::span<float> logits = {};
   std::span<float> hidden = {};
@@ -58,6 +62,8 @@ struct ForwardOutputs {
   std::int64_t pick_end = 0;
   std::span<kernels::RankedLogit> top = {};
   std::int64_t top_k = 0;
+  std::span<int> drawn = {};
+  std::span<const kernels::RowDraw> draws = {};
 };
 
 // One sequence of a batched forward: its new tokens, fed at positions cache.size().. of its own
@@ -242,7 +248,7 @@ class BasicModel {
     Impl& m = *impl_;
     const std::int64_t total = static_cast<std::int64_t>(in.tokens.size()), V = vocab_size(), H = hidden_size();
     OutputRows out;
-    if (!in.out.logits.empty() || !in.out.hidden.empty() || !in.out.greedy.empty() || !in.out.top.empty()) {
+    if (!in.out.logits.empty() || !in.out.hidden.empty() || !in.out.greedy.empty() || !in.out.top.empty() || !in.out.drawn.empty()) {
       const bool all = in.out.positions == Positions::all;
       out.first = all ? 0 : n - 1;
       out.count = all ? n : (from + n == total ? 1 : 0);
@@ -258,6 +264,10 @@ class BasicModel {
       if (!in.out.top.empty() && out.count > 0)
         out.top = in.out.top.subspan(static_cast<std::size_t>(row * in.out.top_k), static_cast<std::size_t>(out.count * in.out.top_k));
       out.top_k = in.out.top_k;
+      if (!in.out.drawn.empty() && out.count > 0) {
+        out.drawn = in.out.drawn.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
+        out.draws = in.out.draws.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
+      }
       out.pick_end = in.out.pick_end > 0 ? in.out.pick_end : V;
     }
     m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out});
@@ -271,7 +281,7 @@ class BasicModel {
       // built only for an error: validation runs on every decode step and must not allocate
       auto where = [&] { return batch.size() == 1 ? std::string() : "sequence " + std::to_string(i) + ": "; };
       if (s.tokens.empty()) throw Error(ErrorCategory::request, "tokens", where() + "empty token list");
-      if ((!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty()) && !has_lm_head())
+      if ((!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty() || !s.out.drawn.empty()) && !has_lm_head())
         throw Error(ErrorCategory::request, "logits", checkpoint().dir().string() + " has no lm_head: it is an embedding model; use embed");
       if (s.out.pick_end < 0 || s.out.pick_end > vocab_size())
         throw Error(ErrorCategory::request, "pick_end", where() + std::to_string(s.out.pick_end) + " is outside [0, " +
@@ -299,7 +309,19 @@ class BasicModel {
       if (!s.out.top.empty() && s.out.top.size() < rows * static_cast<std::size_t>(s.out.top_k))
         throw Error(ErrorCategory::request, "outputs", where() + "top-k output buffer holds " + std::to_string(s.out.top.size()) +
                                                          " entries, needs " + std::to_string(rows * static_cast<std::size_t>(s.out.top_k)));
+      if (!s.out.drawn.empty()) check_draws(s.out, rows, where);
     }
+  }
+  // drawn and draws [rows], each draw within kernels::RowDraw's ranges.
+  template <class Where>
+  static void check_draws(const ForwardOutputs& out, std::size_t rows, const Where& where) {
+    if (out.drawn.size() < rows || out.draws.size() < rows)
+      throw Error(ErrorCategory::request, "outputs", where() + "draw output buffers hold " + std::to_string(out.drawn.size()) + " ids and " +
+                                                       std::to_string(out.draws.size()) + " draws, need " + std::to_string(rows));
+    for (const kernels::RowDraw& d : out.draws.first(rows))
+      if (!(d.inv_temperature > 0.0f && d.inv_temperature < std::numeric_limits<float>::infinity()) || !(d.min_weight > 0.0f && d.min_weight <= 1.0f) ||
+          !(d.u >= 0.0 && d.u < 1.0))
+        throw Error(ErrorCategory::request, "draws", where() + "a draw needs inv_temperature finite and above 0, min_weight in (0, 1] and u in [0, 1)");
   }
   static bool fits(std::span<const float> buffer, std::size_t needed) { return buffer.empty() || buffer.size() >= needed; }
   static Error output_error(const std::string& what, std::size_t has, std::size_t needed) {

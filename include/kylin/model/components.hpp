@@ -27,6 +27,8 @@ struct OutputRows {
   std::span<kernels::RankedLogit> top = {};  // [count, top_k] on the host, or empty (ForwardOutputs::top)
   std::int64_t top_k = 0;
   std::int64_t pick_end = 0;    // ids at or past it are not picked
+  std::span<int> drawn = {};                     // [count] on the host, or empty (ForwardOutputs::drawn)
+  std::span<const kernels::RowDraw> draws = {};  // [count] their draws
 };
 
 // One sequence's chunk in a pass: `tokens` at positions cache->size().. fill rows [row0, row0 + n).
@@ -89,6 +91,7 @@ class Workspace {
     attention_seqs.reserve(static_cast<std::size_t>(T));
     ids_host.resize(static_cast<std::size_t>(T));
     picked_ids.resize(static_cast<std::size_t>(logit_rows));
+    picked_draws.resize(static_cast<std::size_t>(logit_rows));
     cos_host.resize(static_cast<std::size_t>(T * half));
     sin_host.resize(static_cast<std::size_t>(T * half));
     if (c.moe) {
@@ -120,7 +123,8 @@ class Workspace {
   std::vector<kernels::AttentionSeq> attention_seqs;  // [<= T] host-side per-sequence attention arguments
   std::vector<int> ids_host;                           // [T] the pass's token ids in row order
   std::vector<float> cos_host, sin_host;               // [T, head_dim/2] rotary tables, made on the host, uploaded to cos/sin
-  std::vector<int> picked_ids;                         // [logit_rows] greedy ids of a run of sequences, before each gets its share
+  std::vector<int> picked_ids;                         // [logit_rows] greedy or drawn ids of a run of sequences, before each gets its share
+  std::vector<kernels::RowDraw> picked_draws;          // [logit_rows] the run's draws, gathered from its sequences
   std::vector<kernels::RankedLogit> picked_top;        // [logit_rows, top_k] their top-k, grown to the largest top_k asked
 
  private:

@@ -60,7 +60,7 @@ class Transformer {
  private:
   // Final norm of the rows each sequence wants, gathered into xn in pass order; then hidden states
   // and LM-head logits (logit_rows rows per product, always the dot-product kernel, so a row's
-  // logits never depend on its neighbours) go to the host buffers, or only each row's greedy id or top-k.
+  // logits never depend on its neighbours) go to the host buffers, or only each row's greedy id, top-k or draw.
   template <Backend B>
   void write_outputs(B& b, Workspace& ws, const Pass& pass) const {
     const std::int64_t H = config_.hidden_size, V = config_.vocab_size;
@@ -70,7 +70,7 @@ class Transformer {
       final_norm_(b, ws.x + (s.row0 + s.out.first) * H, ws.xn + n_out * H, s.out.count);
       if (!s.out.hidden.empty()) b.download(s.out.hidden.first(static_cast<std::size_t>(s.out.count * H)), ws.xn + n_out * H);
       n_out += s.out.count;
-      if (!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty()) n_logits = n_out;  // rows past the last sequence wanting logits skip the LM head
+      if (!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty() || !s.out.drawn.empty()) n_logits = n_out;  // rows past the last sequence wanting logits skip the LM head
     }
     for (std::int64_t g0 = 0; g0 < n_logits; g0 += Workspace::logit_rows) {
       const std::int64_t g1 = std::min(n_logits, g0 + Workspace::logit_rows);
@@ -87,42 +87,51 @@ class Transformer {
     }
   }
 
-  // Greedy ids and top-k of the gathered rows [g0, g1) (in ws.logits): one backend call for each
-  // run of consecutive sequences asking the same (greedy, or top-k of one k; one cut), so that a
-  // device sends back one copy for a batch of decode rows, not one a sequence.
+  // Greedy ids, top-k and draws of the gathered rows [g0, g1) (in ws.logits): one backend call for
+  // each run of consecutive sequences asking the same (greedy, top-k of one k, or draws; one cut),
+  // so that a device sends back one copy for a batch of decode rows, not one a sequence.
   template <Backend B>
   void write_picks(B& b, Workspace& ws, std::span<const PassSequence> seqs, std::int64_t g0, std::int64_t g1) const {
+    static constexpr std::int64_t none = -1, greedy = 0, draw = -2;  // what asks() returns besides a top-k's k
     const std::int64_t V = config_.vocab_size;
-    auto asks = [](const OutputRows& out) -> std::int64_t { return !out.greedy.empty() ? 0 : !out.top.empty() ? out.top_k : -1; };  // k; 0: greedy
+    auto asks = [](const OutputRows& out) { return !out.greedy.empty() ? greedy : !out.top.empty() ? out.top_k : !out.drawn.empty() ? draw : none; };
     auto same = [&](const OutputRows& a, const OutputRows& first) { return a.count == 0 || (asks(a) == asks(first) && a.pick_end == first.pick_end); };
     std::int64_t o = 0;  // first gathered row of seqs[i]
     for (std::size_t i = 0; i < seqs.size();) {
       const OutputRows& first = seqs[i].out;
       const std::int64_t k = asks(first), r0 = std::max(o, g0);
-      if (k < 0 || std::min(o + first.count, g1) <= r0) {
+      if (k == none || std::min(o + first.count, g1) <= r0) {
         o += first.count, ++i;
         continue;
       }
       std::size_t j = i + 1;
       std::int64_t end = o + first.count;  // past the run's gathered rows
       for (; j < seqs.size() && same(seqs[j].out, first); ++j) end += seqs[j].out.count;
-      const auto n = static_cast<std::size_t>(std::min(end, g1) - r0), nk = n * static_cast<std::size_t>(k);
+      // f(out, from, to, at): each sequence's share of the run's rows, [from, to) of the run's, from `at` of its own
+      auto shares = [&](auto f) {
+        for (std::int64_t m = static_cast<std::int64_t>(i), om = o; m < static_cast<std::int64_t>(j); om += seqs[static_cast<std::size_t>(m++)].out.count) {
+          const OutputRows& s = seqs[static_cast<std::size_t>(m)].out;
+          const std::int64_t s0 = std::max(om, g0), s1 = std::min(om + s.count, g1);
+          if (s0 < s1) f(s, static_cast<std::ptrdiff_t>(s0 - r0), static_cast<std::ptrdiff_t>(s1 - r0), static_cast<std::ptrdiff_t>(s0 - om));
+        }
+      };
+      const auto n = static_cast<std::size_t>(std::min(end, g1) - r0), nk = n * static_cast<std::size_t>(std::max<std::int64_t>(k, 0));
       const LogitRows rows{ws.logits + (r0 - g0) * V, first.pick_end, V};  // [n, V]
-      if (k == 0) {
+      if (k == greedy) {
         b.argmax_rows(rows, std::span<int>(ws.picked_ids).first(n));
+        shares([&](const OutputRows& s, auto from, auto to, auto at) { std::copy(ws.picked_ids.begin() + from, ws.picked_ids.begin() + to, s.greedy.begin() + at); });
+      } else if (k == draw) {
+        shares([&](const OutputRows& s, auto from, auto to, auto at) { std::copy(s.draws.begin() + at, s.draws.begin() + at + (to - from), ws.picked_draws.begin() + from); });
+        b.draw_rows(rows, std::span<const kernels::RowDraw>(ws.picked_draws).first(n), std::span<int>(ws.picked_ids).first(n));
+        shares([&](const OutputRows& s, auto from, auto to, auto at) { std::copy(ws.picked_ids.begin() + from, ws.picked_ids.begin() + to, s.drawn.begin() + at); });
       } else {
         if (ws.picked_top.size() < nk) ws.picked_top.resize(nk);  // grows to the largest k asked, once
         b.top_k_rows(rows, std::span<kernels::RankedLogit>(ws.picked_top).first(nk), k);
+        shares([&](const OutputRows& s, auto from, auto to, auto at) {
+          std::copy(ws.picked_top.begin() + from * k, ws.picked_top.begin() + to * k, s.top.begin() + at * k);
+        });
       }
-      for (std::size_t m = i; m < j; o += seqs[m++].out.count) {  // each sequence's share of the run's rows
-        const OutputRows& s = seqs[m].out;
-        const std::int64_t s0 = std::max(o, g0), s1 = std::min(o + s.count, g1);
-        if (s0 >= s1) continue;
-        const auto from = static_cast<std::ptrdiff_t>(s0 - r0), to = static_cast<std::ptrdiff_t>(s1 - r0), at = static_cast<std::ptrdiff_t>(s0 - o);
-        if (k == 0) std::copy(ws.picked_ids.begin() + from, ws.picked_ids.begin() + to, s.greedy.begin() + at);
-        else std::copy(ws.picked_top.begin() + from * k, ws.picked_top.begin() + to * k, s.top.begin() + at * k);
-      }
-      i = j;
+      o = end, i = j;
     }
   }
 

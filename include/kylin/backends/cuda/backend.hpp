@@ -52,6 +52,8 @@ class CudaBackend {
         seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))),
         ids_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
         greedy_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
+        draws_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(kernels::RowDraw))),
+        drawn_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
         partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))),
         sum_(runtime_.allocate(static_cast<std::size_t>(rows_ * c.hidden_size) * sizeof(float))) {
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
@@ -116,6 +118,25 @@ class CudaBackend {
     runtime_.launch(slices);
     runtime_.launch(TopKMergeKernel{.keys = top_keys_.as<std::uint64_t>(), .rows = n, .candidates = candidates, .k = k, .top = top_.as<kernels::RankedLogit>()});
     runtime_.to_host(host.data(), top_.data(), host.size_bytes());
+  }
+  // Sampling by temperature and min-p without logits: each row's token drawn on the device from its
+  // argmax, slice sums and one pick; the draws go up as a staged copy, one int a row comes back.
+  void draw_rows(const LogitRows& r, std::span<const kernels::RowDraw> draws, std::span<int> host) {
+    release_norm();
+    const auto n = static_cast<std::int64_t>(host.size());
+    assert(n <= rows_ && draws.size() == host.size());
+    if (n == 0) return;
+    runtime_.to_device(draws_.data(), draws.data(), draws.size_bytes());
+    runtime_.launch(ArgmaxKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .ids = greedy_.as<int>()});
+    DrawSliceKernel slices{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .top = greedy_.as<int>(),
+                           .draws = draws_.as<kernels::RowDraw>(), .sums = nullptr};
+    const auto sum_bytes = static_cast<std::size_t>(n * slices.slices()) * sizeof(double);
+    if (draw_sums_.bytes() < sum_bytes) draw_sums_ = runtime_.allocate(sum_bytes);  // the last use has finished: to_host waited for it
+    slices.sums = draw_sums_.as<double>();
+    runtime_.launch(slices);
+    runtime_.launch(DrawPickKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .top = greedy_.as<int>(),
+                                   .draws = draws_.as<kernels::RowDraw>(), .sums = slices.sums, .ids = drawn_.as<int>()});
+    runtime_.to_host(host.data(), drawn_.data(), host.size_bytes());
   }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
@@ -386,7 +407,10 @@ class CudaBackend {
   Memory weight_;  // [rows] f32 routing weights of a selection
   Memory seqs_;    // [rows] DeviceAttentionSeq
   Memory ids_;     // [rows] int token ids of a pass
-  Memory greedy_;  // [rows] int greedy ids of a pass's logit rows (argmax_rows)
+  Memory greedy_;  // [rows] int greedy ids of a pass's logit rows (argmax_rows; each row's max for draw_rows)
+  Memory draws_;   // [rows] kernels::RowDraw of a pass's drawn rows (draw_rows)
+  Memory drawn_;   // [rows] int their drawn ids
+  Memory draw_sums_;  // [rows, slices] double slice masses of the drawn rows, grown on use
   Memory widened_;   // [widened_bytes] f32 rows of an F16/Q8_0/Q4_0 weight for the GEMM (widened_gemm), made on first use
   // Prefill rows from which F16/Q8_0/Q4_0 products widen the weight for a GEMM (fewer: the matvec),
   // and the most a widened chunk holds. Chosen, not yet measured on a GPU.
