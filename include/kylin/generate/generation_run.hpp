@@ -46,6 +46,7 @@ class GenerationRun {
     const bool row_unseen = !p.has_penalties() && sampler_.sampleable().holes().empty() && !o_.constraint && !o_.on_logits && !spec_;
     greedy_only_ = row_unseen && p.is_greedy();
     if (row_unseen && sampler_.needs_only_top_k(s_.logits_.size())) top_.resize(static_cast<std::size_t>(p.top_k));
+    draw_only_ = row_unseen && sampler_.draws_whole_row(s_.logits_.size());  // temperature and min-p alone: drawn where the logits are
     plan_step();
   }
   GenerationRun(const GenerationRun&) = delete;
@@ -201,19 +202,28 @@ class GenerationRun {
     if (s_.draft_cache_) s_.draft_cache_->truncate(static_cast<std::int64_t>(ctx.common_prefix(s_.draft_cache_->tokens())));
   }
 
-  // What a plain step's forward hands back: the last row's logits, or only its greedy id or top-k.
+  // What a plain step's forward hands back: the last row's logits, or only its greedy id, top-k or
+  // draw (whose uniform number next() takes from the sampler's stream).
   ForwardOutputs outputs() {
     const auto end = static_cast<std::int64_t>(std::min(sampler_.sampleable().end(), s_.logits_.size()));
     if (greedy_only_) return {.greedy = std::span<int>(&greedy_id_, 1), .pick_end = end};
     if (!top_.empty()) return {.pick_end = end, .top = top_, .top_k = static_cast<std::int64_t>(top_.size())};
+    if (draw_only_) {
+      row_draw_ = sampler_.row_draw();
+      return {.pick_end = end, .drawn = std::span<int>(&drawn_id_, 1), .draws = std::span<const kernels::RowDraw>(&row_draw_, 1)};
+    }
     return {.logits = s_.logits_};
   }
-  // The token after a plain step: the forward's greedy id as Sampler::sample would pick it (its
-  // fallback where no logit is above -inf), a draw from its top-k as from the row, or from the row.
+  // The token after a plain step: the forward's greedy id or draw as Sampler::sample would pick it
+  // (its fallback where no logit is above -inf), a draw from its top-k as from the row, or from the row.
   void next() {
-    if (greedy_only_)
-      return emit(greedy_id_ >= 0 ? greedy_id_ : std::min(sampler_.sampleable().first(), static_cast<int>(s_.logits_.size()) - 1));
+    const int fallback = sampler_.fallback(s_.logits_.size());
+    if (greedy_only_) return emit(greedy_id_ >= 0 ? greedy_id_ : fallback);
     if (!top_.empty()) return emit(sampler_.draw(sampler_.candidates_from_top(top_, s_.logits_.size())));
+    if (draw_only_) {
+      sampler_.uniform();  // the draw's number, which row_draw() read
+      return emit(drawn_id_ >= 0 ? drawn_id_ : fallback);
+    }
     sample(s_.logits_, -1);
   }
 
@@ -270,6 +280,9 @@ class GenerationRun {
   bool greedy_only_ = false;        // plain steps hand back greedy ids, not logit rows (outputs())
   int greedy_id_ = -1;              // the last plain step's greedy id
   std::vector<kernels::RankedLogit> top_;  // [top_k] the last plain step's top-k, where sampling needs only that
+  bool draw_only_ = false;          // plain steps draw from the whole row where the logits are (outputs())
+  kernels::RowDraw row_draw_;       // the next plain step's draw
+  int drawn_id_ = -1;               // the last plain step's drawn id
 };
 
 inline Generation Session::generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel) {
