@@ -121,11 +121,13 @@ struct BandwidthSampler {
 // (picked where the logits are: a GPU sends back one int, not the row); with `logits`, the row
 // downloaded and its argmax picked on the host (what llama-bench times); with `top_k`, the row's
 // top-k picked where the logits are and a token drawn from those on the host, as top-k sampling
-// (Qwen3's generation_config: temperature 0.6, top_k 20, top_p 0.95) takes it.
+// (Qwen3's generation_config: temperature 0.6, top_k 20, top_p 0.95) takes it; with `draw`, a
+// token drawn from the whole row at temperature 0.6 where the logits are (ForwardOutputs::drawn).
 struct TokenPick {
   std::span<float> logits = {};                    // [vocab] or empty
   std::vector<kylin::kernels::RankedLogit> top_k;  // [k] or empty
-  std::optional<kylin::Sampler> sampler;           // with top_k
+  bool draw = false;
+  std::optional<kylin::Sampler> sampler;           // with top_k or draw
 
   int next(kylin::Model& model, kylin::KVCache& cache, int tok) {
     const std::span<const int> in(&tok, 1);
@@ -136,6 +138,10 @@ struct TokenPick {
     } else if (!top_k.empty()) {
       model.forward(in, cache, {.top = top_k, .top_k = static_cast<std::int64_t>(top_k.size())});
       id = sampler->draw(sampler->candidates_from_top(top_k, static_cast<std::size_t>(model.vocab_size())));
+    } else if (draw) {
+      const kylin::kernels::RowDraw d = sampler->row_draw();
+      model.forward(in, cache, {.drawn = std::span<int>(&id, 1), .draws = std::span<const kylin::kernels::RowDraw>(&d, 1)});
+      sampler->uniform();  // the draw's number
     } else {
       model.forward(in, cache, {.greedy = std::span<int>(&id, 1)});
     }
@@ -228,6 +234,7 @@ struct Options {
   bool no_mmap = false;
   bool download_logits = false;
   int top_k = 0;  // > 0: decode by top-k sampling (TokenPick)
+  bool draw = false;  // decode by drawing from the whole row (TokenPick)
   // random weights: a draft's confidence is low, so the bench drafts regardless (p_min 0)
   kylin::cli::SpeculativeFlags speculative{.draft = {}, .draft_max = 4, .p_min = 0.0f, .lookup = 0};
 };
@@ -291,12 +298,13 @@ int run(const Options& o) {
   if (o.depth > 0 && o.gen > 0) short_cache.emplace(model.new_cache(o.gen + 16));
   std::vector<kylin::KVCache> batch_caches;
   for (int i = 0; i < o.batch; ++i) batch_caches.push_back(model.new_cache(o.gen + 16));
-  TokenPick pick{.logits = o.download_logits ? std::span<float>(logits) : std::span<float>{}, .top_k = {}, .sampler = {}};
+  TokenPick pick{.logits = o.download_logits ? std::span<float>(logits) : std::span<float>{}, .top_k = {}, .draw = o.draw, .sampler = {}};
   if (o.top_k > 0) {
     pick.top_k.resize(static_cast<std::size_t>(o.top_k));
     pick.sampler.emplace(static_cast<std::size_t>(model.vocab_size()),
                          kylin::SamplingParams{.temperature = 0.6f, .top_k = o.top_k, .top_p = 0.95f, .seed = 1});
   }
+  if (o.draw) pick.sampler.emplace(static_cast<std::size_t>(model.vocab_size()), kylin::SamplingParams{.temperature = 0.6f, .seed = 1});
   const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, pick, batch_caches, o.reps, o.gen,
                                      o.depth, bytes_per_token, sampler, rng);
   const double peak_rss = sampler.final_peak_rss();
@@ -320,7 +328,7 @@ int run(const Options& o) {
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
                           {"depth", kylin::json::Value(o.depth)},
-                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : o.top_k > 0 ? "top_k" : "greedy_ids")},
+                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : o.top_k > 0 ? "top_k" : o.draw ? "draw" : "greedy_ids")},
                           {"pp_tok_s", kylin::json::Value(pp_tok_s)},
                           {"tg_tok_s", kylin::json::Value(tg_tok_s)},
                           {"pp_tok_per_cpu_s", kylin::json::Value(pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0)},
@@ -397,6 +405,9 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("--top-k", o->top_k, "Decode test: draw each token by top-k sampling (temperature 0.6, top_p 0.95) from the row's K best, picked where the logits are, instead of taking the forward's greedy id")
       ->check(CLI::Range(2, 256))
       ->excludes(cmd->get_option("--download-logits"));
+  cmd->add_flag("--draw", o->draw, "Decode test: draw each token from the whole row at temperature 0.6, where the logits are, instead of taking the forward's greedy id")
+      ->excludes(cmd->get_option("--download-logits"))
+      ->excludes(cmd->get_option("--top-k"));
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   o->speculative.add_to(cmd);  // --draft (may be --model itself), --draft-max, --draft-p-min, --lookup
