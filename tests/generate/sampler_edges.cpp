@@ -4,11 +4,11 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <set>
 #include <span>
 #include <vector>
 
+#include "common/random_logits.hpp"
 #include "kylin/generate/sampler.hpp"
 
 namespace {
@@ -18,13 +18,7 @@ using kylin::SamplingParams;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::vector<float> random_logits(std::size_t n, unsigned seed, float scale = 2.0f) {
-  std::mt19937 gen(seed);  // test data only
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> logits(n);
-  for (float& l : logits) l = normal(gen);
-  return logits;
-}
+std::vector<float> random_logits(std::size_t n, unsigned seed, float scale = 2.0f) { return kylin::test::normal_logits(n, seed, scale); }
 
 SamplingParams seeded(std::uint64_t seed = 1) {
   SamplingParams p;

@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
+#include "common/random_logits.hpp"
 #include "kylin/generate/sampler.hpp"
 #include "kylin/kernels/draw.hpp"
 
@@ -15,13 +15,7 @@ namespace sampler_row_draw {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::vector<float> normal_logits(std::size_t n, unsigned seed, float scale) {
-  std::mt19937 gen(seed);  // test data only
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> logits(n);
-  for (float& l : logits) l = normal(gen);
-  return logits;
-}
+using kylin::test::normal_logits;
 
 // `steps` tokens each way from the same seed: sample() of the row, and draw_row of the row under
 // row_draw() followed by taking the draw's number, as GenerationRun does.

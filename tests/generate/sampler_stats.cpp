@@ -3,11 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
 #include <span>
 #include <utility>
 #include <vector>
 
+#include "common/random_logits.hpp"
 #include "kylin/generate/sampler.hpp"
 #include "kylin/generate/sampler_reference.hpp"
 
@@ -65,13 +65,7 @@ std::vector<int> draw_counts(std::span<float> logits, const SamplingParams& p) {
   return counts;
 }
 
-std::vector<float> fixed_logits(std::size_t n, float scale, unsigned seed) {
-  std::mt19937 gen(seed);  // test data only
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> logits(n);
-  for (float& l : logits) l = normal(gen);
-  return logits;
-}
+std::vector<float> fixed_logits(std::size_t n, float scale, unsigned seed) { return kylin::test::normal_logits(n, seed, scale); }
 
 SamplingParams params(float temperature, int top_k, float top_p, float min_p) {
   SamplingParams p;
