@@ -19,6 +19,7 @@
 #include "common/draw_oracle.hpp"
 #include "kernels/helpers.hpp"
 #include "kylin/backends/cuda/kernels.hpp"
+#include "kylin/generate/sampler_reference.hpp"
 #include "kylin/kernels/attention.hpp"
 #include "kylin/kernels/draw.hpp"
 #include "kylin/kernels/ops.hpp"
@@ -784,6 +785,39 @@ TEST_CASE("DrawSliceKernel then DrawPickKernel draw each row's token by the inve
   }
   MESSAGE(same_as_host, " of ", draws_checked, " draws are kernels::draw_row's token");
   CHECK(same_as_host == draws_checked);  // sums in another order differ only where u * total lies within ~1e-16 of a boundary
+}
+
+}  // namespace cuda_kernels_test
+
+namespace cuda_kernels_test {
+
+TEST_CASE("the draw kernels give the sampler reference's distribution: N stratified u put N p_i draws (+-2) on every token") {
+  // reference_sample_distribution with temperature and min-p alone is what a draw over the whole row samples from
+  std::vector<float> row(40);  // ties, one NaN and one -inf among them
+  for (std::size_t i = 0; i < row.size(); ++i) row[i] = 0.15f * static_cast<float>((i * 37) % 23);
+  row[5] = NAN;
+  row[9] = -INFINITY;
+  for (const float min_p : {0.0f, 0.3f}) {
+    CAPTURE(min_p);
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.min_p = min_p;
+    const std::vector<double> want = kylin::detail::reference_sample_distribution(row, {}, {}, p);
+    constexpr int N = 1000;
+    const auto stride = static_cast<std::int64_t>(row.size());
+    std::vector<float> x;  // [N, stride]
+    std::vector<kernels::RowDraw> draws;
+    for (int j = 0; j < N; ++j) {
+      x.insert(x.end(), row.begin(), row.end());
+      draws.push_back({.inv_temperature = 1.0f / p.temperature, .min_weight = std::max(min_p, std::numeric_limits<float>::denorm_min()), .u = (j + 0.5) / N});
+    }
+    std::vector<int> count(row.size(), 0);
+    for (int id : device_draws(x, stride, stride, draws)) ++count[static_cast<std::size_t>(id)];
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::abs(count[i] - N * want[i]) <= 2.0);
+    }
+  }
 }
 
 }  // namespace cuda_kernels_test
