@@ -12,7 +12,8 @@ namespace kylin::cuda {
 namespace detail {
 
 // kernels::exp_nonpositive and scaled_weight (kernels/draw.hpp) line for line, each product and sum
-// rounded on its own (no contraction into an FMA), so the weights are those of the host.
+// rounded on its own, as a host build without FMA contraction computes them: nvcc would otherwise
+// fuse some into FMAs, and the two draw kernels must compute the same weights.
 KYLIN_HD inline float mul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
