@@ -54,9 +54,16 @@ inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p);
 
 // How far ahead in a weight row (or the rows after it) the kernel asks for the values it will
 // need: a quantized block takes several cycles of arithmetic per 16-32 bytes, too slow a stream
-// for the hardware prefetcher to run far enough ahead on its own: requesting every line measured
-// faster, and distances of 1-4 KB alike (docs/log/2026-11-header-comments.md).
+// for the hardware prefetcher to run far enough ahead on its own, so every line is requested.
+// With AVX-512, 8 KB ahead (~1-2 DRAM latencies at its rate): on a Zen 5 VM its decode matvecs
+// streaming from DRAM ran 1.2-1.5x faster than at 2 KB (one thread 1.6x) and 12-32 KB no faster
+// (docs/PERFORMANCE.md, "Quantized decode: how far ahead"); the AVX2 kernels, slower per byte,
+// keep 2 KB, measured on a Zen 3 VM (docs/log/2026-11-header-comments.md).
+#if defined(KYLIN_INT8_512)
+inline constexpr std::int64_t quant_prefetch_bytes = 8192;
+#else
 inline constexpr std::int64_t quant_prefetch_bytes = 2048;
+#endif
 
 // p[t] = the 8 lane sums of block b of weight row r times activation row t0 + t (lane j: values
 // 4j..4j+3), exact int32 by dot4 (int8.hpp) of unsigned and signed bytes. Q8_0: |x| times w
