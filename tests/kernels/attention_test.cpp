@@ -200,13 +200,14 @@ TEST_CASE("store_kv rounds to f16 exactly like f32_to_f16 (normals, subnormals, 
 
 TEST_CASE("a prefill's attention rows are the bits each token gets alone (decode at its position): blocks of tokens share K/V reads") {
   // Tokens of one prefill are attended in blocks that read the keys up to their last common whole
-  // tile together; each row must equal that token attended alone. Block boundaries, tile
-  // boundaries (64 keys) and the 4-key groups fall at different offsets across these cases;
-  // GQA groups of 1, 2, 3, 4, 6 and 16 heads per KV head (blocks of 8, 4, 2, 2, 1 and 1 tokens).
+  // tile together, a tile at a time for all head blocks of 8 rows; each row must equal that token
+  // attended alone. Block boundaries, tile boundaries (64 keys) and the 4-key groups fall at
+  // different offsets across these cases; GQA groups of 1, 2, 3, 4, 6 and 16 heads per KV head
+  // (blocks of 32, 16, 10, 8, 5 and 2 tokens: up to 4 head blocks take turns on 1-3 shared tiles).
   const std::int64_t D = 32;
   for (DType dt : {DType::f32, DType::f16})
     for (const Case c : {Case{70, 0, 2, 2, D}, Case{9, 61, 4, 2, D}, Case{13, 127, 6, 2, D}, Case{11, 130, 8, 2, D}, Case{5, 200, 6, 1, D},
-                         Case{3, 64, 16, 1, D}, Case{20, 3, 8, 8, D}})
+                         Case{3, 64, 16, 1, D}, Case{20, 3, 8, 8, D}, Case{100, 37, 4, 2, D}})
       for (int threads : {1, 2}) {
         CAPTURE(dtype_name(dt));
         CAPTURE(c.T);

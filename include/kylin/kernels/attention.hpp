@@ -123,9 +123,13 @@ inline constexpr std::int64_t attention_tile = 64;
 // at a time and the value sums of all of them stay in registers.
 inline constexpr std::int64_t attention_head_block = 8;
 
+// Query rows of one sequence attended together in a prefill: several head blocks take turns on
+// each tile of K/V rows, so the tile is read from memory once and from L1/L2 by the rest.
+inline constexpr std::int64_t attention_block_rows = 32;
+
 // Query tokens of one sequence attended together in a prefill, with all heads of a GQA group of
-// `groups` heads: as many as fill a head block (0.6B's 2 heads: 4 tokens; 8B's 4: 2).
-inline std::int64_t attention_block_tokens(std::int64_t groups) { return std::max<std::int64_t>(1, attention_head_block / groups); }
+// `groups` heads: as many as fill attention_block_rows (0.6B's 2 heads: 16 tokens; 8B's 4: 8).
+inline std::int64_t attention_block_tokens(std::int64_t groups) { return std::max<std::int64_t>(1, attention_block_rows / groups); }
 
 // Per-thread buffers for the query rows of one work item (a block of tokens, one GQA group):
 // scores [attention_head_block, tile], accumulators [rows, head_dim], running max and sum [rows].
@@ -316,8 +320,9 @@ void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0,
 }
 
 // The query tokens [t0, t0 + n) of a sequence (t0 at position pos) with the G heads of one KV
-// head: keys up to the last whole tile that all of them see are read once for all n * G rows,
-// the rest by each token's G rows. q, out: the group's first head of token t0; ld: row stride.
+// head: keys up to the last whole tile that all of them see are read for all n * G rows, a tile
+// at a time (from memory by the first head block, from cache by the rest), the rest by each
+// token's G rows. q, out: the group's first head of token t0; ld: row stride.
 // Row r is head r % G of token r / G; a row's output is the same bits whatever n is.
 template <class T>
 void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, std::int64_t pos, const T* k, const T* v,
@@ -336,9 +341,10 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
       ((m == I + 1 ? attend_rows<I + 1>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores) : void()), ...);
     }(std::make_integer_sequence<int, static_cast<int>(attention_head_block)>{});
   };
+  // The keys all n tokens see, a tile at a time, every head block on a tile before the next tile.
   const std::int64_t shared = n > 1 ? (pos + 1) / attention_tile * attention_tile : 0;
-  for (std::int64_t r0 = 0; shared > 0 && r0 < rows; r0 += attention_head_block)
-    run(r0, std::min(attention_head_block, rows - r0), 0, shared);
+  for (std::int64_t j = 0; j < shared; j += attention_tile)
+    for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block) run(r0, std::min(attention_head_block, rows - r0), j, j + attention_tile);
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block) run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1);
   for (std::int64_t r = 0; r < rows; ++r)
