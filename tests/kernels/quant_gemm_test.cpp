@@ -70,7 +70,7 @@ TEST_CASE_TEMPLATE("every quantized output is quant_lanes_ref's bit for bit: dec
   MESSAGE("kernel set: ", std::string(kernels::simd_arch_name()) +
                               (!kernels::simd_enabled ? "" : kernels::int8_vnni ? " (prefill rows: int8 GEMM)" : " (prefill rows: f32 GEMM)"));
   for (const auto& [rows, cols] : shapes)
-    for (std::int64_t T : {1, 2, 3, 13, 18})  // with VNNI, 13 and 18 prefill rows take the int8 GEMM (fewer: the decode kernel)
+    for (std::int64_t T : {1, 2, 3, 13, 16, 18})  // with VNNI, 16 rows or more take the int8 GEMM (fewer: the decode kernel)
       for (int threads : {1, 2}) {
         const std::int64_t n = rows, k = cols;  // named: clang 14 cannot capture structured bindings
         CAPTURE(n);
@@ -104,7 +104,7 @@ TEST_CASE_TEMPLATE("matmul_each: every product's outputs are quant_lanes_ref's b
     std::int64_t rows, cols, n;
     bool shares;  // reads the previous product's input
   };
-  const Part parts[] = {{70, 1056, 13, false}, {40, 1056, 13, true}, {33, 256, 2, false}, {48, 288, 18, false}, {17, 64, 1, false}};
+  const Part parts[] = {{70, 1056, 16, false}, {40, 1056, 16, true}, {33, 256, 2, false}, {48, 288, 18, false}, {17, 64, 1, false}};
   for (int threads : {1, 2}) {
     CAPTURE(threads);
     std::vector<QWeights<W>> w;

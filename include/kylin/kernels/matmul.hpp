@@ -28,6 +28,14 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);
     return;
   }
+#if defined(KYLIN_VNNI_256)
+  // The int8 GEMM and the decode kernel give the same bits: every row, decode or prefill, through
+  // the one that is faster for their number (a decode step of 16 sequences as a 16-row prefill).
+  if (is_quantized(outs[0].w.dtype)) {
+    if (plan.rows < detail::qgemm_min_tokens) return detail::quant_fused(x, outs, plan.rows, pool, scratch);
+    return detail::qgemm_fused(x, outs, plan.rows, pool, scratch);
+  }
+#endif
   // Few GEMM rows over panels: every row through the decode kernel in one pass (the same bits).
   if (gemm_rows > 0 && gemm_rows < detail::panel_gemm_min_tokens && outs[0].w.layout == Layout::panels && !is_quantized(outs[0].w.dtype))
     return detail::dot_fused(x, outs, plan.rows, pool, scratch);
@@ -40,10 +48,6 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   for (std::size_t i = 0; i < outs.size(); ++i) shifted[i] = {outs[i].w, outs[i].bias, outs[i].y + plan.decode_rows * outs[i].w.rows};
   const std::span<const MatmulOut> gemm_outs(shifted, outs.size());
   if (is_quantized(outs[0].w.dtype)) {  // the activations quantized as for the decode rows
-#if defined(KYLIN_VNNI_256)  // the int8 GEMM and the decode kernel give the same bits: the faster one runs
-    if (gemm_rows < detail::qgemm_min_tokens) return detail::quant_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);
-    return detail::qgemm_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch);
-#endif
     const Q8Rows xq = detail::quantize_rows(x + plan.decode_rows * K, gemm_rows, K, pool, scratch);
     return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
   }

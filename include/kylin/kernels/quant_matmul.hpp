@@ -63,8 +63,10 @@ inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::in
 #if defined(KYLIN_VNNI_256)
 // Below this many rows the decode kernel outruns the int8 GEMM, whose panel packing then costs
 // more than its arithmetic saves (one core, a 768 x 2048 expert matrix: Q8_0 even at 8-12 rows,
-// Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time).
-inline constexpr std::int64_t qgemm_min_tokens = 12;
+// Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time). A batched decode step of the 0.6B shape
+// on 2 threads (Zen 5 VM, docs/PERFORMANCE.md): at 12 sequences the GEMM 0.83-0.92x the decode
+// kernel, at 16 1.03-1.20x.
+inline constexpr std::int64_t qgemm_min_tokens = 16;
 
 // Weight rows [b, e) of one product with the int8 GEMM over the whole panels among them and the
 // decode kernel over the rows at either edge (the same bits); buf: the thread's panel buffer.
