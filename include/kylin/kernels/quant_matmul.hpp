@@ -61,11 +61,13 @@ inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::in
 }
 
 #if defined(KYLIN_VNNI_256)
-// Below this many rows the decode kernel outruns the int8 GEMM, whose panel packing then costs
-// more than its arithmetic saves (one core, a 768 x 2048 expert matrix: Q8_0 even at 8-12 rows,
-// Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time). A batched decode step of the 0.6B shape
-// on 2 threads (Zen 5 VM, docs/PERFORMANCE.md): at 12 sequences the GEMM 0.83-0.92x the decode
-// kernel, at 16 1.03-1.20x.
+// Below these many rows the decode kernel outruns the int8 GEMM, whose panel packing then costs
+// more than its arithmetic saves. An MoE expert's rows (one core, a 768 x 2048 matrix: Q8_0 even
+// at 8-12 rows, Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time; 16 instead of 12 cost the
+// 30B-A3B shape's q4 pp512 1.6 %). A whole call's rows (2 threads, the 0.6B shape decoding a batch,
+// Zen 5 VM, docs/PERFORMANCE.md): at 12 sequences the GEMM 0.83-0.92x the decode kernel, at 16
+// 1.03-1.20x.
+inline constexpr std::int64_t qgemm_min_expert_rows = 12;
 inline constexpr std::int64_t qgemm_min_tokens = 16;
 
 // Weight rows [b, e) of one product with the int8 GEMM over the whole panels among them and the
@@ -84,7 +86,7 @@ void quant_gemm_rows(const W& w, const Q8Operand& x, const Q8GemmRows& gx, const
 
 // Products with inputs of their own over Q8_0/Q4_0 weights: each input quantized once (products
 // in a row with the same input, an expert's gate and up, share it), then one pass. With VNNI a
-// product of qgemm_min_tokens rows or more (an MoE expert's prefill rows) takes the int8 GEMM
+// product of qgemm_min_expert_rows rows or more (an MoE expert's prefill rows) takes the int8 GEMM
 // within that pass: every output the same bits either way.
 inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
   assert(products.size() <= scratch.operands.size() && "matmul_each: more products than the scratch was made for");
@@ -96,7 +98,7 @@ inline void quant_each(std::span<const DotProduct> products, ThreadPool& pool, M
     scratch.operands[i] = own ? operand_at(p.n, p.out.w.cols, at, scratch) : scratch.operands[i - 1];
     scratch.gemm_starts_at[i] = -1;
 #if defined(KYLIN_VNNI_256)
-    if (p.n >= qgemm_min_tokens) scratch.gemm_starts_at[i] = own ? at / q8_block : scratch.gemm_starts_at[i - 1];
+    if (p.n >= qgemm_min_expert_rows) scratch.gemm_starts_at[i] = own ? at / q8_block : scratch.gemm_starts_at[i - 1];
 #endif
     if (own) at += p.n * p.out.w.cols;
   }
