@@ -186,42 +186,46 @@ inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std
   for (int t = 0; t < NB; ++t) s[t] = exact_sums<W>(sum_pairs(p[t]), x, t0 + t, b, 8);
 }
 
-// Q4_0, weight rows r0 and r0 + 1, one token: one group of 8 blocks of both rows, each row's sums,
+// Q4_0, weight rows r0 and r0 + 1, NB tokens from t0: one group of 8 blocks, each output's sums,
 // scale products and accumulator lanes as quant_tile's (so the same bits), with the reductions
-// after the dot products, the +8 offsets, conversions and FMAs done for both rows at once: 1.1x
-// the two row passes' rate from L2 on a Zen 5 VM (docs/PERFORMANCE.md, "Quantized decode").
-// acc quarters: [row r0's 4 lanes, -, row r0 + 1's, -].
-inline __m512 q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand& x, std::int64_t t, std::int64_t b, __m512 acc) {
+// after the dot products, the +8 offsets, conversions and FMAs done for both rows at once (one
+// token 1.1x the two row passes' rate from L2, 4-8 sequences 1.13-1.16x the tokens a second on a
+// Zen 5 VM: docs/PERFORMANCE.md, "Quantized decode", "Batched decode with quantized weights").
+// acc[t] quarters: [row r0's 4 lanes, -, row r0 + 1's, -].
+template <int NB>
+inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m512 (&acc)[NB]) {
   const std::int64_t nb = w.blocks();
-  const std::int8_t* xq = x.rows.q + t * x.rows.cols + b * q8_block;
-  __m512i xv[4];  // pair k: blocks b + 2k and b + 2k + 1
-  for (int k = 0; k < 4; ++k) xv[k] = _mm512_loadu_si512(xq + 2 * k * q8_block);
   const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  __m512i e[2];  // as sum_pairs' e: S_2j = e[j] + e[j + 4], S_2j+1 = e[8 + j] + e[12 + j]
-  for (int i = 0; i < 2; ++i) {
-    const std::uint8_t* wq = w.q + (r0 + i) * (w.cols / 2) + b / 2 * q8_block;
-    __m512i p[4];
-    for (int k = 0; k < 4; ++k) {  // the pair's 32 bytes in both halves, shifted by 0 and 4: low then high nibbles
-      const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(at(wq + k * q8_block)));
-      p[k] = dot4(_mm512_and_si512(_mm512_srlv_epi16(v, shifts), _mm512_set1_epi8(0x0F)), xv[k]);
+  __m512i nibbles[2][4];  // row i, pair k (blocks b + 2k, b + 2k + 1): the 32 bytes' low then high nibbles
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(at(w.q + (r0 + i) * (w.cols / 2) + (b / 2 + k) * q8_block)));
+      nibbles[i][k] = _mm512_and_si512(_mm512_srlv_epi16(v, shifts), _mm512_set1_epi8(0x0F));
     }
-    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi64(p[0], p[1]), _mm512_unpackhi_epi64(p[0], p[1]));
-    const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2], p[3]), _mm512_unpackhi_epi64(p[2], p[3]));
-    const __m512 af = _mm512_castsi512_ps(a), cf = _mm512_castsi512_ps(c);
-    e[i] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0xDD)));
-  }
-  // quarters [row 0 even blocks, row 0 odd, row 1 even, row 1 odd], less the +8's share
-  __m512i g = _mm512_add_epi32(_mm512_shuffle_i32x4(e[0], e[1], 0x88), _mm512_shuffle_i32x4(e[0], e[1], 0xDD));
-  const __m256i off = _mm256_loadu_si256(at(x.sum8 + t * nb + b));
-  const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 0, 2, 4, 6, 1, 3, 5, 7);
-  g = _mm512_sub_epi32(g, _mm512_permutexvar_epi32(even_odd, _mm512_castsi256_si512(off)));
-  const __m512 f = _mm512_cvtepi32_ps(g), fs = _mm512_maskz_shuffle_f32x4(0xFFFF, f, f, 0xB1);
-  // scale products, quarters [row 0 blocks 0-3, 4-7, row 1 0-3, 4-7]
   const __m256i h = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + 1) * nb + b)),
                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + r0 * nb + b)));
-  const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_broadcast_f32x8(_mm256_loadu_ps(x.rows.scale + t * nb + b)));
-  acc = _mm512_fmadd_ps(_mm512_unpacklo_ps(f, fs), d, acc);  // lane l: block l, then block l + 4
-  return _mm512_fmadd_ps(_mm512_unpackhi_ps(f, fs), _mm512_maskz_shuffle_f32x4(0xFFFF, d, d, 0xB1), acc);
+  const __m512 dw = _mm512_cvtph_ps(h);  // quarters [row 0 blocks 0-3, 4-7, row 1 0-3, 4-7]
+  const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 0, 2, 4, 6, 1, 3, 5, 7);
+  for (int t = 0; t < NB; ++t) {
+    const std::int8_t* xq = x.rows.q + (t0 + t) * x.rows.cols + b * q8_block;
+    __m512i e[2];  // as sum_pairs' e: S_2j = e[j] + e[j + 4], S_2j+1 = e[8 + j] + e[12 + j]
+    for (int i = 0; i < 2; ++i) {
+      __m512i p[4];
+      for (int k = 0; k < 4; ++k) p[k] = dot4(nibbles[i][k], _mm512_loadu_si512(xq + 2 * k * q8_block));
+      const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi64(p[0], p[1]), _mm512_unpackhi_epi64(p[0], p[1]));
+      const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2], p[3]), _mm512_unpackhi_epi64(p[2], p[3]));
+      const __m512 af = _mm512_castsi512_ps(a), cf = _mm512_castsi512_ps(c);
+      e[i] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0xDD)));
+    }
+    // quarters [row 0 even blocks, row 0 odd, row 1 even, row 1 odd], less the +8's share
+    __m512i g = _mm512_add_epi32(_mm512_shuffle_i32x4(e[0], e[1], 0x88), _mm512_shuffle_i32x4(e[0], e[1], 0xDD));
+    const __m256i off = _mm256_loadu_si256(at(x.sum8 + (t0 + t) * nb + b));
+    g = _mm512_sub_epi32(g, _mm512_permutexvar_epi32(even_odd, _mm512_castsi256_si512(off)));
+    const __m512 f = _mm512_cvtepi32_ps(g), fs = _mm512_maskz_shuffle_f32x4(0xFFFF, f, f, 0xB1);
+    const __m512 d = _mm512_mul_ps(dw, _mm512_broadcast_f32x8(_mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b)));
+    acc[t] = _mm512_fmadd_ps(_mm512_unpacklo_ps(f, fs), d, acc[t]);  // lane l: block l, then block l + 4
+    acc[t] = _mm512_fmadd_ps(_mm512_unpackhi_ps(f, fs), _mm512_maskz_shuffle_f32x4(0xFFFF, d, d, 0xB1), acc[t]);
+  }
 }
 #else
 template <int NB, QuantView W>
@@ -244,14 +248,17 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
     for (int t = 0; t < NB; ++t) acc[i][t] = _mm_setzero_ps();
   std::int64_t b = 0;
 #if defined(KYLIN_INT8_512)
-  if constexpr (R == 2 && NB == 1 && std::same_as<W, Q4View>) {
-    __m512 acc2 = _mm512_setzero_ps();
+  if constexpr (R == 2 && std::same_as<W, Q4View>) {
+    __m512 acc2[NB];
+    for (int t = 0; t < NB; ++t) acc2[t] = _mm512_setzero_ps();
     for (; b + 8 <= nb; b += 8) {
       prefetch_group<2>(w, r0, b);
-      acc2 = q4_two_rows_group(w, r0, x, t0, b, acc2);
+      q4_two_rows_group<NB>(w, r0, x, t0, b, acc2);
     }
-    acc[0][0] = _mm512_maskz_extractf32x4_ps(0xF, acc2, 0);
-    acc[1][0] = _mm512_maskz_extractf32x4_ps(0xF, acc2, 2);
+    for (int t = 0; t < NB; ++t) {
+      acc[0][t] = _mm512_maskz_extractf32x4_ps(0xF, acc2[t], 0);
+      acc[1][t] = _mm512_maskz_extractf32x4_ps(0xF, acc2[t], 2);
+    }
   }
 #endif
   for (; b + 8 <= nb; b += 8) {
