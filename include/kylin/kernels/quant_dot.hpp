@@ -162,14 +162,20 @@ inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const
   for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
 }
 
-// The 8 block sums of 4 pairs (v[k]: blocks 2k and 2k + 1), lane j = block j: pairs of 64-bit
-// halves, then of 32-bit lanes, add each 128-bit quarter's 4 lanes ([blocks 0 2 4 6] twice,
-// [1 3 5 7] twice), the quarters of one block added, and the lanes put in block order.
-inline __m256i sum_pairs(const __m512i (&v)[4]) {
+// 4 pairs' lane sums (v[k]: blocks 2k and 2k + 1) folded by pairs of 64-bit halves, then of 32-bit
+// lanes, into each 128-bit quarter's 4 lanes: block 2j's sum is lane j + lane j + 4, block 2j + 1's
+// lane 8 + j + lane 12 + j.
+inline __m512i pair_quarters(const __m512i (&v)[4]) {
   const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi64(v[0], v[1]), _mm512_unpackhi_epi64(v[0], v[1]));
   const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(v[2], v[3]), _mm512_unpackhi_epi64(v[2], v[3]));
   const __m512 af = _mm512_castsi512_ps(a), cf = _mm512_castsi512_ps(c);
-  const __m512i e = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0xDD)));
+  return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0xDD)));
+}
+
+// The 8 block sums of 4 pairs, lane j = block j: pair_quarters, the quarters of one block added,
+// and the lanes put in block order.
+inline __m256i sum_pairs(const __m512i (&v)[4]) {
+  const __m512i e = pair_quarters(v);
   const __m512i f = _mm512_add_epi32(e, _mm512_shuffle_i32x4(e, e, 0xB1));
   return _mm512_castsi512_si256(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), f));
 }
@@ -208,14 +214,11 @@ inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand&
   const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 0, 2, 4, 6, 1, 3, 5, 7);
   for (int t = 0; t < NB; ++t) {
     const std::int8_t* xq = x.rows.q + (t0 + t) * x.rows.cols + b * q8_block;
-    __m512i e[2];  // as sum_pairs' e: S_2j = e[j] + e[j + 4], S_2j+1 = e[8 + j] + e[12 + j]
+    __m512i e[2];  // each row's pair_quarters
     for (int i = 0; i < 2; ++i) {
       __m512i p[4];
       for (int k = 0; k < 4; ++k) p[k] = dot4(nibbles[i][k], _mm512_loadu_si512(xq + 2 * k * q8_block));
-      const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi64(p[0], p[1]), _mm512_unpackhi_epi64(p[0], p[1]));
-      const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(p[2], p[3]), _mm512_unpackhi_epi64(p[2], p[3]));
-      const __m512 af = _mm512_castsi512_ps(a), cf = _mm512_castsi512_ps(c);
-      e[i] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(af, cf, 0xDD)));
+      e[i] = pair_quarters(p);
     }
     // quarters [row 0 even blocks, row 0 odd, row 1 even, row 1 odd], less the +8's share
     __m512i g = _mm512_add_epi32(_mm512_shuffle_i32x4(e[0], e[1], 0x88), _mm512_shuffle_i32x4(e[0], e[1], 0xDD));
