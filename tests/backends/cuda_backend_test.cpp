@@ -19,7 +19,7 @@
 #include "common/sanitizer.hpp"
 #include "kylin/backends/cuda/backend.hpp"
 #include "kylin/generate/kv_file.hpp"
-#include "kylin/kernels/draw.hpp"
+#include "kylin/kernels/draw_row.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/model/model.hpp"
@@ -402,11 +402,18 @@ TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same
     const auto at = static_cast<std::size_t>(i);
     return kylin::ForwardOutputs{.drawn = std::span<int>(drawn).subspan(at, 1), .draws = std::span<const kylin::kernels::RowDraw>(draws).subspan(at, 1)};
   });
+  std::vector<int> nucleus_drawn(3, -7);
+  std::vector<kylin::kernels::RowDraw> nucleus_draws = draws;
+  for (kylin::kernels::RowDraw& d : nucleus_draws) d.top_p = 0.9f;
+  const std::size_t nucleus = launches([&](int i) {
+    const auto at = static_cast<std::size_t>(i);
+    return kylin::ForwardOutputs{.drawn = std::span<int>(nucleus_drawn).subspan(at, 1), .draws = std::span<const kylin::kernels::RowDraw>(nucleus_draws).subspan(at, 1)};
+  });
   CHECK(greedy == rows + 1);   // one ArgmaxKernel for the three rows
   CHECK(top_k == rows + 2);    // one TopKSliceKernel and one TopKMergeKernel
   CHECK(drawing == rows + 3);  // one ArgmaxKernel, DrawSliceKernel and DrawPickKernel
-  std::vector<int> kept_ids;
-  std::vector<float> kept_weights;
+  CHECK(nucleus == rows + 4);  // one ArgmaxKernel, NucleusSliceKernel, TopKSliceKernel and TopKMergeKernel
+  kylin::kernels::DrawScratch scratch;
   for (int i = 0; i < 3; ++i) {
     CAPTURE(i);
     const auto row = std::span<const float>(logits).subspan(static_cast<std::size_t>(i) * V, V);
@@ -414,7 +421,8 @@ TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same
     std::vector<kylin::kernels::RankedLogit> want(20);
     kylin::kernels::top_k(row, want);
     CHECK(std::ranges::equal(std::span(top).subspan(static_cast<std::size_t>(i) * 20, 20), want));
-    CHECK(drawn[static_cast<std::size_t>(i)] == kylin::kernels::draw_row(row, draws[static_cast<std::size_t>(i)], kept_ids, kept_weights));
+    CHECK(drawn[static_cast<std::size_t>(i)] == kylin::kernels::draw_row(row, draws[static_cast<std::size_t>(i)], scratch));
+    CHECK(nucleus_drawn[static_cast<std::size_t>(i)] == kylin::kernels::draw_row(row, nucleus_draws[static_cast<std::size_t>(i)], scratch));
   }
 }
 

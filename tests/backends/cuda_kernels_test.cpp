@@ -21,7 +21,7 @@
 #include "kylin/backends/cuda/kernels.hpp"
 #include "kylin/generate/sampler_reference.hpp"
 #include "kylin/kernels/attention.hpp"
-#include "kylin/kernels/draw.hpp"
+#include "kylin/kernels/draw_row.hpp"
 #include "kylin/kernels/ops.hpp"
 
 namespace cuda_kernels_test {
@@ -770,14 +770,13 @@ TEST_CASE("DrawSliceKernel then DrawPickKernel draw each row's token by the inve
             draws.push_back({.inv_temperature = inv_t, .min_weight = min_weight, .u = u});
           }
           const std::vector<int> ids = device_draws(x, static_cast<std::int64_t>(width), stride, draws);
-          std::vector<int> kept_ids;
-          std::vector<float> kept_weights;
+          kernels::DrawScratch scratch;
           for (std::size_t r = 0; r < draws.size(); ++r) {
             CAPTURE(draws[r].u);
             const auto cut = std::span<const float>(row).first(width);
             CHECK(test::inverse_cdf_pick(cut, draws[r], ids[r]));
             if (draws[r].u > 0.999) continue;  // u * total within rounding of the total: any of the last tokens weighing < ~1e-16 of it
-            same_as_host += ids[r] == kernels::draw_row(cut, draws[r], kept_ids, kept_weights);
+            same_as_host += ids[r] == kernels::draw_row(cut, draws[r], scratch);
             ++draws_checked;
           }
         }
@@ -816,6 +815,52 @@ TEST_CASE("the draw kernels give the sampler reference's distribution: N stratif
     for (std::size_t i = 0; i < row.size(); ++i) {
       CAPTURE(i);
       CHECK(std::abs(count[i] - N * want[i]) <= 2.0);
+    }
+  }
+}
+
+}  // namespace cuda_kernels_test
+
+namespace cuda_kernels_test {
+
+TEST_CASE("NucleusSliceKernel gives each slice's whole mass (min-p left out) and its lowest finite logit; 0 and +inf on rows with nothing to draw") {
+  std::vector<std::vector<float>> cases = test::top_k_rows_cases();
+  for (const std::size_t n : {7, 2048, 5000}) {
+    std::mt19937 gen(static_cast<unsigned>(n));  // test data only
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> row(n);
+    for (float& l : row) l = normal(gen);
+    if (n == 5000) row[4100] = NAN, row[2] = -INFINITY, row[3000] = -300.0f;
+    cases.push_back(row);
+  }
+  for (const auto& row : cases) {
+    if (row.empty() || row.size() > 10000) continue;
+    CAPTURE(row.size());
+    for (const float inv_t : {1.0f, 0.4f}) {
+      CAPTURE(inv_t);
+      const auto width = static_cast<std::int64_t>(row.size());
+      std::vector<float> x = row;  // [1, width]
+      const kernels::RowDraw d{.inv_temperature = inv_t, .min_weight = 0.5f, .top_p = 0.9f};  // min-p must not count
+      std::vector<int> top{kernels::argmax(row)};
+      cuda::NucleusSliceKernel k{.x = x.data(), .rows = 1, .width = width, .stride = width, .top = top.data(), .draws = &d, .sums = nullptr, .lows = nullptr};
+      std::vector<double> sums(static_cast<std::size_t>(k.slices()), -1.0);
+      std::vector<float> lows(static_cast<std::size_t>(k.slices()), -1.0f);
+      k.sums = sums.data();
+      k.lows = lows.data();
+      run(k);
+      const bool live = top[0] >= 0 && std::isfinite(row[static_cast<std::size_t>(top[0])]);
+      for (std::int64_t s = 0; s < k.slices(); ++s) {
+        CAPTURE(s);
+        long double mass = 0;
+        float low = INFINITY;
+        for (std::int64_t i = s * 2048; i < std::min(width, (s + 1) * 2048); ++i) {
+          const float l = row[static_cast<std::size_t>(i)];
+          if (live) mass += kernels::scaled_weight(l, row[static_cast<std::size_t>(top[0])], inv_t);
+          if (live && std::isfinite(l)) low = std::min(low, l);
+        }
+        CHECK(std::abs(static_cast<long double>(sums[static_cast<std::size_t>(s)]) - mass) <= 1e-12L * std::max(mass, 1.0L));
+        CHECK(lows[static_cast<std::size_t>(s)] == low);
+      }
     }
   }
 }

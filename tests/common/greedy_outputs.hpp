@@ -13,7 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "common/reference.hpp"
-#include "kylin/kernels/draw.hpp"
+#include "kylin/kernels/draw_row.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/model/model.hpp"
 
@@ -105,9 +105,10 @@ void check_top_outputs(M& model, std::span<const int> tokens) {
   CHECK(top3 == top_of(last3, static_cast<std::size_t>(wide)));
 }
 
-// Draws handed back by one batch: a sequence drawing at every position, one cut at pick_end with
-// min-p, two asking the same (one call for both) at other temperatures; each checked against
-// kernels::draw_row of the same forward's logits under the same draw.
+// Draws handed back by one batch: a sequence drawing at every position (every other one with top-p),
+// one cut at pick_end with min-p, two asking the same (one call for both) at other temperatures, one
+// with a low top-p; each checked against kernels::draw_row of the same forward's logits under the
+// same draw.
 template <class M>
 void check_drawn_outputs(M& model, std::span<const int> tokens) {
   const std::int64_t V = model.vocab_size(), T = static_cast<std::int64_t>(tokens.size());
@@ -115,9 +116,10 @@ void check_drawn_outputs(M& model, std::span<const int> tokens) {
   std::vector<float> all(static_cast<std::size_t>(T * V)), last1(static_cast<std::size_t>(V)), last2(static_cast<std::size_t>(V)),
       last3(static_cast<std::size_t>(V));  // [T, V], [V], [V], [V]
   std::vector<kernels::RowDraw> draws;     // [T + 3]
-  for (std::int64_t r = 0; r < T; ++r) draws.push_back({.inv_temperature = 1.0f, .min_weight = 1e-45f, .u = (static_cast<double>(r) + 0.5) / static_cast<double>(T)});
+  for (std::int64_t r = 0; r < T; ++r)
+    draws.push_back({.inv_temperature = 1.0f, .min_weight = 1e-45f, .u = (static_cast<double>(r) + 0.5) / static_cast<double>(T), .top_p = r % 2 ? 0.8f : 1.0f});
   draws.push_back({.inv_temperature = 0.7f, .min_weight = 0.05f, .u = 0.9});
-  draws.push_back({.inv_temperature = 2.0f, .min_weight = 1e-45f, .u = 0.3});
+  draws.push_back({.inv_temperature = 2.0f, .min_weight = 1e-45f, .u = 0.3, .top_p = 0.05f});
   draws.push_back({.inv_temperature = 0.5f, .min_weight = 1e-45f, .u = 0.999});
   std::vector<int> drawn(draws.size(), -7);  // [T + 3]
   const auto each = [&](std::size_t at, std::size_t n) {
@@ -131,9 +133,8 @@ void check_drawn_outputs(M& model, std::span<const int> tokens) {
   o3.logits = last3;
   const SequenceInput batch[] = {{tokens, c0, o0}, {tokens.first(tokens.size() - 1), c1, o1}, {tokens.last(2), c2, o2}, {tokens.last(3), c3, o3}};
   model.forward(batch);
-  std::vector<int> ids;
-  std::vector<float> weights;
-  auto host_draw = [&](std::span<const float> row, std::size_t i) { return kernels::draw_row(row, draws[i], ids, weights); };
+  kernels::DrawScratch scratch;
+  auto host_draw = [&](std::span<const float> row, std::size_t i) { return kernels::draw_row(row, draws[i], scratch); };
   for (std::size_t r = 0; r < t; ++r) {
     CAPTURE(r);
     CHECK(drawn[r] == host_draw(std::span<const float>(all).subspan(r * static_cast<std::size_t>(V), static_cast<std::size_t>(V)), r));

@@ -301,51 +301,51 @@ TEST_CASE("plain top-k sampling steps take only the forward's top-k (cut at the 
   CHECK(run.input().out.top.empty());
 }
 
-TEST_CASE("plain sampling by temperature and min-p alone takes the forward's draws, not the row, and draws the tokens the row gives (prompt in chunks too)") {
+TEST_CASE("sampling by temperature, top-p and min-p alone takes the forward's draws, not the row, and draws the tokens the row gives (prompt in chunks too)") {
   const auto prompt = engine().tokenizer().encode("Once upon a time there was");
   kylin::Session session(engine());
-  kylin::GenerateOptions o;
-  o.max_new_tokens = 12;
-  o.ignore_eos = true;
-  o.sampling.temperature = 1.3f;
-  o.sampling.top_k = 0;    // the checkpoint's generation_config asks for top-k and top-p
-  o.sampling.top_p = 1.0f;
-  o.sampling.min_p = 0.02f;
-  o.sampling.seed = 99;
-  {
-    kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
-    const kylin::SequenceInput in = run.input();
-    CHECK(in.out.logits.empty());
-    CHECK(in.out.drawn.size() == 1);
-    CHECK(in.out.draws.size() == 1);
-    CHECK(in.out.draws[0].inv_temperature == 1.0f / 1.3f);
-    CHECK(in.out.draws[0].min_weight == 0.02f);
-    CHECK(run.input().out.draws[0] == in.out.draws[0]);  // asked twice in a step, the same draw
-    CHECK(in.out.pick_end == static_cast<std::int64_t>(engine().sampleable_ids().end()));
-  }
-  const auto by_draws = session.generate(prompt, o);
-  // The prompt two tokens a pass: each pass asks for a draw; only the last one's is used.
-  std::vector<int> chunked;
-  {
-    kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer, 2);
-    while (!run.done()) {
+  for (const float top_p : {1.0f, 0.9f}) {
+    CAPTURE(top_p);
+    kylin::GenerateOptions o;
+    o.max_new_tokens = 12;
+    o.ignore_eos = true;
+    o.sampling.temperature = 1.3f;
+    o.sampling.top_k = 0;  // the checkpoint's generation_config asks for top-k and top-p
+    o.sampling.top_p = top_p;
+    o.sampling.min_p = 0.02f;
+    o.sampling.seed = 99;
+    {
+      kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
       const kylin::SequenceInput in = run.input();
-      engine().model().forward(std::span<const kylin::SequenceInput>(&in, 1));
-      run.advance();
+      CHECK(in.out.logits.empty());
+      CHECK(in.out.drawn.size() == 1);
+      CHECK(in.out.draws.size() == 1);
+      CHECK(in.out.draws[0].inv_temperature == 1.0f / 1.3f);
+      CHECK(in.out.draws[0].min_weight == 0.02f);
+      CHECK(in.out.draws[0].top_p == top_p);
+      CHECK(run.input().out.draws[0] == in.out.draws[0]);  // asked twice in a step, the same draw
+      CHECK(in.out.pick_end == static_cast<std::int64_t>(engine().sampleable_ids().end()));
     }
-    chunked = run.finish().tokens;
+    const auto by_draws = session.generate(prompt, o);
+    // The prompt two tokens a pass: each pass asks for a draw; only the last one's is used.
+    std::vector<int> chunked;
+    {
+      kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer, 2);
+      while (!run.done()) {
+        const kylin::SequenceInput in = run.input();
+        engine().model().forward(std::span<const kylin::SequenceInput>(&in, 1));
+        run.advance();
+      }
+      chunked = run.finish().tokens;
+    }
+    int rows_seen = 0;
+    o.on_logits = [&](std::span<float>) { ++rows_seen; };
+    const auto by_rows = session.generate(prompt, o);
+    CHECK(rows_seen == 12);
+    REQUIRE(by_draws.tokens.size() == 12);
+    CHECK(by_draws.tokens == by_rows.tokens);
+    CHECK(chunked == by_rows.tokens);
   }
-  int rows_seen = 0;
-  o.on_logits = [&](std::span<float>) { ++rows_seen; };
-  const auto by_rows = session.generate(prompt, o);
-  CHECK(rows_seen == 12);
-  REQUIRE(by_draws.tokens.size() == 12);
-  CHECK(by_draws.tokens == by_rows.tokens);
-  CHECK(chunked == by_rows.tokens);
-  o.on_logits = nullptr;
-  o.sampling.top_p = 0.9f;  // top-p over the whole row needs the row
-  kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
-  CHECK(run.input().out.drawn.empty());
 }
 
 TEST_CASE("ids the tokenizer cannot decode are never generated, even when a logit hook makes them win") {

@@ -150,7 +150,8 @@ TEST_CASE("a bad sequence anywhere in a batch is refused before anything runs: n
   CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.drawn = std::span<int>(&drawn, 1)}}}), doctest::Contains("draw output buffers hold 1 ids and 0 draws"),
                        kylin::Error);
   for (const kylin::kernels::RowDraw bad : {kylin::kernels::RowDraw{.inv_temperature = 0.0f, .min_weight = 1e-45f}, kylin::kernels::RowDraw{.min_weight = 0.0f},
-                                            kylin::kernels::RowDraw{.min_weight = 1e-45f, .u = 1.0}}) {
+                                            kylin::kernels::RowDraw{.min_weight = 1e-45f, .u = 1.0}, kylin::kernels::RowDraw{.min_weight = 1e-45f, .top_p = 0.0f},
+                                            kylin::kernels::RowDraw{.min_weight = 1e-45f, .top_p = NAN}}) {
     CHECK_THROWS_WITH_AS(model.forward(std::vector<In>{{t, a, {.drawn = std::span<int>(&drawn, 1), .draws = std::span<const kylin::kernels::RowDraw>(&bad, 1)}}}),
                          doctest::Contains("a draw needs inv_temperature finite"), kylin::Error);
   }

@@ -157,9 +157,9 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   CHECK(num("pp_compute_fraction") == doctest::Approx(num("pp_gflops") / num("compute_gflops")));
 }
 
-TEST_CASE("kylin bench says how decode took its tokens: greedy ids, downloaded logits, --top-k or --draw sampling; --top-k refuses 1, and each refuses the others") {
+TEST_CASE("kylin bench says how decode took its tokens: greedy ids, downloaded logits, --top-k, --draw or --draw --top-p sampling; --top-k refuses 1, and each refuses the others") {
   const std::string model = data + "/models/tiny-qwen3-untied";
-  for (const auto& flag_output : {std::pair{"", "greedy_ids"}, std::pair{" --download-logits", "logits"}, std::pair{" --top-k 20", "top_k"}, std::pair{" --draw", "draw"}}) {
+  for (const auto& flag_output : {std::pair{"", "greedy_ids"}, std::pair{" --download-logits", "logits"}, std::pair{" --top-k 20", "top_k"}, std::pair{" --draw", "draw"}, std::pair{" --draw --top-p 0.9", "draw_top_p"}}) {
     const std::string flag = flag_output.first, output = flag_output.second;  // not structured bindings: CAPTURE's lambda cannot name those in clang 14
     CAPTURE(flag);
     const Run r = run(kylin_bin + " bench --model " + model + " -p 0 -n 4 -r 1 -t 1 --format json" + flag);
@@ -172,6 +172,7 @@ TEST_CASE("kylin bench says how decode took its tokens: greedy ids, downloaded l
   CHECK(run(kylin_bin + " bench --model " + model + " --top-k 20 --download-logits").exit_code != 0);
   CHECK(run(kylin_bin + " bench --model " + model + " --draw --download-logits").exit_code != 0);
   CHECK(run(kylin_bin + " bench --model " + model + " --draw --top-k 20").exit_code != 0);
+  CHECK(run(kylin_bin + " bench --model " + model + " --top-p 0.9").exit_code != 0);  // needs --draw
 }
 
 TEST_CASE("kylin bench --weights q8 reads the quantized bytes: the roofline counts Q8_0 projections and LM head, not the checkpoint's") {

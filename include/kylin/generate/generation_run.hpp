@@ -46,7 +46,7 @@ class GenerationRun {
     const bool row_unseen = !p.has_penalties() && sampler_.sampleable().holes().empty() && !o_.constraint && !o_.on_logits && !spec_;
     greedy_only_ = row_unseen && p.is_greedy();
     if (row_unseen && sampler_.needs_only_top_k(s_.logits_.size())) top_.resize(static_cast<std::size_t>(p.top_k));
-    draw_only_ = row_unseen && sampler_.draws_whole_row(s_.logits_.size());  // temperature and min-p alone: drawn where the logits are
+    draw_only_ = row_unseen && sampler_.draws_whole_row(s_.logits_.size());  // temperature, top-p and min-p alone: drawn where the logits are
     plan_step();
   }
   GenerationRun(const GenerationRun&) = delete;

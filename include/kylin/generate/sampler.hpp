@@ -20,6 +20,7 @@
 #include "kylin/generate/sampler_rng.hpp"
 #include "kylin/generate/sampler_vocab.hpp"
 #include "kylin/kernels/draw.hpp"
+#include "kylin/kernels/nucleus.hpp"
 #include "kylin/kernels/ops.hpp"
 
 namespace kylin {
@@ -42,9 +43,9 @@ class Sampler {
     touched_.reserve(vocab_size);
     ids_.reserve(vocab_size);
     kept_weights_.reserve(vocab_size);
-    weights_.assign(vocab_size, 0.0f);
-    bucket_.assign(vocab_size, 0);
-    boundary_.reserve(vocab_size);
+    nucleus_.weights.reserve(vocab_size);
+    nucleus_.bucket.reserve(vocab_size);
+    nucleus_.boundary.reserve(vocab_size);
     set_params(params);
   }
 
@@ -130,11 +131,11 @@ class Sampler {
   }
 
   // Whether candidates() of a row of n logits is a draw over the whole row as kernels::draw_row
-  // makes it: temperature and min-p only (no top-k below the cut row, no top-p), no penalty, no
+  // makes it: temperature, top-p and min-p only (no top-k below the cut row), no penalty, no
   // hole. A backend can then draw where the logits are (ForwardOutputs::drawn) with row_draw().
   bool draws_whole_row(std::size_t n) const {
     const std::size_t cut = std::min(n, sampleable_.end());
-    return !params_.is_greedy() && !params_.has_penalties() && sampleable_.holes().empty() && params_.top_p >= 1.0f &&
+    return !params_.is_greedy() && !params_.has_penalties() && sampleable_.holes().empty() &&
            (params_.top_k <= 0 || static_cast<std::size_t>(params_.top_k) >= cut);
   }
   // The next token's draw over the whole row. Its uniform number is the next of the stream draw()
@@ -143,14 +144,12 @@ class Sampler {
   // whose draw is not used (an early chunk of a prompt) leaves the stream as it was.
   kernels::RowDraw row_draw() const {
     Xoshiro256StarStar next = rng_;
-    return {.inv_temperature = 1.0f / params_.temperature, .min_weight = min_weight(), .u = next.uniform()};
+    return {.inv_temperature = 1.0f / params_.temperature, .min_weight = min_weight(), .u = next.uniform(), .top_p = params_.top_p};
   }
   // What a token id -1 from a pick made elsewhere stands for in a row of n: sampleable().first().
   int fallback(std::size_t n) const { return std::min(sampleable_.first(), static_cast<int>(n) - 1); }
 
  private:
-  static constexpr int kBuckets = 1024;       // top-p histogram resolution over the scaled logits
-  static constexpr std::size_t kLanes = 16;  // block width of the vectorisable scans
   static double block_sum(std::span<const float> w, std::size_t begin, std::size_t end) { return kernels::weight_sum(w, begin, end); }
   // The least weight min-p keeps (every token weighing more than 0 without min-p).
   float min_weight() const { return std::max(params_.min_p, std::numeric_limits<float>::denorm_min()); }
@@ -230,75 +229,14 @@ class Sampler {
     kept_weights_.resize(kept);
   }
 
-  // No top-k: temperature, then top-p by a histogram over the whole row, then min-p.
+  // No top-k: temperature, then top-p (kernels::keep_nucleus), then min-p.
   void select_full(std::span<const float> logits) {
     const int top = argmax(logits);
     const float max_logit = logits[top];
     if (!std::isfinite(max_logit)) return keep_only(top);
-    const float inv_t = 1.0f / params_.temperature, min_w = min_weight();
-    if (params_.top_p >= 1.0f) return kernels::keep_weighted(logits, max_logit, {.inv_temperature = inv_t, .min_weight = min_w}, ids_, kept_weights_);
-    const std::size_t n = logits.size();
-    for (std::size_t i = 0; i < n; ++i) weights_[i] = detail::scaled_weight(logits[i], max_logit, inv_t);
-    // Buckets ranked before the boundary bucket are kept whole (in id order); the boundary
-    // bucket's tokens are ranked and kept while the mass ranked before them is below target.
-    const Nucleus nucleus = nucleus_bucket(logits, max_logit, inv_t);
-    boundary_.clear();
-    for (std::size_t i = 0; i < n; ++i) {
-      if (bucket_[i] < nucleus.bucket) {
-        if (weights_[i] >= min_w) {
-          ids_.push_back(static_cast<int>(i));
-          kept_weights_.push_back(weights_[i]);
-        }
-      } else if (bucket_[i] == nucleus.bucket) {
-        boundary_.push_back(static_cast<int>(i));
-      }
-    }
-    std::sort(boundary_.begin(), boundary_.end(),
-              [&](int x, int y) { return detail::ranks_before(logits[x], x, logits[y], y); });
-    double before = nucleus.before;
-    for (int id : boundary_) {
-      if (before >= nucleus.target) break;
-      before += weights_[id];
-      if (weights_[id] >= min_w) {
-        ids_.push_back(id);
-        kept_weights_.push_back(weights_[id]);
-      }
-    }
-  }
-
-  struct Nucleus {
-    int bucket;     // where the mass ranked before a token first reaches target
-    double before;  // mass of the buckets ranked before it
-    double target;  // top_p * total mass
-  };
-
-  // Histograms weights_ over the scaled-logit range split evenly (bucket_ gets each token's),
-  // so ranking is needed only inside the bucket where top-p's cut falls.
-  Nucleus nucleus_bucket(std::span<const float> logits, float max_logit, float inv_t) {
-    const std::size_t n = logits.size();
-    std::array<float, kLanes> lowest;  // [kLanes] lane-wise minimum finite logit
-    lowest.fill(max_logit);
-    for (std::size_t base = 0; base < n; base += kLanes)
-      for (std::size_t j = 0; j < std::min(kLanes, n - base); ++j) {
-        const float l = logits[base + j];
-        lowest[j] = std::isfinite(l) && l < lowest[j] ? l : lowest[j];
-      }
-    const float min_finite = *std::min_element(lowest.begin(), lowest.end());
-    const float range = std::min(-detail::scaled_logit(min_finite, max_logit, inv_t), -detail::kMinScaledLogit);
-    const float scale = range > 0.0f ? static_cast<float>(kBuckets) / range : 0.0f;
-    constexpr auto kLast = static_cast<float>(kBuckets - 1);
-    for (std::size_t i = 0; i < n; ++i) {  // NaN, inf and weightless tokens land in the last bucket
-      const float b = -detail::scaled_logit(logits[i], max_logit, inv_t) * scale;
-      bucket_[i] = static_cast<std::uint16_t>(static_cast<int>(b < kLast ? b : kLast));
-    }
-    bucket_mass_.fill(0.0);
-    for (std::size_t i = 0; i < n; ++i) bucket_mass_[bucket_[i]] += weights_[i];
-    double total = 0.0;
-    for (double m : bucket_mass_) total += m;
-    Nucleus out{0, 0.0, static_cast<double>(params_.top_p) * total};
-    while (out.bucket < kBuckets - 1 && out.before + bucket_mass_[out.bucket] < out.target)
-      out.before += bucket_mass_[out.bucket++];
-    return out;
+    const kernels::RowDraw d{.inv_temperature = 1.0f / params_.temperature, .min_weight = min_weight(), .top_p = params_.top_p};
+    if (params_.top_p >= 1.0f) return kernels::keep_weighted(logits, max_logit, d, ids_, kept_weights_);
+    kernels::keep_nucleus(logits, max_logit, d, nucleus_, ids_, kept_weights_);
   }
 
   std::size_t vocab_size_;
@@ -312,10 +250,7 @@ class Sampler {
   std::vector<kernels::RankedLogit> ranked_;    // [top_k] the row's best, best first
   std::vector<int> ids_;                        // [<= vocab] kept token ids
   std::vector<float> kept_weights_;             // [<= vocab] their weights
-  std::vector<float> weights_;                  // [vocab] every token's weight (top-p path)
-  std::vector<std::uint16_t> bucket_;           // [vocab] every token's top-p bucket
-  std::vector<int> boundary_;                   // [<= vocab] ids in top-p's boundary bucket
-  std::array<double, kBuckets> bucket_mass_{};  // [kBuckets]
+  kernels::NucleusScratch nucleus_;             // top-p's histogram over the row
 };
 
 }  // namespace kylin

@@ -1,6 +1,5 @@
 // A sampler's token weights (exp of the temperature-scaled logit) and its inverse-CDF draw, shared
-// by kylin::Sampler and the backends' draw_rows: draw_row is Sampler's draw over a whole row
-// (temperature, min-p; no top-k or top-p), so a backend picks the token where the logits are.
+// by kylin::Sampler and the backends' draw_rows (kernels/draw_row.hpp).
 #pragma once
 
 #include <algorithm>
@@ -103,16 +102,6 @@ inline void keep_weighted(std::span<const float> row, float max_logit, const Row
       weights[kept++] = weights[i];
     }
   weights.resize(kept);
-}
-
-// The token Sampler draws from the whole row with d's temperature, min-p and uniform number:
-// argmax when its logit is +inf, -1 when no logit is above -inf (the caller's fallback). ids and
-// weights are scratch ([<= row.size()]), reserved by the caller so that a draw allocates nothing.
-inline int draw_row(std::span<const float> row, const RowDraw& d, std::vector<int>& ids, std::vector<float>& weights) {
-  const int top = argmax(row);
-  if (top < 0 || std::isinf(row[static_cast<std::size_t>(top)])) return top;
-  keep_weighted(row, row[static_cast<std::size_t>(top)], d, ids, weights);
-  return weighted_pick(ids, weights, weight_sum(weights, 0, weights.size()), d.u);
 }
 
 }  // namespace kylin::kernels

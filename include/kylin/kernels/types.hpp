@@ -106,12 +106,14 @@ struct RankedLogit {
 };
 
 // One logit row's draw over the whole row (kernels::draw_row, ForwardOutputs::draws): each token
-// weighs exp((logit - max) * inv_temperature), those below min_weight are dropped, and the token
-// where the running mass in id order first passes u * total is picked.
+// weighs exp((logit - max) * inv_temperature); below top_p only the best tokens holding that share
+// of the mass stay (kernels/nucleus.hpp), those below min_weight are dropped, and the token where
+// the running mass over the kept ones first passes u * their total is picked.
 struct RowDraw {
   float inv_temperature = 1.0f;  // 1 / T: finite, > 0
   float min_weight = 0.0f;       // (0, 1]: min_p, or the least float above 0 without it
   double u = 0.0;                // [0, 1): the sampler's uniform number for this token
+  float top_p = 1.0f;            // (0, 1]: 1 keeps the whole row
   bool operator==(const RowDraw&) const = default;
 };
 

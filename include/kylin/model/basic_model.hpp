@@ -52,7 +52,7 @@ enum class Positions { last, all };
 // drawn over the same ids as kernels::draw_row draws it under draws[i] (-1 as greedy's). All are
 // picked where the logits are, so a device backend sends back one int (or top_k pairs) a row
 // instead of the row: greedy decoding, top-k sampling (Sampler::candidates_from_top) and sampling
-// by temperature and min-p (Sampler::row_draw), without the logits. One of them a sequence: greedy
+// by temperature, top-p and min-p (Sampler::row_draw), without the logits. One of them a sequence: greedy
 // before top before drawn.
 struct ForwardOutputs {
   std::span<float> logits = {};
@@ -320,8 +320,9 @@ class BasicModel {
                                                        std::to_string(out.draws.size()) + " draws, need " + std::to_string(rows));
     for (const kernels::RowDraw& d : out.draws.first(rows))
       if (!(d.inv_temperature > 0.0f && d.inv_temperature < std::numeric_limits<float>::infinity()) || !(d.min_weight > 0.0f && d.min_weight <= 1.0f) ||
-          !(d.u >= 0.0 && d.u < 1.0))
-        throw Error(ErrorCategory::request, "draws", where() + "a draw needs inv_temperature finite and above 0, min_weight in (0, 1] and u in [0, 1)");
+          !(d.u >= 0.0 && d.u < 1.0) || !(d.top_p > 0.0f && d.top_p <= 1.0f))
+        throw Error(ErrorCategory::request, "draws",
+                    where() + "a draw needs inv_temperature finite and above 0, min_weight in (0, 1], u in [0, 1) and top_p in (0, 1]");
   }
   static bool fits(std::span<const float> buffer, std::size_t needed) { return buffer.empty() || buffer.size() >= needed; }
   static Error output_error(const std::string& what, std::size_t has, std::size_t needed) {

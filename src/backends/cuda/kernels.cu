@@ -35,5 +35,6 @@ template const void* kernel_entry<TopKSliceKernel>();
 template const void* kernel_entry<TopKMergeKernel>();
 template const void* kernel_entry<DrawSliceKernel>();
 template const void* kernel_entry<DrawPickKernel>();
+template const void* kernel_entry<NucleusSliceKernel>();
 
 }  // namespace kylin::cuda

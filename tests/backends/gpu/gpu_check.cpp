@@ -7,6 +7,7 @@
 // bit; greedy ids picked on the device are the logits' argmax, top-k picked there their
 // kernels::top_k, and draws made there the logits' inverse CDF. Exit 0 only if all pass; needs an NVIDIA GPU. With --matvec-bench: the
 // matvec's bandwidth instead (matvec_bench.hpp).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -21,6 +22,7 @@
 #include "common/reference.hpp"
 #include "backends/gpu/matvec_bench.hpp"
 #include "kylin/generate/kv_file.hpp"
+#include "kylin/kernels/draw_row.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/model/model.hpp"
 
@@ -189,34 +191,37 @@ bool check_top_k(const std::string& name) {
 }
 
 // Draws made on the device (ForwardOutputs::drawn; temperatures 0.6, 1 and 2, min-p 0 and 0.05,
-// eleven uniform numbers from 0 to just below 1, cut and whole rows): each is where the running
-// mass of the logits the same forward downloads passes u * total (test::inverse_cdf_pick); how
+// top-p 1 and 0.9, eleven uniform numbers from 0 to just below 1, cut and whole rows): each is
+// where the running mass of the logits the same forward downloads passes u * total
+// (test::inverse_cdf_pick), or with top-p, one of the tokens kernels::draw_row keeps from them; how
 // many are also kernels::draw_row's token (host sums in another order) is printed.
 bool check_draws(const std::string& name) {
   kylin::Model model = load(name, kylin::WeightFormat::stored);
   const auto V = static_cast<std::size_t>(model.vocab_size());
   bool ok = true;
   std::size_t n = 0, same = 0;
-  std::vector<int> ids;
-  std::vector<float> weights;
+  kylin::kernels::DrawScratch scratch;
   for (const kylin::test::Case& c : kylin::test::load_cases(name))
     for (const float t : {0.6f, 1.0f, 2.0f})
       for (const float min_weight : {1e-45f, 0.05f})
-        for (int i = 0; i <= 10; ++i)
-          for (std::size_t end : {V, V / 2}) {
-            auto cache = model.new_cache(256);
-            std::vector<float> logits(V);
-            int drawn = -7;
-            const kylin::kernels::RowDraw d{.inv_temperature = 1.0f / t, .min_weight = min_weight, .u = i < 10 ? i / 10.0 : 1.0 - 0x1p-53};
-            model.forward(c.tokens, cache, {.logits = logits, .pick_end = static_cast<std::int64_t>(end), .drawn = std::span<int>(&drawn, 1),
-                                            .draws = std::span<const kylin::kernels::RowDraw>(&d, 1)});
-            const auto row = std::span<const float>(logits).first(end);
-            ok = ok && kylin::test::inverse_cdf_pick(row, d, drawn);
-            same += drawn == kylin::kernels::draw_row(row, d, ids, weights);
-            ++n;
-          }
+        for (const float top_p : {1.0f, 0.9f})
+          for (int i = 0; i <= 10; ++i)
+            for (std::size_t end : {V, V / 2}) {
+              auto cache = model.new_cache(256);
+              std::vector<float> logits(V);
+              int drawn = -7;
+              const kylin::kernels::RowDraw d{.inv_temperature = 1.0f / t, .min_weight = min_weight, .u = i < 10 ? i / 10.0 : 1.0 - 0x1p-53, .top_p = top_p};
+              model.forward(c.tokens, cache, {.logits = logits, .pick_end = static_cast<std::int64_t>(end), .drawn = std::span<int>(&drawn, 1),
+                                              .draws = std::span<const kylin::kernels::RowDraw>(&d, 1)});
+              const auto row = std::span<const float>(logits).first(end);
+              const int host = kylin::kernels::draw_row(row, d, scratch);
+              const bool kept = std::find(scratch.ids.begin(), scratch.ids.end(), drawn) != scratch.ids.end();
+              ok = ok && (top_p < 1.0f ? kept : kylin::test::inverse_cdf_pick(row, d, drawn));
+              same += drawn == host;
+              ++n;
+            }
   std::printf("%-28s draws made on the device: %s (%zu of %zu kernels::draw_row's token)  %s\n", name.c_str(),
-              ok ? "the logits' inverse CDF" : "differ", same, n, ok ? "ok" : "FAIL");
+              ok ? "the logits' inverse CDF (top-p: a token of their nucleus)" : "differ", same, n, ok ? "ok" : "FAIL");
   return ok;
 }
 

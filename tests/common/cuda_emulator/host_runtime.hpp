@@ -45,6 +45,7 @@ class HostRuntime {
   void to_host(void* dst, const void* src, std::size_t bytes) {
     synchronize();
     std::memcpy(dst, src, bytes);
+    to_host_bytes_ += bytes;
   }
   template <class Kernel>
   void launch(const Kernel& k) {
@@ -62,6 +63,7 @@ class HostRuntime {
   std::size_t graphs() const { return queue_.graphs(); }
   std::size_t launches() const { return launches_; }  // kernel launches asked for so far (each pass's, replayed or not)
   std::size_t gemms() const { return gemms_; }        // GEMMs asked for so far
+  std::size_t to_host_bytes() const { return to_host_bytes_; }  // bytes copied to the host so far
 
   // For PassQueue: a "graph" is a copy of the recording, replayed with its own (captured) arguments.
   void issue(const PassRecording& r) {
@@ -91,6 +93,7 @@ class HostRuntime {
   std::size_t staged_ = 0;
   std::size_t launches_ = 0;
   std::size_t gemms_ = 0;
+  std::size_t to_host_bytes_ = 0;
   PassQueue<PassRecording> queue_{graphs_wanted()};
 };
 

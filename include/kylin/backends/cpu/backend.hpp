@@ -14,7 +14,7 @@
 #include "kylin/core/huge_pages.hpp"
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/attention.hpp"
-#include "kylin/kernels/draw.hpp"
+#include "kylin/kernels/draw_row.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/ops.hpp"
 
@@ -32,8 +32,8 @@ class CpuBackend {
         attention_scratch_(pool_.size(), c.n_groups(), c.head_dim),
         sum_rows_(std::max<std::int64_t>(1, o.max_pass_rows)),
         sum_(allocate(static_cast<std::size_t>(sum_rows_ * c.hidden_size) * sizeof(float))) {
-    draw_ids_.reserve(static_cast<std::size_t>(c.vocab_size));
-    draw_weights_.reserve(static_cast<std::size_t>(c.vocab_size));
+    draw_.ids.reserve(static_cast<std::size_t>(c.vocab_size));
+    draw_.weights.reserve(static_cast<std::size_t>(c.vocab_size));
   }
 
   ThreadPool& pool() { return pool_; }
@@ -74,7 +74,7 @@ class CpuBackend {
   // kernels::draw_row itself: the host draws as Sampler does, token for token.
   void draw_rows(const LogitRows& r, std::span<const kernels::RowDraw> draws, std::span<int> ids) {
     for (std::size_t i = 0; i < ids.size(); ++i)
-      ids[i] = kernels::draw_row({r.data + static_cast<std::int64_t>(i) * r.stride, static_cast<std::size_t>(r.width)}, draws[i], draw_ids_, draw_weights_);
+      ids[i] = kernels::draw_row({r.data + static_cast<std::int64_t>(i) * r.stride, static_cast<std::size_t>(r.width)}, draws[i], draw_);
   }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
@@ -148,8 +148,7 @@ class CpuBackend {
   kernels::AttentionScratch attention_scratch_;
   std::int64_t sum_rows_;
   Memory sum_;  // [max_pass_rows, hidden] a residual product before matmul_add adds it
-  std::vector<int> draw_ids_;        // [<= vocab] the tokens a draw keeps (draw_rows)
-  std::vector<float> draw_weights_;  // [<= vocab] their weights
+  kernels::DrawScratch draw_;  // draw_rows' kept tokens and top-p histogram
 };
 
 static_assert(Backend<CpuBackend>, "CpuBackend must model the Backend concept");

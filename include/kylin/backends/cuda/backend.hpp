@@ -20,6 +20,7 @@
 #include "kylin/backends/backend.hpp"
 #include "kylin/backends/cuda/gemm_call.hpp"
 #include "kylin/backends/cuda/kernels.hpp"
+#include "kylin/backends/cuda/row_picks.hpp"
 #include "kylin/kernels/ops.hpp"
 #include "kylin/kernels/quant.hpp"
 
@@ -51,9 +52,7 @@ class CudaBackend {
         weight_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(float))),
         seqs_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(DeviceAttentionSeq))),
         ids_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
-        greedy_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
-        draws_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(kernels::RowDraw))),
-        drawn_(runtime_.allocate(static_cast<std::size_t>(rows_) * sizeof(int))),
+        picks_(runtime_, rows_),
         partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))),
         sum_(runtime_.allocate(static_cast<std::size_t>(rows_ * c.hidden_size) * sizeof(float))) {
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
@@ -94,49 +93,18 @@ class CudaBackend {
     release_norm();
     runtime_.to_device(dst, host.data(), host.size_bytes());
   }
-  // Greedy decoding without logits: each row's id is picked on the device, one int a row comes back.
+  // Greedy ids, top-k and draws picked where the logits are (row_picks.hpp).
   void argmax_rows(const LogitRows& r, std::span<int> host) {
     release_norm();
-    const auto n = static_cast<std::int64_t>(host.size());
-    assert(n <= rows_);
-    if (n == 0) return;
-    runtime_.launch(ArgmaxKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .ids = greedy_.as<int>()});
-    runtime_.to_host(host.data(), greedy_.as<int>(), host.size_bytes());
+    picks_.argmax_rows(runtime_, r, host);
   }
-  // Top-k sampling without logits: each row's k best picked on the device, k pairs a row come back.
   void top_k_rows(const LogitRows& r, std::span<kernels::RankedLogit> host, std::int64_t k) {
     release_norm();
-    const auto n = static_cast<std::int64_t>(host.size()) / k;
-    if (n == 0) return;
-    if (k > max_device_top_k) return top_k_on_host(r, host, k);
-    TopKSliceKernel slices{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .k = k, .keys = nullptr};
-    const std::int64_t candidates = slices.slices() * k;
-    const auto key_bytes = static_cast<std::size_t>(n * candidates) * sizeof(std::uint64_t);
-    if (top_keys_.bytes() < key_bytes) top_keys_ = runtime_.allocate(key_bytes);  // the last use has finished: to_host waited for it
-    if (top_.bytes() < host.size_bytes()) top_ = runtime_.allocate(host.size_bytes());
-    slices.keys = top_keys_.as<std::uint64_t>();
-    runtime_.launch(slices);
-    runtime_.launch(TopKMergeKernel{.keys = top_keys_.as<std::uint64_t>(), .rows = n, .candidates = candidates, .k = k, .top = top_.as<kernels::RankedLogit>()});
-    runtime_.to_host(host.data(), top_.data(), host.size_bytes());
+    picks_.top_k_rows(runtime_, r, host, k);
   }
-  // Sampling by temperature and min-p without logits: each row's token drawn on the device from its
-  // argmax, slice sums and one pick; the draws go up as a staged copy, one int a row comes back.
   void draw_rows(const LogitRows& r, std::span<const kernels::RowDraw> draws, std::span<int> host) {
     release_norm();
-    const auto n = static_cast<std::int64_t>(host.size());
-    assert(n <= rows_ && draws.size() == host.size());
-    if (n == 0) return;
-    runtime_.to_device(draws_.data(), draws.data(), draws.size_bytes());
-    runtime_.launch(ArgmaxKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .ids = greedy_.as<int>()});
-    DrawSliceKernel slices{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .top = greedy_.as<int>(),
-                           .draws = draws_.as<kernels::RowDraw>(), .sums = nullptr};
-    const auto sum_bytes = static_cast<std::size_t>(n * slices.slices()) * sizeof(double);
-    if (draw_sums_.bytes() < sum_bytes) draw_sums_ = runtime_.allocate(sum_bytes);  // the last use has finished: to_host waited for it
-    slices.sums = draw_sums_.as<double>();
-    runtime_.launch(slices);
-    runtime_.launch(DrawPickKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .top = greedy_.as<int>(),
-                                   .draws = draws_.as<kernels::RowDraw>(), .sums = slices.sums, .ids = drawn_.as<int>()});
-    runtime_.to_host(host.data(), drawn_.data(), host.size_bytes());
+    picks_.draw_rows(runtime_, r, draws, host);
   }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
@@ -263,15 +231,6 @@ class CudaBackend {
   }
 
  private:
-  // top_k_rows past the device kernels' k: each row to the host, then kernels::top_k.
-  void top_k_on_host(const LogitRows& r, std::span<kernels::RankedLogit> host, std::int64_t k) {
-    host_row_.resize(static_cast<std::size_t>(r.width));
-    for (std::size_t i = 0; i * static_cast<std::size_t>(k) < host.size(); ++i) {
-      runtime_.to_host(host_row_.data(), r.data + static_cast<std::int64_t>(i) * r.stride, host_row_.size() * sizeof(float));
-      kernels::top_k(host_row_, host.subspan(i * static_cast<std::size_t>(k), static_cast<std::size_t>(k)));
-    }
-  }
-
   // Switches for comparing on a GPU: NAME=0 turns an optimisation off, NAME=1 an opt-in one on.
   static bool switched(const char* name, bool by_default) {
     const char* v = std::getenv(name);
@@ -407,18 +366,12 @@ class CudaBackend {
   Memory weight_;  // [rows] f32 routing weights of a selection
   Memory seqs_;    // [rows] DeviceAttentionSeq
   Memory ids_;     // [rows] int token ids of a pass
-  Memory greedy_;  // [rows] int greedy ids of a pass's logit rows (argmax_rows; each row's max for draw_rows)
-  Memory draws_;   // [rows] kernels::RowDraw of a pass's drawn rows (draw_rows)
-  Memory drawn_;   // [rows] int their drawn ids
-  Memory draw_sums_;  // [rows, slices] double slice masses of the drawn rows, grown on use
+  RowPicks<R> picks_;  // argmax_rows, top_k_rows, draw_rows
   Memory widened_;   // [widened_bytes] f32 rows of an F16/Q8_0/Q4_0 weight for the GEMM (widened_gemm), made on first use
   // Prefill rows from which F16/Q8_0/Q4_0 products widen the weight for a GEMM (fewer: the matvec),
   // and the most a widened chunk holds. Chosen, not yet measured on a GPU.
   static constexpr std::int64_t widened_gemm_rows = 32;
   static constexpr std::int64_t widened_bytes = std::int64_t{64} << 20;
-  Memory top_keys_;  // [rows, slices, k] uint64 rank keys of each slice's top-k (top_k_rows), grown on use
-  Memory top_;       // [rows, k] kernels::RankedLogit, the rows' top-k
-  static constexpr std::int64_t max_device_top_k = 256;
   Memory partial_;  // [attn_partial_floats] attention's key shares before they are combined
   Memory sum_;      // [rows, hidden] a residual product of GEMM rows before matmul_add adds it
   // Key shares in attention (flash-decoding). On an H200 (0.6B shape, decode): 380 against 145
@@ -437,7 +390,6 @@ class CudaBackend {
   std::optional<RmsNormKernel> held_norm_;          // a norm not launched yet (rms_norm)
   // Norms taken into matvecs of at most this many blocks (0.6B: q/k/v 512, gate/up 768) and rows.
   static constexpr unsigned max_norm_blocks = 1024;
-  std::vector<float> host_row_;                           // [vocab] a logit row top_k_on_host ranks
   std::vector<DeviceAttentionSeq> host_seqs_;             // [<= rows] staged before upload
   std::vector<DeviceAttentionSeq> uploaded_seqs_;         // [<= rows] what seqs_ holds, this pass
   std::unordered_map<const void*, Memory> resident_;      // host weight address -> device copy

@@ -1,6 +1,7 @@
 // A draw over a whole logit row on the device, as kernels::draw_row draws it (temperature, min-p):
 // a block sums each slice's weights (DrawSliceKernel), then one block a row walks the slices' sums
 // and the chosen slice's sum tree down to the token (DrawPickKernel), so one int a row comes back.
+// For top-p, NucleusSliceKernel gives each slice's whole mass and lowest finite logit instead.
 #pragma once
 
 #include <cstdint>
@@ -58,20 +59,24 @@ KYLIN_HD inline float draw_weight(float logit, float max_logit, const kernels::R
 inline constexpr unsigned draw_threads = 256, draw_per_thread = 8;
 inline constexpr std::int64_t draw_slice = std::int64_t{draw_threads} * draw_per_thread;
 
-// levels: [2 T - 1] shared. Level 0 holds each thread's v; each level above, the sums of adjacent
-// pairs of the one below (node j: children 2j and 2j + 1); the root is levels[2 T - 2].
-template <class Thread>
-KYLIN_HD void sum_tree(Thread& t, double v, double* levels) {
+// levels: [2 T - 1] shared. Level 0 holds each thread's v; each level above, op of adjacent pairs
+// of the one below (node j: children 2j and 2j + 1); the root is levels[2 T - 2].
+template <class Thread, class Op>
+KYLIN_HD void reduce_tree(Thread& t, double v, double* levels, const Op& op) {
   const unsigned tid = t.thread_idx().x;
   levels[tid] = v;
   t.sync();
   double* below = levels;
   for (unsigned n = t.block_dim().x / 2; n > 0; n >>= 1) {
     double* level = below + 2 * n;
-    if (tid < n) level[tid] = below[2 * tid] + below[2 * tid + 1];
+    if (tid < n) level[tid] = op(below[2 * tid], below[2 * tid + 1]);
     t.sync();
     below = level;
   }
+}
+template <class Thread>
+KYLIN_HD void sum_tree(Thread& t, double v, double* levels) {
+  reduce_tree(t, v, levels, [](double a, double b) { return a + b; });
 }
 
 // This thread's per_thread tokens of slice s of row xr (width wide), as weights: their sum, in id order.
@@ -81,6 +86,17 @@ KYLIN_HD inline double thread_mass(const float* xr, std::int64_t width, std::int
   for (unsigned u = 0; u < draw_per_thread; ++u)
     if (i0 + u < width) sum += draw_weight(xr[i0 + u], max_logit, d);
   return sum;
+}
+
+// This thread's per_thread tokens of slice s of row xr: their lowest finite logit, +inf if none.
+KYLIN_HD inline float thread_low(const float* xr, std::int64_t width, std::int64_t s, unsigned tid) {
+  float low = INFINITY;
+  const std::int64_t i0 = s * draw_slice + std::int64_t{tid} * draw_per_thread;
+  for (unsigned u = 0; u < draw_per_thread; ++u) {
+    const float l = i0 + u < width ? xr[i0 + u] : INFINITY;
+    low = l > -INFINITY && l < low ? l : low;  // NaN and -inf pass over
+  }
+  return low;
 }
 
 }  // namespace detail
@@ -109,6 +125,41 @@ struct DrawSliceKernel {
     double* levels = t.template shared<double>();  // [2 threads - 1]
     detail::sum_tree(t, live ? detail::thread_mass(xr, width, s, t.thread_idx().x, xr[a], draws[r]) : 0.0, levels);
     if (t.thread_idx().x == 0) sums[r * slices() + s] = levels[2 * t.block_dim().x - 2];
+  }
+};
+
+// Top-p's row sums (kernels::keep_nucleus_of_ranked takes them with the row's top-k): sums[r, s] the
+// mass of slice s of row r with min-p left out, lows[r, s] its lowest finite logit (+inf where it
+// has none); 0 and +inf for a row whose top is -1 or +inf. Slices as DrawSliceKernel's.
+struct NucleusSliceKernel {
+  const float* x;  // [rows, stride]
+  std::int64_t rows, width, stride;
+  const int* top;                  // [rows] each row's argmax (ArgmaxKernel)
+  const kernels::RowDraw* draws;  // [rows]
+  double* sums;                    // [rows, slices()]
+  float* lows;                     // [rows, slices()]
+
+  bool operator==(const NucleusSliceKernel&) const = default;
+  KYLIN_HD std::int64_t slices() const { return (width + detail::draw_slice - 1) / detail::draw_slice; }
+  LaunchShape shape() const {
+    return {{static_cast<unsigned>(slices()), static_cast<unsigned>(rows)}, {detail::draw_threads}, (2 * detail::draw_threads - 1) * sizeof(double)};
+  }
+
+  template <class Thread>
+  KYLIN_HD void operator()(Thread& t) const {
+    const std::int64_t r = t.block_idx().y, s = t.block_idx().x;
+    const unsigned tid = t.thread_idx().x, T = t.block_dim().x;
+    const int a = top[r];
+    const float* xr = x + r * stride;
+    const bool live = a >= 0 && xr[a] < INFINITY;
+    kernels::RowDraw all = draws[r];
+    all.min_weight = 0x1p-149f;  // the least float above 0: every weight counts
+    double* levels = t.template shared<double>();  // [2 T - 1]
+    detail::sum_tree(t, live ? detail::thread_mass(xr, width, s, tid, xr[a], all) : 0.0, levels);
+    if (tid == 0) sums[r * slices() + s] = levels[2 * T - 2];
+    t.sync();  // thread 0 has read the root before the tree is refilled
+    detail::reduce_tree(t, live ? detail::thread_low(xr, width, s, tid) : INFINITY, levels, [](double p, double q) { return q < p ? q : p; });
+    if (tid == 0) lows[r * slices() + s] = static_cast<float>(levels[2 * T - 2]);
   }
 };
 
