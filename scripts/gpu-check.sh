@@ -10,8 +10,8 @@
 # checkpoints converted to GGUF when --llama gives its binaries, and the 0.6B shape with each speed
 # switch (KYLIN_CUDA_OVERLAP/FUSE/GRAPHS/ATTN_SPLIT=0, KYLIN_CUDA_FUSE_NORM/ATTN_SPLIT=1) turned and
 # with each step's logits downloaded (--download-logits), its top 20 picked on the device for
-# top-k sampling (--top-k 20) or its token drawn from the whole row there (--draw). Results go to
-# --out as JSON lines.
+# top-k sampling (--top-k 20) or its token drawn from the whole row there (--draw, and from its
+# top-p nucleus with --top-p 0.9). Results go to --out as JSON lines.
 # Usage: scripts/gpu-check.sh [--prebuilt DIR] [--base DIR] [--out DIR] [--llama DIR] [--models DIR] [--steps LIST]
 #   --prebuilt DIR  use DIR's kylin, kylin-gpu-check, libkylin-backend-cuda.so and libkylin-cpu-*.so instead of building, for a
 #                   GPU machine without the packages; kylin-gpu-check finds tests/data at the path
@@ -119,10 +119,12 @@ for v in OVERLAP=0 FUSE=0 FUSE_NORM=1 GRAPHS=0; do
 done
 # each step's logits row downloaded and the token picked on the host (what llama-bench times), top-k
 # sampling from the row's top 20 picked on the device, a draw from the whole row made on the
-# device, beside the default greedy ids picked there
+# device (and from its top-p nucleus: the top 256 and row sums come back, or the row where the cut
+# falls past them), beside the default greedy ids picked there
 (variant=download_logits; bench_on this "$bin" --model "$m" -p 0 -n 128 -r 3 --download-logits)
 (variant=top_k_20; bench_on this "$bin" --model "$m" -p 0 -n 128 -r 3 --top-k 20)
 (variant=draw; bench_on this "$bin" --model "$m" -p 0 -n 128 -r 3 --draw)
+(variant=draw_top_p_0.9; bench_on this "$bin" --model "$m" -p 0 -n 128 -r 3 --draw --top-p 0.9)
 bench_on this "$bin" --model "$m" -p 0 -n 128 -r 3
 for d in 0 1024; do  # attention's key shares (flash-decoding) forced on, forced off, and from 256 keys (the default)
   for v in 1 0; do (export KYLIN_CUDA_ATTN_SPLIT=$v variant=attn_split=$v; bench_on this "$bin" --model "$m" -p 0 -n 64 -r 3 -d "$d"); done

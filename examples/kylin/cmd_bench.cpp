@@ -122,7 +122,8 @@ struct BandwidthSampler {
 // downloaded and its argmax picked on the host (what llama-bench times); with `top_k`, the row's
 // top-k picked where the logits are and a token drawn from those on the host, as top-k sampling
 // (Qwen3's generation_config: temperature 0.6, top_k 20, top_p 0.95) takes it; with `draw`, a
-// token drawn from the whole row at temperature 0.6 where the logits are (ForwardOutputs::drawn).
+// token drawn from the whole row at temperature 0.6 where the logits are (ForwardOutputs::drawn),
+// under `--top-p` from its nucleus.
 struct TokenPick {
   std::span<float> logits = {};                    // [vocab] or empty
   std::vector<kylin::kernels::RankedLogit> top_k;  // [k] or empty
@@ -235,6 +236,7 @@ struct Options {
   bool download_logits = false;
   int top_k = 0;  // > 0: decode by top-k sampling (TokenPick)
   bool draw = false;  // decode by drawing from the whole row (TokenPick)
+  float top_p = 1.0f;  // with draw: from the row's nucleus
   // random weights: a draft's confidence is low, so the bench drafts regardless (p_min 0)
   kylin::cli::SpeculativeFlags speculative{.draft = {}, .draft_max = 4, .p_min = 0.0f, .lookup = 0};
 };
@@ -304,7 +306,7 @@ int run(const Options& o) {
     pick.sampler.emplace(static_cast<std::size_t>(model.vocab_size()),
                          kylin::SamplingParams{.temperature = 0.6f, .top_k = o.top_k, .top_p = 0.95f, .seed = 1});
   }
-  if (o.draw) pick.sampler.emplace(static_cast<std::size_t>(model.vocab_size()), kylin::SamplingParams{.temperature = 0.6f, .seed = 1});
+  if (o.draw) pick.sampler.emplace(static_cast<std::size_t>(model.vocab_size()), kylin::SamplingParams{.temperature = 0.6f, .top_p = o.top_p, .seed = 1});
   const DecodeRuns dec = decode_runs(model, cache, short_cache ? &*short_cache : nullptr, pick, batch_caches, o.reps, o.gen,
                                      o.depth, bytes_per_token, sampler, rng);
   const double peak_rss = sampler.final_peak_rss();
@@ -328,7 +330,7 @@ int run(const Options& o) {
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
                           {"depth", kylin::json::Value(o.depth)},
-                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : o.top_k > 0 ? "top_k" : o.draw ? "draw" : "greedy_ids")},
+                          {"tg_output", kylin::json::Value(o.download_logits ? "logits" : o.top_k > 0 ? "top_k" : o.draw ? (o.top_p < 1.0f ? "draw_top_p" : "draw") : "greedy_ids")},
                           {"pp_tok_s", kylin::json::Value(pp_tok_s)},
                           {"tg_tok_s", kylin::json::Value(tg_tok_s)},
                           {"pp_tok_per_cpu_s", kylin::json::Value(pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0)},
@@ -408,6 +410,9 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_flag("--draw", o->draw, "Decode test: draw each token from the whole row at temperature 0.6, where the logits are, instead of taking the forward's greedy id")
       ->excludes(cmd->get_option("--download-logits"))
       ->excludes(cmd->get_option("--top-k"));
+  cmd->add_option("--top-p", o->top_p, "Decode test with --draw: draw from the row's top-p nucleus (as a request sending top_p without top_k)")
+      ->check(CLI::Range(0.01f, 1.0f))
+      ->needs(cmd->get_option("--draw"));
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   o->speculative.add_to(cmd);  // --draft (may be --model itself), --draft-max, --draft-p-min, --lookup
