@@ -412,7 +412,7 @@ TEST_CASE("CudaBackend (emulated device): a batch of decode rows asking the same
   CHECK(greedy == rows + 1);   // one ArgmaxKernel for the three rows
   CHECK(top_k == rows + 2);    // one TopKSliceKernel and one TopKMergeKernel
   CHECK(drawing == rows + 3);  // one ArgmaxKernel, DrawSliceKernel and DrawPickKernel
-  CHECK(nucleus == rows + 4);  // one ArgmaxKernel, NucleusSliceKernel, TopKSliceKernel and TopKMergeKernel
+  CHECK(nucleus == rows + 4);  // one ArgmaxKernel, DrawSliceKernel (with lows), TopKSliceKernel and TopKMergeKernel
   kylin::kernels::DrawScratch scratch;
   for (int i = 0; i < 3; ++i) {
     CAPTURE(i);

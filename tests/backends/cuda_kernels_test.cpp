@@ -823,7 +823,7 @@ TEST_CASE("the draw kernels give the sampler reference's distribution: N stratif
 
 namespace cuda_kernels_test {
 
-TEST_CASE("NucleusSliceKernel gives each slice's whole mass (min-p left out) and its lowest finite logit; 0 and +inf on rows with nothing to draw") {
+TEST_CASE("DrawSliceKernel with lows gives each slice's whole mass (min-p left out) and its lowest finite logit; 0 and +inf on rows with nothing to draw") {
   std::vector<std::vector<float>> cases = test::top_k_rows_cases();
   for (const std::size_t n : {7, 2048, 5000}) {
     std::mt19937 gen(static_cast<unsigned>(n));  // test data only
@@ -842,7 +842,7 @@ TEST_CASE("NucleusSliceKernel gives each slice's whole mass (min-p left out) and
       std::vector<float> x = row;  // [1, width]
       const kernels::RowDraw d{.inv_temperature = inv_t, .min_weight = 0.5f, .top_p = 0.9f};  // min-p must not count
       std::vector<int> top{kernels::argmax(row)};
-      cuda::NucleusSliceKernel k{.x = x.data(), .rows = 1, .width = width, .stride = width, .top = top.data(), .draws = &d, .sums = nullptr, .lows = nullptr};
+      cuda::DrawSliceKernel k{.x = x.data(), .rows = 1, .width = width, .stride = width, .top = top.data(), .draws = &d, .sums = nullptr, .lows = nullptr};
       std::vector<double> sums(static_cast<std::size_t>(k.slices()), -1.0);
       std::vector<float> lows(static_cast<std::size_t>(k.slices()), -1.0f);
       k.sums = sums.data();

@@ -35,6 +35,5 @@ template const void* kernel_entry<TopKSliceKernel>();
 template const void* kernel_entry<TopKMergeKernel>();
 template const void* kernel_entry<DrawSliceKernel>();
 template const void* kernel_entry<DrawPickKernel>();
-template const void* kernel_entry<NucleusSliceKernel>();
 
 }  // namespace kylin::cuda

@@ -1,7 +1,7 @@
 // A draw over a whole logit row on the device, as kernels::draw_row draws it (temperature, min-p):
 // a block sums each slice's weights (DrawSliceKernel), then one block a row walks the slices' sums
 // and the chosen slice's sum tree down to the token (DrawPickKernel), so one int a row comes back.
-// For top-p, NucleusSliceKernel gives each slice's whole mass and lowest finite logit instead.
+// For top-p, DrawSliceKernel gives each slice's whole mass and lowest finite logit instead.
 #pragma once
 
 #include <cstdint>
@@ -103,43 +103,18 @@ KYLIN_HD inline float thread_low(const float* xr, std::int64_t width, std::int64
 
 // sums[r, s]: the mass of slice s of row r (x[r, s * slice, + slice) cut at width) under draws[r]
 // and the row's max logit x[r, top[r]]; 0 for a row whose top is -1 or +inf (nothing to draw).
+// With lows, top-p's row sums instead (kernels::keep_nucleus_of_ranked takes them with the row's
+// top-k): the mass with min-p left out, and lows[r, s] the slice's lowest finite logit (+inf where
+// it has none or the row nothing to draw).
 struct DrawSliceKernel {
   const float* x;  // [rows, stride]
   std::int64_t rows, width, stride;
   const int* top;                  // [rows] each row's argmax (ArgmaxKernel)
   const kernels::RowDraw* draws;  // [rows]
   double* sums;                    // [rows, slices()]
+  float* lows = nullptr;           // [rows, slices()] or none
 
   bool operator==(const DrawSliceKernel&) const = default;
-  KYLIN_HD std::int64_t slices() const { return (width + detail::draw_slice - 1) / detail::draw_slice; }
-  LaunchShape shape() const {
-    return {{static_cast<unsigned>(slices()), static_cast<unsigned>(rows)}, {detail::draw_threads}, (2 * detail::draw_threads - 1) * sizeof(double)};
-  }
-
-  template <class Thread>
-  KYLIN_HD void operator()(Thread& t) const {
-    const std::int64_t r = t.block_idx().y, s = t.block_idx().x;
-    const int a = top[r];
-    const float* xr = x + r * stride;
-    const bool live = a >= 0 && xr[a] < INFINITY;
-    double* levels = t.template shared<double>();  // [2 threads - 1]
-    detail::sum_tree(t, live ? detail::thread_mass(xr, width, s, t.thread_idx().x, xr[a], draws[r]) : 0.0, levels);
-    if (t.thread_idx().x == 0) sums[r * slices() + s] = levels[2 * t.block_dim().x - 2];
-  }
-};
-
-// Top-p's row sums (kernels::keep_nucleus_of_ranked takes them with the row's top-k): sums[r, s] the
-// mass of slice s of row r with min-p left out, lows[r, s] its lowest finite logit (+inf where it
-// has none); 0 and +inf for a row whose top is -1 or +inf. Slices as DrawSliceKernel's.
-struct NucleusSliceKernel {
-  const float* x;  // [rows, stride]
-  std::int64_t rows, width, stride;
-  const int* top;                  // [rows] each row's argmax (ArgmaxKernel)
-  const kernels::RowDraw* draws;  // [rows]
-  double* sums;                    // [rows, slices()]
-  float* lows;                     // [rows, slices()]
-
-  bool operator==(const NucleusSliceKernel&) const = default;
   KYLIN_HD std::int64_t slices() const { return (width + detail::draw_slice - 1) / detail::draw_slice; }
   LaunchShape shape() const {
     return {{static_cast<unsigned>(slices()), static_cast<unsigned>(rows)}, {detail::draw_threads}, (2 * detail::draw_threads - 1) * sizeof(double)};
@@ -152,12 +127,13 @@ struct NucleusSliceKernel {
     const int a = top[r];
     const float* xr = x + r * stride;
     const bool live = a >= 0 && xr[a] < INFINITY;
-    kernels::RowDraw all = draws[r];
-    all.min_weight = 0x1p-149f;  // the least float above 0: every weight counts
+    kernels::RowDraw d = draws[r];
+    if (lows) d.min_weight = 0x1p-149f;  // the least float above 0: every weight counts
     double* levels = t.template shared<double>();  // [2 T - 1]
-    detail::sum_tree(t, live ? detail::thread_mass(xr, width, s, tid, xr[a], all) : 0.0, levels);
+    detail::sum_tree(t, live ? detail::thread_mass(xr, width, s, tid, xr[a], d) : 0.0, levels);
     if (tid == 0) sums[r * slices() + s] = levels[2 * T - 2];
-    t.sync();  // thread 0 has read the root before the tree is refilled
+    if (!lows) return;  // the same in every thread
+    t.sync();           // thread 0 has read the root before the tree is refilled
     detail::reduce_tree(t, live ? detail::thread_low(xr, width, s, tid) : INFINITY, levels, [](double p, double q) { return q < p ? q : p; });
     if (tid == 0) lows[r * slices() + s] = static_cast<float>(levels[2 * T - 2]);
   }

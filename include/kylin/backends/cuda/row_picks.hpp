@@ -96,7 +96,7 @@ class RowPicks {
   void nucleus_draws(R& rt, const LogitRows& r, std::span<const kernels::RowDraw> draws, std::span<int> host) {
     const auto n = static_cast<std::int64_t>(host.size());
     const std::int64_t k = std::min(max_top_k, r.width), slices = slice_count(r);
-    rt.launch(NucleusSliceKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .top = greedy_.as<int>(),
+    rt.launch(DrawSliceKernel{.x = r.data, .rows = n, .width = r.width, .stride = r.stride, .top = greedy_.as<int>(),
                                  .draws = draws_.as<kernels::RowDraw>(), .sums = grow<double>(rt, sums_, n * slices),
                                  .lows = grow<float>(rt, lows_, n * slices)});
     launch_top_k(rt, r, n, k);
