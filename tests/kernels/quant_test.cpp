@@ -7,6 +7,7 @@
 #include "helpers.hpp"
 #include "quant_helpers.hpp"
 #include "kylin/kernels/matmul.hpp"
+#include "kylin/kernels/quant_rows.hpp"
 
 #include <cstring>
 

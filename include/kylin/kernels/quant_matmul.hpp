@@ -12,6 +12,7 @@
 #include "kylin/kernels/matmul_scratch.hpp"
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/quant_dot.hpp"
+#include "kylin/kernels/quant_rows.hpp"
 #include "kylin/kernels/quant_gemm.hpp"
 
 namespace kylin::kernels::detail {

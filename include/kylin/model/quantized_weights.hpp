@@ -19,7 +19,7 @@
 #include "kylin/io/checkpoint.hpp"
 #include "kylin/io/read_ahead.hpp"
 #include "kylin/kernels/matmul.hpp"
-#include "kylin/kernels/quant_dot.hpp"
+#include "kylin/kernels/quant_rows.hpp"
 #include "kylin/model/weights.hpp"
 
 namespace kylin {
