@@ -70,7 +70,7 @@ TEST_CASE_TEMPLATE("every quantized output is quant_lanes_ref's bit for bit: dec
   MESSAGE("kernel set: ", std::string(kernels::simd_arch_name()) +
                               (!kernels::simd_enabled ? "" : kernels::int8_vnni ? " (prefill rows: int8 GEMM)" : " (prefill rows: f32 GEMM)"));
   for (const auto& [rows, cols] : shapes)
-    for (std::int64_t T : {1, 2, 3, 13, 16, 18})  // with VNNI, 16 rows or more take the int8 GEMM (fewer: the decode kernel)
+    for (std::int64_t T : {1, 2, 3, 13, 16, 18, 24, 26})  // with VNNI, 16 rows or more take the int8 GEMM (Q4_0 with AVX-512: 24)
       for (int threads : {1, 2}) {
         const std::int64_t n = rows, k = cols;  // named: clang 14 cannot capture structured bindings
         CAPTURE(n);

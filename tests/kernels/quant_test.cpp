@@ -104,7 +104,7 @@ TEST_CASE_TEMPLATE("a quantized decode row gives bit-identical results alone and
   const auto x = test::random_floats(T * cols, 5);
   ThreadPool pool(2);
   kernels::MatmulScratch scratch(pool.size(), cols, T);
-  for (std::int64_t dot : {std::int64_t{4}, T}) {
+  for (std::int64_t dot : {std::int64_t{4}, std::int64_t{7}, T}) {  // tiles of 4, 2 and 1 tokens
     std::vector<float> all(static_cast<std::size_t>(T * rows));
     kernels::matmul(x.data(), w.ref(), nullptr, all.data(), {T, dot}, pool, scratch);
     for (std::int64_t t = 0; t < dot; ++t) {

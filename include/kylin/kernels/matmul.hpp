@@ -32,7 +32,7 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
   // The int8 GEMM and the decode kernel give the same bits: every row, decode or prefill, through
   // the one that is faster for their number (a decode step of 16 sequences as a 16-row prefill).
   if (is_quantized(outs[0].w.dtype)) {
-    if (plan.rows < detail::qgemm_min_tokens) return detail::quant_fused(x, outs, plan.rows, pool, scratch);
+    if (plan.rows < detail::qgemm_min_tokens(outs[0].w.dtype)) return detail::quant_fused(x, outs, plan.rows, pool, scratch);
     return detail::qgemm_fused(x, outs, plan.rows, pool, scratch);
   }
 #endif

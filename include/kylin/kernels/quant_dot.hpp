@@ -288,7 +288,17 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
 #endif
 
 inline constexpr int quant_tile_rows = 2;
-inline constexpr int quant_tile_tokens = 2;
+// Tokens a tile takes together: each weight group's bytes are unpacked once for all of them. With
+// AVX-512, Q4_0 takes 4 (its two-row group holds both rows' nibbles in registers: 4-12 sequences
+// 1.07-1.12x the tokens a second of 2 on a Zen 5 VM; docs/PERFORMANCE.md, "Batched decode with
+// quantized weights"); Q8_0 stays at 2 (4 measured 0.94-1.02x), as does AVX2 (not measured at 4).
+template <QuantView W>
+inline constexpr int quant_tile_tokens =
+#if defined(KYLIN_INT8_512)
+    std::same_as<W, Q4View> ? 4 : 2;
+#else
+    2;
+#endif
 
 
 // y[t, r] = x[t] · w[r] + bias[r] for token rows [0, n) and weight rows [r0, r1).
@@ -298,7 +308,10 @@ void quant_rows(const W& w, std::int64_t r0, std::int64_t r1, const Q8Operand& x
 #if defined(KYLIN_INT8_SIMD)
   auto tokens = [&]<int R>(std::int64_t r) {
     std::int64_t t = 0;
-    for (; t + quant_tile_tokens <= n; t += quant_tile_tokens) quant_tile<R, quant_tile_tokens>(w, r, x, t, bias, y, ldy);
+    constexpr int NB = quant_tile_tokens<W>;
+    for (; t + NB <= n; t += NB) quant_tile<R, NB>(w, r, x, t, bias, y, ldy);
+    if constexpr (NB > 2)
+      for (; t + 2 <= n; t += 2) quant_tile<R, 2>(w, r, x, t, bias, y, ldy);
     for (; t < n; ++t) quant_tile<R, 1>(w, r, x, t, bias, y, ldy);
   };
   // Q4_0 takes two weight rows at a time even for one token (the scale and loop work is shared);

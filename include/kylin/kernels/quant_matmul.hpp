@@ -67,9 +67,15 @@ inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::in
 // at 8-12 rows, Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time; 16 instead of 12 cost the
 // 30B-A3B shape's q4 pp512 1.6 %). A whole call's rows (2 threads, the 0.6B shape decoding a batch,
 // Zen 5 VM, docs/PERFORMANCE.md): at 12 sequences the GEMM 0.83-0.92x the decode kernel, at 16
-// 1.03-1.20x.
+// 1.03-1.20x; with AVX-512, Q4_0's decode tile of 4 tokens (quant_dot.hpp) against the GEMM: 16
+// sequences 1.15x, 24 level (0.97-0.99x), 32 0.87x.
 inline constexpr std::int64_t qgemm_min_expert_rows = 12;
-inline constexpr std::int64_t qgemm_min_tokens = 16;
+inline constexpr std::int64_t qgemm_min_tokens([[maybe_unused]] DType weights) {
+#if defined(KYLIN_INT8_512)
+  if (weights == DType::q4_0) return 24;
+#endif
+  return 16;
+}
 
 // Weight rows [b, e) of one product with the int8 GEMM over the whole panels among them and the
 // decode kernel over the rows at either edge (the same bits); buf: the thread's panel buffer.
