@@ -145,6 +145,51 @@ BENCHMARK(BM_gemm_q8_64x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(bench
 BENCHMARK(BM_gemm_q4_64x1024_to_3072)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gemm_q4_64x3072_to_1024)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// One MoE decode step's expert gate/up pass at the Qwen3-30B-A3B shape (128 experts of 768 x 2048
+// Q4_0, 8 chosen a token): 16 products through matmul_each, as SparseMoE runs them, each iteration
+// choosing 8 other experts, so the weights come from DRAM. Arg(0) = 1: all 16 products in one
+// contiguous 768 * 16 x 2048 matrix instead (the same bytes as one stream). Args: {contiguous, threads}.
+void BM_moe_decode_q4_2048_to_768x16(benchmark::State& state) {
+  using W = kernels::Q4View;
+  constexpr std::int64_t experts = 128, chosen = 8, rows = 768, cols = 2048;
+  const bool contiguous = state.range(0) != 0;
+  const int threads = static_cast<int>(state.range(1));
+  const std::size_t one = kernels::quant_bytes<W>(rows, cols);
+  const auto wf = randn(rows * cols, 1, 0.02f);
+  std::vector<std::int8_t> first(one);
+  for (std::int64_t r = 0; r < rows; ++r) kernels::quantize_weight_row<W>(wf.data() + r * cols, first.data(), rows, cols, r);
+  std::vector<std::int8_t> w(2 * experts * one);  // [expert][gate, up]
+  for (std::int64_t m = 0; m < 2 * experts; ++m) std::copy(first.begin(), first.end(), w.begin() + m * static_cast<std::int64_t>(one));
+  std::vector<std::int8_t> big(kernels::quant_bytes<W>(2 * chosen * rows, cols) * (2 * experts / (2 * chosen)));  // as many bytes
+  for (std::size_t at = 0; at < big.size(); at += one) std::copy_n(first.begin(), std::min(one, big.size() - at), big.begin() + static_cast<std::ptrdiff_t>(at));
+  const auto x = randn(cols, 2);
+  std::vector<float> y(static_cast<std::size_t>(2 * chosen * rows));
+  ThreadPool pool(threads);
+  kernels::MatmulScratch scratch(pool.size(), cols, 1, 2 * chosen);
+  std::mt19937 rng(3);
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    if (contiguous) {
+      const std::size_t bytes = kernels::quant_bytes<W>(2 * chosen * rows, cols), copies = big.size() / bytes;
+      const kernels::MatRef m{W::dtype, big.data() + static_cast<std::size_t>(step++) % copies * bytes, 2 * chosen * rows, cols};
+      kernels::matmul(x.data(), m, nullptr, y.data(), kernels::chunk_plan(1), pool, scratch);
+    } else {
+      kernels::DotProduct products[2 * chosen];
+      for (std::int64_t e = 0; e < chosen; ++e) {
+        const auto pick = static_cast<std::int64_t>(rng() % experts);  // repeats allowed: rare, as in a model
+        for (std::int64_t g = 0; g < 2; ++g) {
+          const kernels::MatRef m{W::dtype, w.data() + (2 * pick + g) * static_cast<std::int64_t>(one), rows, cols};
+          products[2 * e + g] = {x.data(), 1, {m, nullptr, y.data() + (2 * e + g) * rows}};
+        }
+      }
+      kernels::matmul_each(products, pool, scratch);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight_bytes/s"] = benchmark::Counter(static_cast<double>(2 * chosen * one), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_moe_decode_q4_2048_to_768x16)->ArgsProduct({{0, 1}, {1, 2}})->UseRealTime();
+
 // Decode attention of one token against `ctx` cached positions: 16 query heads, 8 KV heads, 128 dims.
 // Args: {ctx, threads}. Successive iterations walk through enough layers' caches (>= 512 MB in
 // all) that the KV rows come from DRAM, as they do in a real decode step, not from the L3.

@@ -198,25 +198,25 @@ template <int SB, class T>
                                                 std::int64_t D, float scale) {
   constexpr int KG = static_cast<int>(lanes) / SB;
   const T* key[KG];
-  for (int i = 0; i < KG; ++i) key[i] = k + (j0 + std::min<std::int64_t>(i, nv - 1)) * D;
+  KYLIN_CPU_UNROLL for (int i = 0; i < KG; ++i) key[i] = k + (j0 + std::min<std::int64_t>(i, nv - 1)) * D;
   fbatch acc[lanes];
   // zeroed one by one, not by a loop, which GCC turns into a memset of the array in memory
   [&]<std::size_t... I>(std::index_sequence<I...>) { ((acc[I] = fbatch(0.f)), ...); }(std::make_index_sequence<lanes>{});
   for (std::int64_t c = 0; c < D; c += lanes) {
     fbatch kv[KG];
-    for (int i = 0; i < KG; ++i) {
+    KYLIN_CPU_UNROLL for (int i = 0; i < KG; ++i) {
       kv[i] = load_as_float(key[i] + c);
       if constexpr (KG + static_cast<int>(lanes) < (lanes >= 16 ? 32 : 16)) keep_in_register(kv[i]);  // when they fit
     }
-    for (int g = 0; g < SB; ++g) {
+    KYLIN_CPU_UNROLL for (int g = 0; g < SB; ++g) {
       fbatch qg = fbatch::load_unaligned(q[g] + c);
       keep_in_register(qg);  // GCC otherwise reloads it for each key as an FMA operand
-      for (int i = 0; i < KG; ++i) acc[g * KG + i] = fma(qg, kv[i], acc[g * KG + i]);
+      KYLIN_CPU_UNROLL for (int i = 0; i < KG; ++i) acc[g * KG + i] = fma(qg, kv[i], acc[g * KG + i]);
     }
   }
   alignas(64) float s[lanes];
   (hadd_rows(acc) * fbatch(scale)).store_aligned(s);
-  for (int g = 0; g < SB; ++g) {
+  KYLIN_CPU_UNROLL for (int g = 0; g < SB; ++g) {
     if (nv == KG) std::memcpy(sc + g * attention_tile + j0, s + g * KG, KG * sizeof(float));  // a fixed size: no call
     else std::copy_n(s + g * KG, nv, sc + g * attention_tile + j0);
   }
@@ -258,20 +258,20 @@ void block_values_cols(float* acc, const float* corr, const float* p, const T* v
                        std::int64_t c0) {
   constexpr auto L = static_cast<std::int64_t>(lanes);
   fbatch a[NG][CB];
-  for (int g = 0; g < NG; ++g)
-    for (int b = 0; b < CB; ++b) a[g][b] = fbatch::load_unaligned(acc + g * D + c0 + b * L) * fbatch(corr[g]);
+  KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g)
+    KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) a[g][b] = fbatch::load_unaligned(acc + g * D + c0 + b * L) * fbatch(corr[g]);
   for (std::int64_t j = 0; j < nk; ++j) {
     const T* vj = v + j * D + c0;
     fbatch vv[CB];
-    for (int b = 0; b < CB; ++b) vv[b] = load_as_float(vj + b * L);
-    for (int g = 0; g < NG; ++g) {
+    KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) vv[b] = load_as_float(vj + b * L);
+    KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g) {
       fbatch pg(p[g * attention_tile + j]);
       if constexpr (CB > 1) keep_in_register(pg);
-      for (int b = 0; b < CB; ++b) a[g][b] = fma(pg, vv[b], a[g][b]);
+      KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) a[g][b] = fma(pg, vv[b], a[g][b]);
     }
   }
-  for (int g = 0; g < NG; ++g)
-    for (int b = 0; b < CB; ++b) a[g][b].store_unaligned(acc + g * D + c0 + b * L);
+  KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g)
+    KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) a[g][b].store_unaligned(acc + g * D + c0 + b * L);
 }
 
 // acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG query rows, in column blocks of CB
@@ -305,7 +305,7 @@ void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0,
   for (std::int64_t t0 = j0; t0 < j1; t0 += attention_tile) {
     const std::int64_t nk = std::min(attention_tile, j1 - t0);
     block_scores<NG>(q, k + t0 * D, v + t0 * D, scores, nk, D, scale);
-    for (int g = 0; g < NG; ++g) {
+    KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g) {
       float* sc = scores + g * attention_tile;
       const float m_new = std::max(st.mx[g], max_of(sc, nk));
       corr[g] = std::exp(st.mx[g] - m_new);  // exp(-inf) = 0 on the first tile

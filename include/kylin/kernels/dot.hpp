@@ -46,7 +46,7 @@ void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int6
       if constexpr (matvec_prefetch_bytes > 0) prefetch_lines(wr + c, matvec_prefetch_bytes, 4 * L * static_cast<std::int64_t>(sizeof(T)));
       const fbatch w0 = load_as_float(wr + c), w1 = load_as_float(wr + c + L), w2 = load_as_float(wr + c + 2 * L),
                    w3 = load_as_float(wr + c + 3 * L);
-      for (int t = 0; t < NB; ++t) {
+      KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
         const float* xt = x + t * cols + c;
         a[t][0] = fma(fbatch::load_unaligned(xt), w0, a[t][0]);
         a[t][1] = fma(fbatch::load_unaligned(xt + L), w1, a[t][1]);
@@ -56,9 +56,9 @@ void dot_rows(const float* x, const T* w, const float* bias, float* y, std::int6
     }
     for (; c < end1; c += L) {
       const fbatch wc = load_as_float(wr + c);
-      for (int t = 0; t < NB; ++t) a[t][0] = fma(fbatch::load_unaligned(x + t * cols + c), wc, a[t][0]);
+      KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) a[t][0] = fma(fbatch::load_unaligned(x + t * cols + c), wc, a[t][0]);
     }
-    for (int t = 0; t < NB; ++t)
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t)
       y[t * ldy + r] = xsimd::hadd((a[t][0] + a[t][1]) + (a[t][2] + a[t][3])) + dot_tail(x + t * cols, wr, end1, cols) +
                        (bias ? bias[r] : 0.f);
   }
@@ -132,17 +132,17 @@ void dot_tile_pass(const float* x, const T* wr, std::int64_t cols, std::int64_t 
   constexpr auto L = static_cast<std::int64_t>(lanes);
   const std::int64_t x_row = Layout == TileX::packed ? L : cols, x_step = Layout == TileX::packed ? NB * L : L;
   fbatch a[R][NB];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) a[i][t] = acc[i][t];
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i)
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) a[i][t] = acc[i][t];
   SpreadPrefetch p = pf;  // a local copy stays in registers; through the reference, GCC kept the
                           // prefetch state in memory and every step waited on its store (-12 %)
   const auto step = [&](std::int64_t c, const float* xs) {
     fbatch wv[R];
-    for (int i = 0; i < R; ++i) wv[i] = load_as_float(wr + i * cols + c);
-    for (int t = 0; t < NB; ++t) {
+    KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) wv[i] = load_as_float(wr + i * cols + c);
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
       fbatch xv = fbatch::load_unaligned(xs + t * x_row);
       keep_in_register(xv);
-      for (int i = 0; i < R; ++i) a[i][t] = fma(xv, wv[i], a[i][t]);
+      KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) a[i][t] = fma(xv, wv[i], a[i][t]);
     }
   };
   std::int64_t c = c0;
@@ -153,8 +153,8 @@ void dot_tile_pass(const float* x, const T* wr, std::int64_t cols, std::int64_t 
   }
   if (c < c1) step(c, x);
   pf = p;
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) acc[i][t] = a[i][t];
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i)
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) acc[i][t] = a[i][t];
 }
 
 // y[t, r] for NB token rows (x, and xp their block packed by pack_dot_rows) and the R weight rows
@@ -175,12 +175,12 @@ void dot_tile(const float* x, const float* xp, const T* w, const float* bias, fl
       for (auto& v : row) v = fbatch(0.f);
   for (std::int64_t k0 = 0; k0 < end4; k0 += dot_k_block) {
     const std::int64_t k1 = std::min(end4, k0 + dot_k_block);
-    for (int j = 0; j < 4; ++j)
+    KYLIN_CPU_UNROLL for (int j = 0; j < 4; ++j)
       dot_tile_pass<R, NB, TileX::packed>(xp + (j * I + k0 / (4 * L)) * NB * L, wr, cols, k0 + j * L, k1, 4 * L, part[j], pf);
   }
   if (end1 > end4) dot_tile_pass<R, NB, TileX::rows>(x + end4, wr, cols, end4, end1, L, part[0], pf);
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t)
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i)
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t)
       y[t * ldy + r0 + i] = xsimd::hadd((part[0][i][t] + part[1][i][t]) + (part[2][i][t] + part[3][i][t])) +
                             dot_tail(x + t * cols, wr + i * cols, end1, cols) + (bias ? bias[r0 + i] : 0.f);
 }

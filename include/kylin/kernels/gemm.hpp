@@ -120,7 +120,7 @@ inline __m256 load8_as_float(const std::int8_t* p, float d) {
 // Stores the transposed tile at b[k..k+8][j..j+8].
 inline void store_tile8(__m256 (&r)[8], float* b, std::int64_t k, std::int64_t j) {
   transpose8(r);
-  for (int i = 0; i < 8; ++i) _mm256_store_ps(b + (k + i) * gemm_nr + j, r[i]);
+  KYLIN_CPU_UNROLL for (int i = 0; i < 8; ++i) _mm256_store_ps(b + (k + i) * gemm_nr + j, r[i]);
 }
 
 // gemm_pack_x_ref's result through 8 x 8 tiles: 8 rows of 8 columns in, each column's 8 (or the
@@ -174,7 +174,7 @@ void gemm_pack_w(const T* w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
       for (std::int64_t k = 0; k < K8; k += 8)
         for (std::int64_t j = 0; j < gemm_nr; j += 8) {
           __m256 r[8];
-          for (int i = 0; i < 8; ++i) r[i] = load8_as_float(w + (n0 + j + i) * K + k);
+          KYLIN_CPU_UNROLL for (int i = 0; i < 8; ++i) r[i] = load8_as_float(w + (n0 + j + i) * K + k);
           store_tile8(r, b, k, j);
         }
       for (std::int64_t j = 0; j < gemm_nr; ++j)
@@ -195,7 +195,7 @@ void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
     float d[8];
     for (std::int64_t blk = 0; blk < w.blocks(); ++blk)
       for (std::int64_t j = 0; j < gemm_nr; j += 8) {
-        for (int i = 0; i < 8; ++i) {
+        KYLIN_CPU_UNROLL for (int i = 0; i < 8; ++i) {
           constexpr std::int64_t block_bytes = row_value_bytes<W>(q8_block);
           prefetch(reinterpret_cast<const char*>(w.q) + (n0 + j + i) * row_value_bytes<W>(K) + blk * block_bytes, gemm_pack_prefetch_bytes);
           if constexpr (std::same_as<W, Q8View>) {
@@ -208,7 +208,7 @@ void gemm_pack_w(const W& w, std::int64_t n0, std::int64_t nv, std::int64_t K, f
         }
         for (std::int64_t c = 0; c < q8_block; c += 8) {
           __m256 r[8];
-          for (int i = 0; i < 8; ++i) r[i] = load8_as_float(src[i] + c, d[i]);
+          KYLIN_CPU_UNROLL for (int i = 0; i < 8; ++i) r[i] = load8_as_float(src[i] + c, d[i]);
           store_tile8(r, b, blk * q8_block + c, j);
         }
       }

@@ -30,8 +30,8 @@ inline double sum_of_squares(const float* x, std::int64_t n) {
   double s[8] = {};
   const std::int64_t whole = n / 8 * 8;
   for (std::int64_t i = 0; i < whole; i += 8)
-    for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(x[i + j]) * x[i + j];
-  for (int j = 0; j < 8; ++j)
+    KYLIN_CPU_UNROLL for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(x[i + j]) * x[i + j];
+  KYLIN_CPU_UNROLL for (int j = 0; j < 8; ++j)
     if (whole + j < n) s[j] += static_cast<double>(x[whole + j]) * x[whole + j];
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }

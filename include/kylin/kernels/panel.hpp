@@ -108,27 +108,27 @@ void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, std::int
   constexpr auto L = static_cast<std::int64_t>(lanes);
   const std::int64_t pstride = w.cols * panel_width;
   fbatch acc[P][V][NB];
-  for (int i = 0; i < P; ++i)
-    for (int v = 0; v < V; ++v)
-      for (int t = 0; t < NB; ++t) acc[i][v][t] = acc_io[i][v][t];
+  KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i)
+    KYLIN_CPU_UNROLL for (int v = 0; v < V; ++v)
+      KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) acc[i][v][t] = acc_io[i][v][t];
   const char* next = pf.next;  // a local copy stays in a register
   const T* wp = w.panel(p0) + k0 * panel_width;
   xk += k0 * NB;
   const auto step = [&](const T* wk, const float* xs) {
     fbatch wv[P][V];
-    for (int i = 0; i < P; ++i)
-      for (int v = 0; v < V; ++v) wv[i][v] = load_as_float(wk + i * pstride + v * L);
-    for (int t = 0; t < NB; ++t) {
+    KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i)
+      KYLIN_CPU_UNROLL for (int v = 0; v < V; ++v) wv[i][v] = load_as_float(wk + i * pstride + v * L);
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
       fbatch xb(xs[t]);
       keep_in_register(xb);
-      for (int i = 0; i < P; ++i)
-        for (int v = 0; v < V; ++v) acc[i][v][t] = fma(xb, wv[i][v], acc[i][v][t]);
+      KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i)
+        KYLIN_CPU_UNROLL for (int v = 0; v < V; ++v) acc[i][v][t] = fma(xb, wv[i][v], acc[i][v][t]);
     }
   };
   std::int64_t k = k0;
   for (; k + 1 < k1; k += 2, wp += 2 * panel_width, xk += 2 * NB) {
     if (NB == 1 || next == nullptr) {
-      for (int i = 0; i < P; ++i) prefetch(wp + i * pstride, panel_stream_prefetch_bytes);
+      KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) prefetch(wp + i * pstride, panel_stream_prefetch_bytes);
     } else {
       prefetch(next);
       next += pf.stride;
@@ -138,16 +138,16 @@ void panel_tile(const PanelRef<T>& w, std::int64_t p0, const float* xk, std::int
   }
   if (k < k1) step(wp, xk);
   pf.next = next;
-  for (int i = 0; i < P; ++i)
-    for (int v = 0; v < V; ++v)
-      for (int t = 0; t < NB; ++t) acc_io[i][v][t] = acc[i][v][t];
+  KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i)
+    KYLIN_CPU_UNROLL for (int v = 0; v < V; ++v)
+      KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) acc_io[i][v][t] = acc[i][v][t];
 }
 
 // y[t, rows of panels p0..] = acc + bias for NB tokens.
 template <int P, class T>
 void panel_store(const PanelRef<T>& w, std::int64_t p0, int nb, const PanelAcc<P>& acc, const float* bias, float* y, std::int64_t ldy) {
   constexpr auto L = static_cast<std::int64_t>(lanes);
-  for (int i = 0; i < P; ++i) {
+  KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) {
     const std::int64_t r0 = (p0 + i) * panel_width, valid = std::min(panel_width, w.rows - r0);
     for (int t = 0; t < nb; ++t) {
       alignas(64) float out[panel_width];

@@ -72,7 +72,7 @@ inline constexpr std::int64_t quant_prefetch_bytes = 2048;
 template <int NB>
 inline void block_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m256i (&p)[NB]) {
   const __m256i wv = _mm256_loadu_si256(at(w.q + r * w.cols + b * q8_block));
-  for (int t = 0; t < NB; ++t) {
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
     p[t] = dot4(_mm256_loadu_si256(at(x.abs + k)), _mm256_sign_epi8(wv, _mm256_loadu_si256(at(x.rows.q + k))));
   }
@@ -85,7 +85,7 @@ inline void block_products(const Q4View& w, std::int64_t r, std::int64_t b, cons
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.bytes));
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);
   }();
-  for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm256_loadu_si256(at(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block)));
 }
 
 // a = [v0..v3 low-half sums | v0..v3 high-half sums] (vphaddd twice), c the same of v4..v7:
@@ -108,22 +108,23 @@ inline __m256i exact_sums(__m256i s, const Q8Operand& x, std::int64_t t, std::in
 template <int NB, QuantView W>
 inline void group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, int count, __m256i (&s)[NB]) {
   __m256i h[NB][4];
-  for (int j = 0; j < 8; j += 2) {
+  KYLIN_CPU_UNROLL for (int j = 0; j < 8; j += 2) {
     __m256i p0[NB], p1[NB];
-    for (int t = 0; t < NB; ++t) p0[t] = p1[t] = _mm256_setzero_si256();
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) p0[t] = p1[t] = _mm256_setzero_si256();
     if (j < count) block_products<NB>(w, r, b + j, x, t0, p0);
     if (j + 1 < count) block_products<NB>(w, r, b + j + 1, x, t0, p1);
-    for (int t = 0; t < NB; ++t) h[t][j / 2] = _mm256_hadd_epi32(p0[t], p1[t]);
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) h[t][j / 2] = _mm256_hadd_epi32(p0[t], p1[t]);
   }
-  for (int t = 0; t < NB; ++t)
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t)
     s[t] = exact_sums<W>(join_halves(_mm256_hadd_epi32(h[t][0], h[t][1]), _mm256_hadd_epi32(h[t][2], h[t][3])), x, t0 + t, b, count);
 }
 
-// The R weight rows' values of the group of 8 blocks from b, asked for quant_prefetch_bytes ahead.
+// The R weight rows' values of the group of 8 blocks from b, asked for quant_prefetch_bytes ahead
+// (always inlined: simd.hpp, prefetch).
 template <int R, QuantView W>
-inline void prefetch_group(const W& w, std::int64_t r0, std::int64_t b) {
+[[gnu::always_inline]] inline void prefetch_group(const W& w, std::int64_t r0, std::int64_t b) {
   constexpr std::int64_t group_bytes = 8 * row_value_bytes<W>(q8_block);
-  for (int i = 0; i < R; ++i) {
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) {
     const char* next = reinterpret_cast<const char*>(w.q) + (r0 + i) * row_value_bytes<W>(w.cols) + b / 8 * group_bytes;
     for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + quant_prefetch_bytes + line, _MM_HINT_T0);
   }
@@ -132,11 +133,11 @@ inline void prefetch_group(const W& w, std::int64_t r0, std::int64_t b) {
 // The scale products of blocks b..b+7 for each output of an R x NB tile (lane l: block b + l),
 // and the tile's weight rows asked for quant_prefetch_bytes ahead.
 template <int R, int NB, QuantView W>
-inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&d)[R][NB]) {
+[[gnu::always_inline]] inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256 (&d)[R][NB]) {
   const std::int64_t nb = w.blocks();
-  for (int i = 0; i < R; ++i) {
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) {
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i) * nb + b)));
-    for (int t = 0; t < NB; ++t) d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) d[i][t] = _mm256_mul_ps(dw, _mm256_loadu_ps(x.rows.scale + (t0 + t) * nb + b));
   }
   prefetch_group<R>(w, r0, b);
 }
@@ -149,7 +150,7 @@ inline void group_scales(const W& w, std::int64_t r0, const Q8Operand& x, std::i
 template <int NB>
 inline void pair_products(const Q8View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512i (&p)[NB]) {
   const __m512i wv = _mm512_loadu_si512(w.q + r * w.cols + b * q8_block);
-  for (int t = 0; t < NB; ++t) {
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
     const std::int64_t k = (t0 + t) * x.rows.cols + b * q8_block;
     const __m512i xq = _mm512_loadu_si512(x.rows.q + k);
     p[t] = dot4(_mm512_loadu_si512(x.abs + k), _mm512_mask_sub_epi8(wv, _mm512_movepi8_mask(xq), _mm512_setzero_si512(), wv));
@@ -159,7 +160,7 @@ template <int NB>
 inline void pair_products(const Q4View& w, std::int64_t r, std::int64_t b, const Q8Operand& x, std::int64_t t0, __m512i (&p)[NB]) {
   const __m256i v = _mm256_loadu_si256(at(w.q + r * (w.cols / 2) + b / 2 * q8_block));
   const __m512i nibbles = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), _mm512_set1_epi8(0x0F));
-  for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) p[t] = dot4(nibbles, _mm512_loadu_si512(x.rows.q + (t0 + t) * x.rows.cols + b * q8_block));
 }
 
 // 4 pairs' lane sums (v[k]: blocks 2k and 2k + 1) folded by pairs of 64-bit halves, then of 32-bit
@@ -182,14 +183,14 @@ inline __m256i sum_pairs(const __m512i (&v)[4]) {
 
 // group_sums of a whole group of 8 blocks, pair by pair.
 template <int NB, QuantView W>
-inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&s)[NB]) {
+[[gnu::always_inline]] inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&s)[NB]) {
   __m512i p[NB][4];
-  for (int k = 0; k < 4; ++k) {
+  KYLIN_CPU_UNROLL for (int k = 0; k < 4; ++k) {
     __m512i pk[NB];
     pair_products<NB>(w, r, b + 2 * k, x, t0, pk);
-    for (int t = 0; t < NB; ++t) p[t][k] = pk[t];
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) p[t][k] = pk[t];
   }
-  for (int t = 0; t < NB; ++t) s[t] = exact_sums<W>(sum_pairs(p[t]), x, t0 + t, b, 8);
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) s[t] = exact_sums<W>(sum_pairs(p[t]), x, t0 + t, b, 8);
 }
 
 // Q4_0, weight rows r0 and r0 + 1, NB tokens from t0: one group of 8 blocks, each output's sums,
@@ -199,12 +200,12 @@ inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std
 // Zen 5 VM: docs/PERFORMANCE.md, "Quantized decode", "Batched decode with quantized weights").
 // acc[t] quarters: [row r0's 4 lanes, -, row r0 + 1's, -].
 template <int NB>
-inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m512 (&acc)[NB]) {
+[[gnu::always_inline]] inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m512 (&acc)[NB]) {
   const std::int64_t nb = w.blocks();
   const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
   __m512i nibbles[2][4];  // row i, pair k (blocks b + 2k, b + 2k + 1): the 32 bytes' low then high nibbles
-  for (int i = 0; i < 2; ++i)
-    for (int k = 0; k < 4; ++k) {
+  KYLIN_CPU_UNROLL for (int i = 0; i < 2; ++i)
+    KYLIN_CPU_UNROLL for (int k = 0; k < 4; ++k) {
       const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(at(w.q + (r0 + i) * (w.cols / 2) + (b / 2 + k) * q8_block)));
       nibbles[i][k] = _mm512_and_si512(_mm512_srlv_epi16(v, shifts), _mm512_set1_epi8(0x0F));
     }
@@ -212,12 +213,12 @@ inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand&
                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + r0 * nb + b)));
   const __m512 dw = _mm512_cvtph_ps(h);  // quarters [row 0 blocks 0-3, 4-7, row 1 0-3, 4-7]
   const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 0, 2, 4, 6, 1, 3, 5, 7);
-  for (int t = 0; t < NB; ++t) {
+  KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
     const std::int8_t* xq = x.rows.q + (t0 + t) * x.rows.cols + b * q8_block;
     __m512i e[2];  // each row's pair_quarters
-    for (int i = 0; i < 2; ++i) {
+    KYLIN_CPU_UNROLL for (int i = 0; i < 2; ++i) {
       __m512i p[4];
-      for (int k = 0; k < 4; ++k) p[k] = dot4(nibbles[i][k], _mm512_loadu_si512(xq + 2 * k * q8_block));
+      KYLIN_CPU_UNROLL for (int k = 0; k < 4; ++k) p[k] = dot4(nibbles[i][k], _mm512_loadu_si512(xq + 2 * k * q8_block));
       e[i] = pair_quarters(p);
     }
     // quarters [row 0 even blocks, row 0 odd, row 1 even, row 1 odd], less the +8's share
@@ -232,7 +233,7 @@ inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand&
 }
 #else
 template <int NB, QuantView W>
-inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&s)[NB]) {
+[[gnu::always_inline]] inline void whole_group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m256i (&s)[NB]) {
   group_sums<NB>(w, r, x, t0, b, 8, s);
 }
 #endif
@@ -247,18 +248,18 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
   __m128 acc[R][NB];
   __m256 d[R][NB];
   __m256i s[NB];
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) acc[i][t] = _mm_setzero_ps();
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i)
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) acc[i][t] = _mm_setzero_ps();
   std::int64_t b = 0;
 #if defined(KYLIN_INT8_512)
   if constexpr (R == 2 && std::same_as<W, Q4View>) {
     __m512 acc2[NB];
-    for (int t = 0; t < NB; ++t) acc2[t] = _mm512_setzero_ps();
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) acc2[t] = _mm512_setzero_ps();
     for (; b + 8 <= nb; b += 8) {
       prefetch_group<2>(w, r0, b);
       q4_two_rows_group<NB>(w, r0, x, t0, b, acc2);
     }
-    for (int t = 0; t < NB; ++t) {
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
       acc[0][t] = _mm512_maskz_extractf32x4_ps(0xF, acc2[t], 0);
       acc[1][t] = _mm512_maskz_extractf32x4_ps(0xF, acc2[t], 2);
     }
@@ -266,24 +267,24 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
 #endif
   for (; b + 8 <= nb; b += 8) {
     group_scales<R, NB>(w, r0, x, t0, b, d);
-    for (int i = 0; i < R; ++i) {
+    KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) {
       whole_group_sums<NB>(w, r0 + i, x, t0, b, s);
-      for (int t = 0; t < NB; ++t) acc[i][t] = add_group(s[t], d[i][t], acc[i][t]);
+      KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) acc[i][t] = add_group(s[t], d[i][t], acc[i][t]);
     }
   }
   if (b < nb) {  // the last nb % 8 blocks, lanes past them 0 * 0
     const int count = static_cast<int>(nb - b);
-    for (int i = 0; i < R; ++i) {
+    KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) {
       group_sums<NB>(w, r0 + i, x, t0, b, count, s);
-      for (int t = 0; t < NB; ++t) {
+      KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) {
         alignas(32) float dl[8] = {};
         for (int j = 0; j < count; ++j) dl[j] = block_scale(w, r0 + i, b + j) * x.rows.scale[(t0 + t) * nb + b + j];
         acc[i][t] = add_group(s[t], _mm256_load_ps(dl), acc[i][t]);
       }
     }
   }
-  for (int i = 0; i < R; ++i)
-    for (int t = 0; t < NB; ++t) y[(t0 + t) * ldy + r0 + i] = hsum(acc[i][t]) + (bias ? bias[r0 + i] : 0.f);
+  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i)
+    KYLIN_CPU_UNROLL for (int t = 0; t < NB; ++t) y[(t0 + t) * ldy + r0 + i] = hsum(acc[i][t]) + (bias ? bias[r0 + i] : 0.f);
 }
 #endif
 

@@ -124,7 +124,7 @@ void qgemm_pack_scales(const W& w, std::int64_t r0, std::int64_t valid, float* s
         tile[i] = i0 + i < valid ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i0 + i) * nb + b0)))
                                  : _mm256_setzero_ps();
       transpose8(tile);
-      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(scale + (b0 + j) * QV::rows + i0, tile[j]);
+      KYLIN_CPU_UNROLL for (int j = 0; j < 8; ++j) _mm256_storeu_ps(scale + (b0 + j) * QV::rows + i0, tile[j]);
     }
     for (std::int64_t b = nb8; b < nb; ++b)
       for (std::int64_t i = i0; i < i0 + 8; ++i) scale[b * QV::rows + i] = i < valid ? _cvtsh_ss(w.scale[(r0 + i) * nb + b]) : 0.f;
@@ -146,7 +146,7 @@ QPanel qgemm_pack(const W& w, std::int64_t r0, float* buf) {
         tile[i] = _mm256_castsi256_ps(i0 + i < valid ? unsigned_block(w, r0 + i0 + i, b) : _mm256_setzero_si256());
       }
       transpose8(tile);
-      for (int l = 0; l < 8; ++l)
+      KYLIN_CPU_UNROLL for (int l = 0; l < 8; ++l)
         _mm256_storeu_ps(reinterpret_cast<float*>(values + ((b * 8 + l) * QV::rows + i0) * 4), tile[l]);
     }
   return {buf, values};
@@ -162,35 +162,35 @@ void qgemm_lanes(const QPanel* p, std::int64_t nb, const Q8GemmRows& x, std::int
   const std::int8_t* xq[TOK];
   const std::int32_t* start[TOK];
   const float* scale[TOK];
-  for (int t = 0; t < TOK; ++t) {
+  KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t) {
     xq[t] = x.rows.q + (t0 + t) * x.rows.cols;
     start[t] = (Q4 ? x.q4_start : x.q8_start) + (t0 + t) * nb;
     scale[t] = x.rows.scale + (t0 + t) * nb;
   }
   const QV::F start_value = QV::splat(exact_float_start_value);
-  for (int lane = 0; lane < 4; ++lane) {
+  KYLIN_CPU_UNROLL for (int lane = 0; lane < 4; ++lane) {
     QV::F acc[P][TOK];  // a local array: writing through `out` at every step made the compiler store each one
-    for (int i = 0; i < P; ++i)
-      for (int t = 0; t < TOK; ++t) acc[i][t] = QV::zero();
+    KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i)
+      KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t) acc[i][t] = QV::zero();
     for (std::int64_t b = lane; b < nb; b += 4) {
       QV::I s[P][TOK];
-      for (int t = 0; t < TOK; ++t)
-        for (int i = 0; i < P; ++i) s[i][t] = QV::splat(start[t][b]);
-      for (int l = 0; l < 8; ++l) {
+      KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t)
+        KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) s[i][t] = QV::splat(start[t][b]);
+      KYLIN_CPU_UNROLL for (int l = 0; l < 8; ++l) {
         QV::I uv[P];
-        for (int i = 0; i < P; ++i) uv[i] = QV::load(p[i].values + (b * 8 + l) * QV::rows * 4);
-        for (int t = 0; t < TOK; ++t) {
+        KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) uv[i] = QV::load(p[i].values + (b * 8 + l) * QV::rows * 4);
+        KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t) {
           const QV::I xv = QV::splat(load4(xq[t] + b * q8_block + 4 * l));
-          for (int i = 0; i < P; ++i) s[i][t] = dot4_add(s[i][t], uv[i], xv);
+          KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) s[i][t] = dot4_add(s[i][t], uv[i], xv);
         }
       }
-      for (int i = 0; i < P; ++i) {
+      KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) {
         const QV::F dw = QV::load(p[i].scale + b * QV::rows);
-        for (int t = 0; t < TOK; ++t) acc[i][t] = QV::fma(QV::as_float(s[i][t]) - start_value, dw * QV::splat(scale[t][b]), acc[i][t]);
+        KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t) acc[i][t] = QV::fma(QV::as_float(s[i][t]) - start_value, dw * QV::splat(scale[t][b]), acc[i][t]);
       }
     }
-    for (int i = 0; i < P; ++i)
-      for (int t = 0; t < TOK; ++t) out[i][t][lane] = acc[i][t];
+    KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i)
+      KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t) out[i][t][lane] = acc[i][t];
   }
 }
 
@@ -201,11 +201,11 @@ void qgemm_tile(const QPanel* p, std::int64_t nb, const Q8GemmRows& x, std::int6
                 std::int64_t valid) {
   QV::F acc[P][TOK][4];
   qgemm_lanes<Q4, P, TOK>(p, nb, x, t0, acc);
-  for (int i = 0; i < P; ++i) {
+  KYLIN_CPU_UNROLL for (int i = 0; i < P; ++i) {
     const std::int64_t rows = i + 1 < P ? QV::rows : valid;
     alignas(64) float b_rows[QV::rows] = {}, out[QV::rows];
     if (bias) std::copy_n(bias + i * QV::rows, rows, b_rows);
-    for (int t = 0; t < TOK; ++t) {
+    KYLIN_CPU_UNROLL for (int t = 0; t < TOK; ++t) {
       const QV::F v = hsum4_order(acc[i][t]) + QV::load(b_rows);
       float* yt = y + (t0 + t) * ldy + i * QV::rows;
       if (rows == QV::rows) {

@@ -18,7 +18,7 @@ namespace kylin::kernels::detail {
 inline float block_amax(const float* xb) {
   const __m256 sign = _mm256_set1_ps(-0.f);
   __m256 m = _mm256_andnot_ps(sign, _mm256_loadu_ps(xb));
-  for (int i = 1; i < 4; ++i) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * i)));
+  KYLIN_CPU_UNROLL for (int i = 1; i < 4; ++i) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * i)));
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_movehdup_ps(h));
@@ -29,7 +29,7 @@ inline float block_amax(const float* xb) {
 inline __m256i block_levels(const float* xb, float inv, float lo, float hi, int add) {
   const __m256 scale = _mm256_set1_ps(inv), low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
   __m256i q[4];
-  for (int i = 0; i < 4; ++i) {
+  KYLIN_CPU_UNROLL for (int i = 0; i < 4; ++i) {
     const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * i), scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     q[i] = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, low), high)), _mm256_set1_epi32(add));
   }
@@ -86,7 +86,7 @@ inline void quantize_weight_row_q4_simd(const float* x, void* out, std::int64_t 
     const float* xb = x + b * q8_block;
     const float amax = block_amax(xb);
     unsigned at = 0;  // bit i: |x[i]| == amax
-    for (int i = 0; i < 4; ++i)
+    KYLIN_CPU_UNROLL for (int i = 0; i < 4; ++i)
       at |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), _mm256_loadu_ps(xb + 8 * i)),
                                                                    _mm256_set1_ps(amax), _CMP_EQ_OQ)))
             << (8 * i);

@@ -58,6 +58,14 @@
 #endif
 #endif
 
+// Written before a loop over a register array (a tile's rows or tokens, a block's lane-chunks):
+// unrolled whatever the optimisation level. The kernels need every such loop unrolled so that the
+// arrays live in registers; -O3 does that on its own, but at -O2 (CMake's RelWithDebInfo, a
+// header-only user's own flags) GCC 12 left many loops rolled and their arrays on the stack: the
+// Q4_0 GEMM ran at 0.26x and batched BF16 decode at 0.29x their -O3 speed (docs/PERFORMANCE.md,
+// "The kernels at -O2"). Clang reads the same pragma. (The CUDA kernels have their own, device_math.hpp.)
+#define KYLIN_CPU_UNROLL _Pragma("GCC unroll 16")
+
 namespace kylin::kernels {
 
 using fbatch = xsimd::batch<float>;
@@ -88,7 +96,9 @@ inline const char* simd_arch_name() {
 // Asks for the cache line `bytes_ahead` bytes past p ahead of its use. A prefetch never faults, so
 // an address past the end of a buffer is harmless; it is formed as an integer, not as a pointer
 // past the end.
-inline void prefetch(const void* p, std::int64_t bytes_ahead = 0) {
+// Always inlined, as every prefetching helper must be: GCC counts a function whose only effect is
+// __builtin_prefetch as `const`, so where it is not inlined (-O2) the call is dropped as dead.
+[[gnu::always_inline]] inline void prefetch(const void* p, std::int64_t bytes_ahead = 0) {
   __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes_ahead)), 0, 3);
 }
 
@@ -97,7 +107,7 @@ inline constexpr std::int64_t cache_line_bytes = 64;
 // Prefetches every cache line of [p + bytes_ahead, p + bytes_ahead + bytes). Streaming loops
 // prefetch each line they will read: one prefetch per 128-byte step, leaving every other line to
 // the hardware prefetcher, made the decode matvec 5-10 % slower on one core.
-inline void prefetch_lines(const void* p, std::int64_t bytes_ahead, std::int64_t bytes) {
+[[gnu::always_inline]] inline void prefetch_lines(const void* p, std::int64_t bytes_ahead, std::int64_t bytes) {
   for (std::int64_t b = 0; b < bytes; b += cache_line_bytes) prefetch(p, bytes_ahead + b);
 }
 
@@ -223,8 +233,8 @@ inline fbatch hadd_rows(const fbatch* rows) {
     return _mm512_add_ps(_mm512_maskz_shuffle_ps(all_lanes, a, b, 0x88), _mm512_maskz_shuffle_ps(all_lanes, a, b, 0xDD));
   };
   __m512 h[8], b[4];
-  for (int p = 0; p < 8; ++p) h[p] = halves(row(2 * p), row(2 * p + 1));
-  for (int p = 0; p < 4; ++p) b[p] = blocks(h[2 * p], h[2 * p + 1]);
+  KYLIN_CPU_UNROLL for (int p = 0; p < 8; ++p) h[p] = halves(row(2 * p), row(2 * p + 1));
+  KYLIN_CPU_UNROLL for (int p = 0; p < 4; ++p) b[p] = blocks(h[2 * p], h[2 * p + 1]);
   return pairs(pairs(b[0], b[1]), pairs(b[2], b[3]));
 #elif defined(__AVX2__)
   // three rounds: 128-bit halves (lane i + i+4), then lanes 0+1 and 2+3 twice. Lane 4b+e of the
@@ -237,7 +247,7 @@ inline fbatch hadd_rows(const fbatch* rows) {
     return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD));
   };
   __m256 h[4];
-  for (int p = 0; p < 4; ++p) h[p] = halves(row(2 * p), row(2 * p + 1));
+  KYLIN_CPU_UNROLL for (int p = 0; p < 4; ++p) h[p] = halves(row(2 * p), row(2 * p + 1));
   return pairs(pairs(h[0], h[1]), pairs(h[2], h[3]));
 #else
   return xsimd::haddp(rows);
