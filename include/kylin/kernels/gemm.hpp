@@ -132,9 +132,9 @@ inline void gemm_pack_x(const float* x, std::int64_t T, std::int64_t K, std::int
     const std::int64_t n = std::min<std::int64_t>(8, gemm_mr - i0);  // rows of this tile in the panel
     for (std::int64_t k = 0; k < K8; k += 8) {
       __m256 r[8];
-      for (std::int64_t i = 0; i < 8; ++i) r[i] = i < n && t0 + i0 + i < T ? _mm256_loadu_ps(x + (t0 + i0 + i) * K + k) : _mm256_setzero_ps();
+      KYLIN_CPU_UNROLL for (std::int64_t i = 0; i < 8; ++i) r[i] = i < n && t0 + i0 + i < T ? _mm256_loadu_ps(x + (t0 + i0 + i) * K + k) : _mm256_setzero_ps();
       transpose8(r);
-      for (std::int64_t c = 0; c < 8; ++c) {
+      KYLIN_CPU_UNROLL for (std::int64_t c = 0; c < 8; ++c) {
         float* dst = a + (k + c) * gemm_mr + i0;
         if (n == 8) {
           _mm256_storeu_ps(dst, r[c]);

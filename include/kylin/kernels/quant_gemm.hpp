@@ -120,7 +120,7 @@ void qgemm_pack_scales(const W& w, std::int64_t r0, std::int64_t valid, float* s
   for (std::int64_t i0 = 0; i0 < QV::rows; i0 += 8) {
     for (std::int64_t b0 = 0; b0 < nb8; b0 += 8) {
       __m256 tile[8];
-      for (std::int64_t i = 0; i < 8; ++i)
+      KYLIN_CPU_UNROLL for (std::int64_t i = 0; i < 8; ++i)
         tile[i] = i0 + i < valid ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scale + (r0 + i0 + i) * nb + b0)))
                                  : _mm256_setzero_ps();
       transpose8(tile);
