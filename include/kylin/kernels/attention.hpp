@@ -231,13 +231,18 @@ void score_row_passes(const float* const* q, const T* k, float* sc, std::int64_t
   if constexpr (R > SB) score_row_passes<R - SB>(q + SB, k, sc + SB * attention_tile, j, nk, D, scale);
 }
 
+// Whether a pass over K/V rows asks for the rows a fixed distance ahead (prefetch_lines), so both
+// streams stay in flight as the matvec's do. Only where the rows come from memory: asked for again
+// where they are in cache, the prefetches were ~1/2 of attend_rows' own samples in a pp512 profile.
+enum class KVReads { from_memory, from_cache };
+
 // sc[g][j] = scale * q_g · k_j for NG query rows and nk keys (D a multiple of lanes), `lanes`
-// keys at a time. Prefetches the K and V rows a fixed distance ahead, so both streams stay in
-// flight as the matvec's do.
+// keys at a time.
 template <int NG, class T>
-void block_scores(const float* const* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale) {
+void block_scores(const float* const* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale,
+                  KVReads reads) {
   constexpr auto L = static_cast<std::int64_t>(lanes);
-  const std::int64_t step_bytes = L * D * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t step_bytes = reads == KVReads::from_memory ? L * D * static_cast<std::int64_t>(sizeof(T)) : 0;
   for (std::int64_t j = 0; j < nk; j += L) {
     prefetch_lines(k + j * D, attention_prefetch_bytes, step_bytes);
     prefetch_lines(v + j * D, attention_prefetch_bytes, step_bytes);
@@ -299,12 +304,12 @@ struct SoftmaxState {
 // split at a multiple of the tile, and whichever rows ran beside it.
 template <int NG, class T>
 void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0, std::int64_t j1, const SoftmaxState& st,
-                 float scale, float* scores) {  // scores: [NG, tile]
+                 float scale, float* scores, KVReads reads) {  // scores: [NG, tile]
   const std::int64_t D = st.D;
   float corr[NG];
   for (std::int64_t t0 = j0; t0 < j1; t0 += attention_tile) {
     const std::int64_t nk = std::min(attention_tile, j1 - t0);
-    block_scores<NG>(q, k + t0 * D, v + t0 * D, scores, nk, D, scale);
+    block_scores<NG>(q, k + t0 * D, v + t0 * D, scores, nk, D, scale, reads);
     KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g) {
       float* sc = scores + g * attention_tile;
       const float m_new = std::max(st.mx[g], max_of(sc, nk));
@@ -335,18 +340,23 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
   std::fill(state.mx, state.mx + rows, -std::numeric_limits<float>::infinity());
   std::fill(state.sum, state.sum + rows, 0.f);
   const float* qrow[attention_head_block];
-  const auto run = [&](std::int64_t r0, std::int64_t m, std::int64_t j0, std::int64_t j1) {  // rows [r0, r0 + m)
+  const auto run = [&](std::int64_t r0, std::int64_t m, std::int64_t j0, std::int64_t j1, KVReads reads) {  // rows [r0, r0 + m)
     for (std::int64_t g = 0; g < m; ++g) qrow[g] = q + (r0 + g) / G * ld + (r0 + g) % G * D;
     [&]<int... I>(std::integer_sequence<int, I...>) {
-      ((m == I + 1 ? attend_rows<I + 1>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores) : void()), ...);
+      ((m == I + 1 ? attend_rows<I + 1>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores, reads) : void()), ...);
     }(std::make_integer_sequence<int, static_cast<int>(attention_head_block)>{});
   };
-  // The keys all n tokens see, a tile at a time, every head block on a tile before the next tile.
+  // The keys all n tokens see, a tile at a time, every head block on a tile before the next tile
+  // (the first block reads it from memory, the rest from cache).
   const std::int64_t shared = n > 1 ? (pos + 1) / attention_tile * attention_tile : 0;
   for (std::int64_t j = 0; j < shared; j += attention_tile)
-    for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block) run(r0, std::min(attention_head_block, rows - r0), j, j + attention_tile);
+    for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block)
+      run(r0, std::min(attention_head_block, rows - r0), j, j + attention_tile, r0 == 0 ? KVReads::from_memory : KVReads::from_cache);
+  // Each token's own keys past those: in a decode step all of its keys, from memory (for the first
+  // head block); in a block of prefill tokens the rows just stored and those the tokens before read.
   for (std::int64_t t = 0; t < n; ++t)
-    for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block) run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1);
+    for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block)
+      run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1, n == 1 && g0 == 0 ? KVReads::from_memory : KVReads::from_cache);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < D; ++i) out[r / G * ld + r % G * D + i] = state.acc[r * D + i] / state.sum[r];
 }
