@@ -251,12 +251,15 @@ struct StoredB {
   fbatch half(std::int64_t k, int h) const { return load_as_float(at[h] + k * panel_width); }
 };
 
-// Whether gemm_panels reads weight panels of T directly: where widening is a few instructions.
+// Whether gemm_panels reads weight panels of T as stored: where load_as_float is a few
+// instructions (AVX2/AVX-512; f16 with F16C). Elsewhere each tile would redo, per token panel,
+// the widening the packer does once per weight panel.
 template <class T>
 inline constexpr bool gemm_reads_stored = [] {
-#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD) && defined(__F16C__)
-  return std::same_as<T, bf16_t> || std::same_as<T, f16_t> || std::same_as<T, float>;
-#elif defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
+#if defined(__AVX2__) && !defined(KYLIN_NO_SIMD)
+#if defined(__F16C__)
+  if (std::same_as<T, f16_t>) return true;
+#endif
   return std::same_as<T, bf16_t> || std::same_as<T, float>;
 #else
   return false;
@@ -324,10 +327,11 @@ ByteRange gemm_panel_bytes(const W& w, std::int64_t n0, std::int64_t nv, std::in
   return {reinterpret_cast<const char*>(w.q) + n0 * row_value_bytes<W>(K), nv * row_value_bytes<W>(K)};
 }
 
-// Output panels [p0, p1) of y[T, w.rows]: widen each weight panel once (or read it as stored,
-// where stored_operand has it), run it over every token panel. The weights of the panel after each (this thread's next where threads walk contiguous
-// shares of panels, as gemm_fused's do) are asked for a slice per token panel, so they arrive
-// while this one computes: packing had waited on DRAM for them.
+// Output panels [p0, p1) of y[T, w.rows]: read each weight panel as stored where stored_operand
+// has it, else widen it once, and run it over every token panel. The weights of the panel after
+// each (this thread's next where threads walk contiguous shares of panels, as gemm_fused's do)
+// are asked for a slice per token panel, so they arrive while this one computes: packing had
+// waited on DRAM for them.
 template <class W>  // const T* for T in bf16_t, f16_t, float; a PanelRef<T>; or a QuantView
 void gemm_panels(const float* packed_x, W w, const float* bias, float* y, std::int64_t T_, std::int64_t rows,
                  std::int64_t K, std::int64_t p0, std::int64_t p1, float* packed_w) {
