@@ -15,7 +15,7 @@
 
 #include "kylin/core/error.hpp"
 #include "kylin/io/config.hpp"
-#include "kylin/kernels/attention.hpp"
+#include "kylin/kernels/kv_store.hpp"
 #include "kylin/backends/backend.hpp"
 
 namespace kylin {
