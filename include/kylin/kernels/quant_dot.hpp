@@ -119,15 +119,17 @@ inline void group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int6
     s[t] = exact_sums<W>(join_halves(_mm256_hadd_epi32(h[t][0], h[t][1]), _mm256_hadd_epi32(h[t][2], h[t][3])), x, t0 + t, b, count);
 }
 
-// The R weight rows' values of the group of 8 blocks from b, asked for quant_prefetch_bytes ahead
-// (always inlined: simd.hpp, prefetch).
+// Asks for weight lines quant_prefetch_bytes ahead in address order: the R rows of a tile are one
+// span of memory, and the tile's g-th group of 8 blocks asks for the g-th R groups' worth of that
+// span (shifted ahead), so over a run of tiles every line is asked for once, in one stream.
+// Asked for row by row (R streams a row apart), a Zen 5 VM in its slow memory state streamed
+// two-row Q4_0 tiles at ~37 GB/s against ~47 (docs/PERFORMANCE.md, "Quantized decode: prefetches
+// in address order"). Always inlined: simd.hpp, prefetch.
 template <int R, QuantView W>
 [[gnu::always_inline]] inline void prefetch_group(const W& w, std::int64_t r0, std::int64_t b) {
-  constexpr std::int64_t group_bytes = 8 * row_value_bytes<W>(q8_block);
-  KYLIN_CPU_UNROLL for (int i = 0; i < R; ++i) {
-    const char* next = reinterpret_cast<const char*>(w.q) + (r0 + i) * row_value_bytes<W>(w.cols) + b / 8 * group_bytes;
-    for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + quant_prefetch_bytes + line, _MM_HINT_T0);
-  }
+  constexpr std::int64_t group_bytes = R * 8 * row_value_bytes<W>(q8_block);
+  const char* next = reinterpret_cast<const char*>(w.q) + r0 * row_value_bytes<W>(w.cols) + b / 8 * group_bytes + quant_prefetch_bytes;
+  KYLIN_CPU_UNROLL for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
 }
 
 // The scale products of blocks b..b+7 for each output of an R x NB tile (lane l: block b + l),
