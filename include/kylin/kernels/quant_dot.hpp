@@ -127,9 +127,9 @@ inline void group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int6
 // in address order"). Always inlined: simd.hpp, prefetch.
 template <int R, QuantView W>
 [[gnu::always_inline]] inline void prefetch_group(const W& w, std::int64_t r0, std::int64_t b) {
-  constexpr std::int64_t group_bytes = R * 8 * row_value_bytes<W>(q8_block);
-  const char* next = reinterpret_cast<const char*>(w.q) + r0 * row_value_bytes<W>(w.cols) + b / 8 * group_bytes + quant_prefetch_bytes;
-  KYLIN_CPU_UNROLL for (std::int64_t line = 0; line < group_bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+  constexpr std::int64_t tile_group_bytes = R * 8 * row_value_bytes<W>(q8_block);
+  const auto* rows = reinterpret_cast<const char*>(w.q) + r0 * row_value_bytes<W>(w.cols);
+  prefetch_lines(rows + b / 8 * tile_group_bytes, quant_prefetch_bytes, tile_group_bytes);
 }
 
 // The scale products of blocks b..b+7 for each output of an R x NB tile (lane l: block b + l),
