@@ -9,6 +9,7 @@
 #include <span>
 
 #include "kylin/core/thread_pool.hpp"
+#include "kylin/kernels/gemm_bf16.hpp"
 #include "kylin/kernels/matmul_pass.hpp"
 #include "kylin/kernels/matmul_scratch.hpp"
 #include "kylin/kernels/quant_matmul.hpp"
@@ -17,9 +18,10 @@
 namespace kylin::kernels {
 
 // Several products of the same input x[rows, cols] (e.g. q/k/v, gate/up) in one parallel pass per
-// kernel kind; every w.cols must be equal. plan says which rows take which kernel (RowPlan).
+// kernel kind; every w.cols must be equal. plan says which rows take which kernel (RowPlan);
+// `prefill` what the GEMM rows of BF16 weights multiply (bf16 only where bf16_gemm_supported()).
 inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const RowPlan& plan, ThreadPool& pool,
-                         MatmulScratch& scratch) {
+                         MatmulScratch& scratch, [[maybe_unused]] PrefillActivations prefill = PrefillActivations::f32) {
   const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.decode_rows;
   for ([[maybe_unused]] const auto& o : outs)
     assert(o.w.cols == K && o.w.layout == outs[0].w.layout && gemm_rows <= scratch.max_rows && K <= scratch.max_cols && "matmul shapes");
@@ -51,6 +53,12 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     const Q8Rows xq = detail::quantize_rows(x + plan.decode_rows * K, gemm_rows, K, pool, scratch);
     return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
   }
+#if defined(KYLIN_BF16_DOT)
+  if (prefill == PrefillActivations::bf16 && outs[0].w.dtype == DType::bf16) {
+    assert(bf16_gemm_supported() && "the backend checked the CPU at load");
+    return detail::gemm_bf16_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
+  }
+#endif
   detail::gemm_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
 }
 
@@ -68,9 +76,9 @@ inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool, 
 
 // y[rows, w.rows] = x[rows, w.cols] · W^T + bias (bias may be null, [w.rows] f32).
 inline void matmul(const float* x, const MatRef& w, const float* bias, float* y, const RowPlan& plan, ThreadPool& pool,
-                   MatmulScratch& scratch) {
+                   MatmulScratch& scratch, PrefillActivations prefill = PrefillActivations::f32) {
   const MatmulOut one{w, bias, y};
-  matmul_fused(x, std::span<const MatmulOut>(&one, 1), plan, pool, scratch);
+  matmul_fused(x, std::span<const MatmulOut>(&one, 1), plan, pool, scratch, prefill);
 }
 
 }  // namespace kylin::kernels

@@ -4,11 +4,25 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "kylin/core/dtype.hpp"
 
 namespace kylin::kernels {
+
+// What a prefill GEMM over BF16 weights multiplies them with: the f32 activations (exact, the
+// default), or the activations rounded to BF16, two products per f32 lane and instruction where
+// the CPU has AVX512_BF16 (kernels/gemm_bf16.hpp; opt-in, as llama.cpp does by default).
+enum class PrefillActivations : std::uint8_t { f32, bf16 };
+
+inline std::string_view prefill_activations_name(PrefillActivations a) { return a == PrefillActivations::f32 ? "f32" : "bf16"; }
+inline std::optional<PrefillActivations> parse_prefill_activations(std::string_view s) {
+  for (PrefillActivations a : {PrefillActivations::f32, PrefillActivations::bf16})
+    if (prefill_activations_name(a) == s) return a;
+  return std::nullopt;
+}
 
 // How a matrix's elements are laid out: row-major as a checkpoint stores them, or in panels of 16
 // rows, column by column (kernels/panel.hpp: what the CPU backend packs BF16/F16/F32 weights into).
