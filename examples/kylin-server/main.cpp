@@ -27,6 +27,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string weight_layout = "packed";
+  std::string prefill_activations = "f32";
   std::string backend = "cpu";
   bool no_mmap = false;
   std::string api_key;
@@ -116,6 +117,7 @@ int serve(const Options& o) {
   eo.weights = *kylin::parse_weight_format(o.weights);
   eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
+  eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
   const kylin::server::ServerTask task = server_task(o.task, *engine);
@@ -196,6 +198,8 @@ int main(int argc, char** argv) {
   app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
   app.add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  app.add_option("--prefill-activations", o.prefill_activations, "What the prefill GEMM of BF16 weights multiplies: f32 activations (exact, the default) or activations rounded to BF16 (faster where the CPU has AVX512_BF16, not exact; docs/PERFORMANCE.md)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   app.add_option("--backend", o.backend, "Where the model runs (default cpu), one of:\n" + kylin::backends().describe())
       ->check(CLI::Validator([](const std::string& name) { return kylin::backends().check(name); }, "BACKEND"));

@@ -40,6 +40,12 @@ inline void add_backend_option(CLI::App* cmd, std::string& backend) {
       ->check(CLI::Validator([](const std::string& name) { return kylin::backends().check(name); }, "BACKEND"));
 }
 
+// --prefill-activations, shared by the commands that prefill (the server has its own copy).
+inline void add_prefill_activations_option(CLI::App* cmd, std::string& value) {
+  cmd->add_option("--prefill-activations", value, "What the prefill GEMM of BF16 weights multiplies: f32 activations (exact, the default) or activations rounded to BF16 (faster where the CPU has AVX512_BF16, not exact; docs/PERFORMANCE.md)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+}
+
 // Parses "1,2,3" into ids; throws kylin::Error naming the bad item.
 std::vector<int> parse_id_list(const std::string& text);
 

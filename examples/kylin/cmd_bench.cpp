@@ -230,6 +230,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string weight_layout = "packed";
+  std::string prefill_activations = "f32";
   std::string backend = "cpu";
   std::string format = "text";
   bool no_mmap = false;
@@ -254,13 +255,14 @@ int run(const Options& o) {
   options.weights = *kylin::parse_weight_format(o.weights);
   options.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   options.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
+  options.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   // speculative decoding runs through an Engine (tokenizer files needed); the plain tests use its model
   std::unique_ptr<kylin::Engine> engine, draft;
   std::optional<kylin::Model> own;
   if (o.speculative.any()) {
     const kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_pass_rows = options.max_pass_rows, .context_length = std::nullopt,
                                   .kv_dtype = options.kv_dtype, .weights = options.weights, .weight_layout = options.weight_layout,
-                                  .checkpoint_memory = options.checkpoint_memory};
+                                  .checkpoint_memory = options.checkpoint_memory, .prefill_activations = options.prefill_activations};
     engine = kylin::Engine::load(o.model, eo);
     draft = o.speculative.load_draft(*engine, eo);
   } else {
@@ -327,6 +329,7 @@ int run(const Options& o) {
                           {"weights", kylin::json::Value(o.weights)},
                           {"weight_layout", kylin::json::Value(std::string(kylin::weight_layout_name(model.weight_layout())))},
                           {"checkpoint", kylin::json::Value(o.no_mmap ? "copied" : "mapped")},
+                          {"prefill_activations", kylin::json::Value(o.prefill_activations)},
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
                           {"depth", kylin::json::Value(o.depth)},
@@ -365,14 +368,15 @@ int run(const Options& o) {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
   }
-  std::printf("model %s  cpu kernels %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s\n", o.model.c_str(),
+  std::printf("model %s  cpu kernels %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s  prefill activations %s\n", o.model.c_str(),
               kylin::describe(kylin::cpu_kernels()).c_str(),
               threads, o.kv_dtype.c_str(), o.weights.c_str(), std::string(kylin::weight_layout_name(model.weight_layout())).c_str(),
-              o.no_mmap ? "copied" : "mapped");
+              o.no_mmap ? "copied" : "mapped", o.prefill_activations.c_str());
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
-  std::printf("pp%-5d %8.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f GFLOP/s)\n", o.prompt, pp_gflops,
-              100.0 * pp_gflops / compute_gflops, compute_gflops);
+  std::printf("pp%-5d %8.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f GFLOP/s)%s\n", o.prompt, pp_gflops,
+              100.0 * pp_gflops / compute_gflops, compute_gflops,
+              o.prefill_activations == "bf16" ? "; BF16 activations: vdpbf16ps does 2 products a lane, twice an FMA's" : "");
   std::printf("tg%-5d %8.2f tok/s at depth %lld  (roofline %.2f tok/s = %.1f GB/s / %.1f MB per token: %.1f%%)\n", o.gen,
               tg_tok_s, static_cast<long long>(o.depth), roofline, bandwidth, bytes_per_token / 1e6, 100.0 * fraction);
   if (!dec.depth_ratio.empty())
@@ -401,6 +405,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8 or q4")->check(CLI::IsMember({"stored", "q8", "q4"}));
   cmd->add_option("--weight-layout", o->weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  kylin::cli::add_prefill_activations_option(cmd, o->prefill_activations);
   cmd->add_flag("--no-mmap", o->no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->add_flag("--download-logits", o->download_logits, "Decode test: download each step's logits and pick the token on the host (what llama-bench times) instead of taking the forward's greedy id");

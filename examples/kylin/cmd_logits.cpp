@@ -16,12 +16,14 @@ struct Options {
   int threads = 0;
   std::string backend = "cpu";
   std::string weights = "stored";
+  std::string prefill_activations = "f32";
 };
 
 int run(const Options& o) {
   const std::vector<int> ids = kylin::cli::parse_id_list(o.tokens);
   kylin::Model model = kylin::Model::load(
-      o.model, {.backend = o.backend, .threads = o.threads, .weights = *kylin::parse_weight_format(o.weights)});
+      o.model, {.backend = o.backend, .threads = o.threads, .weights = *kylin::parse_weight_format(o.weights),
+                .prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations)});
   auto cache = model.new_cache();  // the default context length: longer inputs are an error
   cache.check_room(static_cast<std::int64_t>(ids.size()));
   const bool all = o.positions == "all";
@@ -56,6 +58,7 @@ const kylin::cli::Registrar registrar{"logits", [](CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (0: all cores)");
   cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
+  kylin::cli::add_prefill_activations_option(cmd, o->prefill_activations);
   kylin::cli::add_backend_option(cmd, o->backend);
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};

@@ -29,6 +29,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string weight_layout = "packed";
+  std::string prefill_activations = "f32";
   std::string backend = "cpu";
   bool no_mmap = false;
   bool no_think = false;
@@ -55,6 +56,7 @@ kylin::EngineOptions engine_options(const Options& o) {
   eo.weights = *kylin::parse_weight_format(o.weights);
   eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
+  eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
   return eo;
 }
@@ -241,6 +243,7 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
   cmd->add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  kylin::cli::add_prefill_activations_option(cmd, o.prefill_activations);
   cmd->add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o.backend);
   cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");

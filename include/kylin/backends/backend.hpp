@@ -95,7 +95,13 @@ class Memory {
 struct BackendOptions {
   int threads = 0;                // 0: all hardware threads
   std::int64_t max_pass_rows = 512;  // rows of one pass (GEMM panels, workspace)
+  kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: where the backend has it, else an error
 };
+
+// The error for a backend without the BF16 prefill GEMM that was asked for it.
+inline Error no_bf16_prefill(std::string_view why) {
+  return Error(ErrorCategory::config, "prefill activations", "bf16 needs " + std::string(why) + "; f32 (the default) runs everywhere");
+}
 
 // A pass's new query/key/value rows, as attention_inputs takes them.
 struct QKVRows {

@@ -43,6 +43,7 @@ struct EngineOptions {
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (docs/QUANTIZATION.md)
   WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (docs/PERFORMANCE.md)
   io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
+  kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: faster prefill, not exact (docs/PERFORMANCE.md)
 };
 
 class Engine {
@@ -98,7 +99,8 @@ class Engine {
       : dir_(dir),
         started_(std::chrono::steady_clock::now()),
         model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_pass_rows = o.max_pass_rows, .kv_dtype = o.kv_dtype, .weights = o.weights,
-                               .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory})),
+                               .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory,
+                               .prefill_activations = o.prefill_activations})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     sampleable_ids_ = kylin::sampleable_ids(tokenizer_);

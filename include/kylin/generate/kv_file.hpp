@@ -165,7 +165,8 @@ inline std::uint64_t model_identity(const std::filesystem::path& dir) {
 
 // The identity of a loaded engine: model_identity of its files, then what it computes the KV values
 // with beyond them: the backend and its kernels' instruction set (the CPU's sum in different orders),
-// the weight format (q8/q4 quantize at load, and the order their kernels sum in) and the weight layout. A q4 server sharing a directory with a stored-weights one
+// the weight format (q8/q4 quantize at load, and the order their kernels sum in), the weight layout
+// and BF16 prefill activations where asked for. A q4 server sharing a directory with a stored-weights one
 // never loads the other's states.
 inline std::uint64_t engine_identity(const Engine& engine) {
   Xxh64 h;
@@ -174,6 +175,10 @@ inline std::uint64_t engine_identity(const Engine& engine) {
   for (const std::string_view part : {m.backend_name(), m.kernel_set(), weight_format_name(m.weight_format()), weight_layout_name(m.weight_layout())})
     h.add(part.size()).update(std::as_bytes(std::span(part)));
   if (m.weight_format() != WeightFormat::stored) h.add(kernels::quant_order_version);
+  if (m.prefill_activations() != kernels::PrefillActivations::f32) {  // KV values from rounded activations
+    const std::string_view name = kernels::prefill_activations_name(m.prefill_activations());
+    h.add(name.size()).update(std::as_bytes(std::span(name)));
+  }
   return h.digest();
 }
 

@@ -28,6 +28,7 @@ struct ModelOptions {
   WeightFormat weights = WeightFormat::stored;  // q8/q4: projections quantized at load (quantized_weights.hpp)
   WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (packed_weights.hpp)
   io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
+  kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: BF16 weights' prefill GEMM on rounded activations (opt-in)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -98,6 +99,7 @@ class BasicModel {
   const QuantizedWeights& quantized() const { return impl_->quantized; }
   // packed when any weight was repacked into the backend's layout at load (packed_weights.hpp).
   WeightLayout weight_layout() const { return impl_->packed.bytes() > 0 ? WeightLayout::packed : WeightLayout::stored; }
+  kernels::PrefillActivations prefill_activations() const { return impl_->prefill_activations; }
   // False for an embedding model saved without lm_head: it gives hidden states, never logits.
   bool has_lm_head() const { return impl_->lm_head != LmHead::none; }
   B& backend() { return impl_->backend; }
@@ -150,13 +152,15 @@ class BasicModel {
         : config(load_model_config(dir)),
           generation_config(load_generation_config(dir)),
           checkpoint(std::make_unique<io::Checkpoint>(dir, checked_memory(dir, o))),
-          backend(config, BackendOptions{.threads = o.threads, .max_pass_rows = std::max<std::int64_t>(1, o.max_pass_rows)}),
+          backend(config, BackendOptions{.threads = o.threads, .max_pass_rows = std::max<std::int64_t>(1, o.max_pass_rows),
+                                         .prefill_activations = o.prefill_activations}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_pass_rows)),
           weight_format(o.weights),
           net(make_net(config, packed.apply(widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred),
                                                                       o.weights, o.threads, *checkpoint)),
                                             o.weight_layout, backend, o.threads, *checkpoint))),
           kv_dtype(o.kv_dtype),
+          prefill_activations(o.prefill_activations),
           lm_head(lm_head_source(*checkpoint, config)) {
       KVCache::bytes_needed(config, 1, kv_dtype);  // refuses a KV dtype no cache can hold, at load
       pass_seqs.reserve(static_cast<std::size_t>(workspace.max_pass_rows));
@@ -192,6 +196,7 @@ class BasicModel {
     PackedWeights packed;        // the copies in B's layout `net` points to (empty: weights as stored)
     Net net;
     DType kv_dtype;
+    kernels::PrefillActivations prefill_activations;
     LmHead lm_head;
     double load_seconds = 0;
     std::vector<std::int64_t> fed;         // [batch] tokens of each sequence already run

@@ -31,7 +31,10 @@ class CpuBackend {
                         std::max(kernels::max_fused_products, static_cast<std::size_t>(c.moe ? 2 * c.moe->num_experts : 0))),
         attention_scratch_(pool_.size(), c.n_groups(), c.head_dim),
         sum_rows_(std::max<std::int64_t>(1, o.max_pass_rows)),
-        sum_(allocate(static_cast<std::size_t>(sum_rows_ * c.hidden_size) * sizeof(float))) {
+        sum_(allocate(static_cast<std::size_t>(sum_rows_ * c.hidden_size) * sizeof(float))),
+        prefill_(o.prefill_activations) {
+    if (prefill_ == kernels::PrefillActivations::bf16 && !kernels::bf16_gemm_supported())
+      throw no_bf16_prefill("a CPU with AVX512_BF16 and the AVX-512 kernels (these: " + std::string(kernel_set()) + ")");
     draw_.ids.reserve(static_cast<std::size_t>(c.vocab_size));
     draw_.weights.reserve(static_cast<std::size_t>(c.vocab_size));
   }
@@ -78,7 +81,7 @@ class CpuBackend {
   }
 
   void matmul(const float* x, const kernels::MatRef& w, const float* bias, float* y, const kernels::RowPlan& plan) {
-    kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_);
+    kernels::matmul(x, w, bias, y, plan, pool_, matmul_scratch_, prefill_);
   }
   // The product into scratch, then one add: the same sums as matmul then add, bit for bit.
   // Residual products are hidden_size wide (o_proj, down_proj) and a pass has at most max_pass_rows rows.
@@ -89,7 +92,7 @@ class CpuBackend {
   }
   // Products sharing the input x (q/k/v, gate/up): one fork-join streams all their weights.
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
-    kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_);
+    kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_, prefill_);
   }
   void swiglu(const float* x, const SwiGLUProduct& p, const kernels::RowPlan& plan) {
     const kernels::MatmulOut gate_up[] = {{p.gate, nullptr, p.y}, {p.up, nullptr, p.up_y}};
@@ -149,6 +152,7 @@ class CpuBackend {
   std::int64_t sum_rows_;
   Memory sum_;  // [max_pass_rows, hidden] a residual product before matmul_add adds it
   kernels::DrawScratch draw_;  // draw_rows' kept tokens and top-p histogram
+  kernels::PrefillActivations prefill_;  // what the GEMM rows of BF16 weights multiply
 };
 
 static_assert(Backend<CpuBackend>, "CpuBackend must model the Backend concept");

@@ -55,6 +55,7 @@ class CudaBackend {
         picks_(runtime_, rows_),
         partial_(runtime_.allocate(static_cast<std::size_t>(detail::attn_partial_floats) * sizeof(float))),
         sum_(runtime_.allocate(static_cast<std::size_t>(rows_ * c.hidden_size) * sizeof(float))) {
+    if (o.prefill_activations != kernels::PrefillActivations::f32) throw no_bf16_prefill("the CPU backend");
     host_seqs_.reserve(static_cast<std::size_t>(rows_));
     uploaded_seqs_.reserve(static_cast<std::size_t>(rows_));
     if (c.head_dim > detail::attn_max_dim)
