@@ -97,6 +97,41 @@ TEST_CASE("kylin logits --weights q8|q4 prints the logits of the weights quantiz
   CHECK(bad.out.find("--weights") != std::string::npos);
 }
 
+TEST_CASE("kylin logits --prefill-activations bf16: Model::load's logits with it, bit for bit, off the exact ones; refused where the CPU lacks AVX512_BF16") {
+  const std::string model = data + "/models/small-qwen3";  // BF16 weights
+  std::vector<int> ids;
+  std::string tokens;
+  for (int i = 0; i < 120; ++i) {  // past the 96 rows from which a prefill over panels takes the GEMM
+    ids.push_back(i * 31 % 4000 + 5);
+    if (i) tokens += ',';
+    tokens += std::to_string(ids.back());
+  }
+  const Run r = run(kylin_bin + " logits --model " + model + " --tokens " + tokens + " --prefill-activations bf16");
+  if (!kylin::kernels::bf16_gemm_supported()) {
+    CHECK(r.exit_code != 0);
+    CHECK(r.out.find("AVX512_BF16") != std::string::npos);
+    return;
+  }
+  REQUIRE(r.exit_code == 0);
+  const kylin::json::Value out = kylin::json::parse(r.out);
+  std::vector<float> got;
+  for (const auto& x : out.find("logits")->as_array().at(0).as_array()) got.push_back(static_cast<float>(x.as_double()));
+  const auto last_row = [&](kylin::kernels::PrefillActivations a) {
+    kylin::Model m = kylin::Model::load(model, {.threads = 2, .prefill_activations = a});
+    auto cache = m.new_cache(256);
+    std::vector<float> row(static_cast<std::size_t>(m.vocab_size()));
+    m.forward(ids, cache, row);
+    return row;
+  };
+  CHECK(got == last_row(kylin::kernels::PrefillActivations::bf16));
+  const double off = kylin::test::relative_l2(got, last_row(kylin::kernels::PrefillActivations::f32));
+  CHECK(off > 1e-5);  // the activations were rounded
+  CHECK(off < 2e-2);
+  const Run bad = run(kylin_bin + " logits --model " + model + " --tokens 1 --prefill-activations f16");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.out.find("--prefill-activations") != std::string::npos);
+}
+
 TEST_CASE("kylin generate --tokens --greedy --format json prints the reference greedy continuation") {
   for (const char* model : {"small-qwen3", "odd-qwen3-f16-sharded", "tiny-qwen3-yarn", "tiny-qwen3-moe"}) {
     CAPTURE(model);
