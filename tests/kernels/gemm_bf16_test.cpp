@@ -121,7 +121,7 @@ TEST_CASE("the BF16 prefill GEMM equals gemm_bf16_ref bit for bit: both layouts,
   }
   for (std::int64_t cols : {64, 67, 160})
     for (std::int64_t rows : {45, 96})
-      for (std::int64_t T : {101, 130})  // past panel_gemm_min_tokens: GEMM rows over panels too
+      for (std::int64_t T : {12, 20, 101, 130})  // from one token panel on (over panels too)
         for (kernels::Layout layout : test::both_layouts)
           for (bool with_bias : {false, true}) {
             CAPTURE(cols);
@@ -139,6 +139,65 @@ TEST_CASE("the BF16 prefill GEMM equals gemm_bf16_ref bit for bit: both layouts,
             kernels::gemm_bf16_ref(x.data(), w.ref(layout), b, want.data(), T);
             REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
           }
+}
+
+TEST_CASE("under bf16, fewer GEMM rows than a token panel, decode rows and non-BF16 weights keep the exact kernels' bits") {
+  if (!kernels::bf16_gemm_supported()) {
+    MESSAGE("not run: this kernel set or CPU has no BF16 GEMM");
+    return;
+  }
+  const std::int64_t cols = 96, rows = 40;
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (kernels::RowPlan plan : {kernels::RowPlan{7, 0}, kernels::RowPlan{1, 1}, kernels::RowPlan{30, 30}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(plan.rows);
+      const auto w = test::random_weights(dtype, rows, cols, 9);
+      const auto x = test::random_floats(plan.rows * cols, 10);
+      std::vector<float> got(static_cast<std::size_t>(plan.rows * rows)), want(got.size());
+      ThreadPool pool(2);
+      kernels::MatmulScratch scratch(pool.size(), cols, plan.rows);
+      kernels::matmul(x.data(), w.ref(kernels::Layout::panels), nullptr, got.data(), plan, pool, scratch, kernels::PrefillActivations::bf16);
+      kernels::matmul(x.data(), w.ref(kernels::Layout::panels), nullptr, want.data(), plan, pool, scratch);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("matmul_each under bf16: products of a token panel's rows or more equal gemm_bf16_ref, the others the exact kernel, bit for bit") {
+  if (!kernels::bf16_gemm_supported()) {
+    MESSAGE("not run: this kernel set or CPU has no BF16 GEMM");
+    return;
+  }
+  const std::int64_t cols = 64;
+  const std::int64_t counts[] = {5, 12, 30, 1};  // rows of each expert; gate and up share an input
+  for (kernels::Layout layout : test::both_layouts) {
+    std::vector<test::Weights> weights;
+    std::vector<std::vector<float>> inputs, outs;
+    for (std::size_t e = 0; e < std::size(counts); ++e) {
+      inputs.push_back(test::random_floats(counts[e] * cols, static_cast<unsigned>(20 + e)));
+      for (int g = 0; g < 2; ++g) {
+        weights.push_back(test::random_weights(DType::bf16, 45, cols, static_cast<unsigned>(40 + 2 * e + g)));
+        outs.emplace_back(static_cast<std::size_t>(counts[e] * 45));
+      }
+    }
+    std::vector<kernels::DotProduct> products;
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      products.push_back({inputs[i / 2].data(), counts[i / 2], {weights[i].ref(layout), nullptr, outs[i].data()}});
+    ThreadPool pool(2);
+    kernels::MatmulScratch scratch(pool.size(), cols, 48, products.size());
+    kernels::matmul_each(products, pool, scratch, kernels::PrefillActivations::bf16);
+    for (std::size_t i = 0; i < products.size(); ++i) {
+      const std::int64_t n = counts[i / 2];
+      CAPTURE(n);
+      std::vector<float> want(outs[i].size());
+      if (n >= kernels::detail::gemm_mr) {
+        kernels::gemm_bf16_ref(inputs[i / 2].data(), weights[i].ref(layout), nullptr, want.data(), n);
+      } else {
+        const kernels::DotProduct one{inputs[i / 2].data(), n, {weights[i].ref(layout), nullptr, want.data()}};
+        kernels::matmul_each(std::span(&one, 1), pool, scratch);
+      }
+      CHECK(std::memcmp(outs[i].data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("gemm_bf16_ref is the product of the BF16-rounded activations to f32 rounding, ~1e-2 from the exact one") {

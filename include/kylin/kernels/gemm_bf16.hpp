@@ -14,6 +14,7 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/gemm.hpp"
 #include "kylin/kernels/matmul_pass.hpp"
+#include "kylin/kernels/matmul_scratch.hpp"
 #include "kylin/kernels/panel.hpp"
 #include "kylin/kernels/types.hpp"
 
@@ -202,6 +203,54 @@ KYLIN_BF16_TARGET inline void gemm_bf16_fused(const float* x, std::span<const Ma
       if (o.w.layout == Layout::panels) bf16_gemm_panels(ax, PanelRef<bf16_t>{data, o.w.rows, K}, o.bias, o.y, T, o.w.rows, K, b, e, pw);
       else bf16_gemm_panels(ax, data, o.bias, o.y, T, o.w.rows, K, b, e, pw);
     });
+  });
+}
+
+// matmul_each under PrefillActivations::bf16 (an MoE layer's expert products): those of gemm_mr
+// rows or more through the BF16 GEMM in one pass, each input rounded and packed once (an expert's
+// gate and up share theirs); the others through the exact decode kernel first.
+KYLIN_BF16_TARGET inline void gemm_bf16_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
+  auto &few = scratch.few_rows, &many = scratch.many_rows;
+  few.clear();
+  many.clear();
+  for (const DotProduct& p : products) (p.n >= gemm_mr ? many : few).push_back(p);
+  if (!few.empty()) dot_each(few, pool, scratch);
+  if (many.empty()) return;
+  auto* const ax = reinterpret_cast<std::uint32_t*>(scratch.packed_x.get());
+  std::int64_t at = 0, rows = 0;  // u32s of packed pairs so far, rows packed
+  for (std::size_t i = 0; i < many.size(); ++i) {
+    if (shares_input(many, i)) {
+      scratch.bf16_at[i] = scratch.bf16_at[i - 1];
+      continue;
+    }
+    scratch.bf16_at[i] = at;
+    at += gemm_token_panels(many[i].n) * gemm_mr * ((many[i].out.w.cols + 1) / 2);
+    rows += many[i].n;
+  }
+  assert(at <= gemm_token_panels(scratch.max_rows) * gemm_mr * scratch.max_cols && "packed BF16 rows fit the scratch");
+  prepare_each(many.size(), rows, pool, [&](std::size_t i) {
+    if (shares_input(many, i)) return;
+    const DotProduct& p = many[i];
+    const std::int64_t K = p.out.w.cols, K2 = (K + 1) / 2;
+    for (std::int64_t tp = 0; tp < gemm_token_panels(p.n); ++tp) bf16_pack_x(p.x, p.n, K, tp, ax + scratch.bf16_at[i] + tp * K2 * gemm_mr);
+  });
+  const auto panels = [](const DotProduct& p) { return (p.out.w.rows + gemm_nr - 1) / gemm_nr; };
+  std::int64_t total = 0;
+  for (const DotProduct& p : many) total += panels(p);
+  parallel_shares(pool, total, 1, [&](int t, std::int64_t u0, std::int64_t u1) {
+    auto* const pw = reinterpret_cast<std::uint32_t*>(scratch.packed_w_ptrs[static_cast<std::size_t>(t)]);
+    std::int64_t base = 0;
+    for (std::size_t i = 0; i < many.size() && base < u1; ++i) {
+      const DotProduct& p = many[i];
+      const std::int64_t n = panels(p), b = std::max(u0, base) - base, e = std::min(u1, base + n) - base;
+      base += n;
+      if (b >= e) continue;
+      const MatRef& w = p.out.w;
+      const auto* data = static_cast<const bf16_t*>(w.data);
+      const std::uint32_t* x = ax + scratch.bf16_at[i];
+      if (w.layout == Layout::panels) bf16_gemm_panels(x, PanelRef<bf16_t>{data, w.rows, w.cols}, p.out.bias, p.out.y, p.n, w.rows, w.cols, b, e, pw);
+      else bf16_gemm_panels(x, data, p.out.bias, p.out.y, p.n, w.rows, w.cols, b, e, pw);
+    }
   });
 }
 

@@ -19,7 +19,8 @@ namespace kylin::kernels {
 
 // Several products of the same input x[rows, cols] (e.g. q/k/v, gate/up) in one parallel pass per
 // kernel kind; every w.cols must be equal. plan says which rows take which kernel (RowPlan);
-// `prefill` what the GEMM rows of BF16 weights multiply (bf16 only where bf16_gemm_supported()).
+// `prefill` what the GEMM rows of BF16 weights multiply (bf16 only where bf16_gemm_supported(),
+// and from gemm_mr GEMM rows on: fewer take the exact decode kernel).
 inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const RowPlan& plan, ThreadPool& pool,
                          MatmulScratch& scratch, [[maybe_unused]] PrefillActivations prefill = PrefillActivations::f32) {
   const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.decode_rows;
@@ -38,8 +39,15 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     return detail::qgemm_fused(x, outs, plan.rows, pool, scratch);
   }
 #endif
+#if defined(KYLIN_BF16_DOT)  // asked for, and a token panel's worth of GEMM rows
+  const bool bf16_gemm = prefill == PrefillActivations::bf16 && outs[0].w.dtype == DType::bf16 && gemm_rows >= detail::gemm_mr;
+  assert((!bf16_gemm || bf16_gemm_supported()) && "the backend checked the CPU at load");
+#else
+  constexpr bool bf16_gemm = false;
+#endif
   // Few GEMM rows over panels: every row through the decode kernel in one pass (the same bits).
-  if (gemm_rows > 0 && gemm_rows < detail::panel_gemm_min_tokens && outs[0].w.layout == Layout::panels && !is_quantized(outs[0].w.dtype))
+  if (!bf16_gemm && gemm_rows > 0 && gemm_rows < detail::panel_gemm_min_tokens && outs[0].w.layout == Layout::panels &&
+      !is_quantized(outs[0].w.dtype))
     return detail::dot_fused(x, outs, plan.rows, pool, scratch);
   if (plan.decode_rows > 0) {
     if (is_quantized(outs[0].w.dtype)) detail::quant_fused(x, outs, plan.decode_rows, pool, scratch);
@@ -54,21 +62,25 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
     return detail::gemm_fused(xq, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
   }
 #if defined(KYLIN_BF16_DOT)
-  if (prefill == PrefillActivations::bf16 && outs[0].w.dtype == DType::bf16) {
-    assert(bf16_gemm_supported() && "the backend checked the CPU at load");
+  if (bf16_gemm)
     return detail::gemm_bf16_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
-  }
 #endif
   detail::gemm_fused(x + plan.decode_rows * K, gemm_outs, gemm_rows, pool, scratch.packed_x.get(), scratch.packed_w_ptrs);
 }
 
 // Products with inputs of their own, all rows through the dot-product kernel, in one parallel pass
 // (an MoE layer's experts over their decode rows). Either every weight is quantized or none is.
-inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch) {
+// `prefill` bf16: BF16 products of gemm_mr rows or more take the BF16 GEMM (gemm_bf16_each).
+inline void matmul_each(std::span<const DotProduct> products, ThreadPool& pool, MatmulScratch& scratch,
+                        [[maybe_unused]] PrefillActivations prefill = PrefillActivations::f32) {
   if constexpr (!simd_enabled) {
     for (const auto& p : products) matmul_ref(p.x, p.out.w, p.out.bias, p.out.y, p.n);
   } else if (!products.empty() && is_quantized(products[0].out.w.dtype)) {
     detail::quant_each(products, pool, scratch);
+#if defined(KYLIN_BF16_DOT)
+  } else if (!products.empty() && prefill == PrefillActivations::bf16 && products[0].out.w.dtype == DType::bf16) {
+    detail::gemm_bf16_each(products, pool, scratch);
+#endif
   } else {
     detail::dot_each(products, pool, scratch);
   }

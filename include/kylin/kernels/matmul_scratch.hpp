@@ -14,6 +14,7 @@
 #include "kylin/kernels/quant.hpp"
 #include "kylin/kernels/quant_dot.hpp"
 #include "kylin/kernels/simd.hpp"
+#include "kylin/kernels/types.hpp"
 
 namespace kylin::kernels {
 
@@ -52,6 +53,8 @@ struct MatmulScratch {
   std::vector<detail::Q8Operand> operands;    // [max_products] where each product's rows are in the above
   std::vector<std::int64_t> gemm_starts_at;   // [max_products] where in q8_starts its int8 GEMM block starts are (-1: decode kernel)
   std::vector<const float*> dot_packed;       // [max_products] each product's decode rows packed in packed_x
+  std::vector<DotProduct> few_rows, many_rows;  // [<= max_products] a BF16 matmul_each call split by row count (gemm_bf16.hpp)
+  std::vector<std::int64_t> bf16_at;          // [max_products] where each of many_rows' inputs is packed in packed_x (u32s)
   MatmulScratch() = default;
   MatmulScratch(int threads, std::int64_t max_cols, std::int64_t max_rows, std::size_t max_products = max_fused_products)
       : max_rows(max_rows), max_cols(max_cols),
@@ -61,7 +64,9 @@ struct MatmulScratch {
         q8_abs(static_cast<std::size_t>(max_rows * max_cols)),
         q8_sum8(static_cast<std::size_t>(max_rows * std::max<std::int64_t>(1, max_cols / q8_block))),
         q8_starts(int8_vnni ? static_cast<std::size_t>(2 * max_rows * std::max<std::int64_t>(1, max_cols / q8_block)) : 0),
-        operands(max_products), gemm_starts_at(max_products, -1), dot_packed(max_products) {
+        operands(max_products), gemm_starts_at(max_products, -1), dot_packed(max_products), bf16_at(max_products) {
+    few_rows.reserve(max_products);  // filled per call without allocating
+    many_rows.reserve(max_products);
     for (int t = 0; t < threads; ++t) {
       packed_w.emplace_back(static_cast<std::size_t>(max_cols * detail::gemm_nr));
       packed_w_ptrs.push_back(packed_w.back().get());

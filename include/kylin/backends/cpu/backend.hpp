@@ -100,7 +100,7 @@ class CpuBackend {
     silu_mul(p.y, p.up_y, plan.rows * p.gate.rows);
   }
   // An MoE layer's experts over their decode rows: one fork-join for all of them.
-  void matmul_each(std::span<const kernels::DotProduct> products) { kernels::matmul_each(products, pool_, matmul_scratch_); }
+  void matmul_each(std::span<const kernels::DotProduct> products) { kernels::matmul_each(products, pool_, matmul_scratch_, prefill_); }
   // Norms of fewer than `min_parallel_norm` elements (every norm of a decode step) run on the
   // calling thread: a fork-join would cost more than the work.
   static constexpr std::int64_t min_parallel_norm = std::int64_t{1} << 15;
