@@ -171,6 +171,7 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
     return v->as_double();
   };
   CHECK(out.find("checkpoint")->as_string() == "mapped");  // the default: zero-copy
+  CHECK(out.find("prefill_activations")->as_string() == "f32");  // the default: exact
   CHECK(num("pp_tok_s") > 0);
   CHECK(num("tg_tok_s") > 0);
   CHECK(num("bandwidth_gb_s") > 0);
