@@ -239,18 +239,13 @@ KYLIN_BF16_TARGET inline void gemm_bf16_each(std::span<const DotProduct> product
   for (const DotProduct& p : many) total += panels(p);
   parallel_shares(pool, total, 1, [&](int t, std::int64_t u0, std::int64_t u1) {
     auto* const pw = reinterpret_cast<std::uint32_t*>(scratch.packed_w_ptrs[static_cast<std::size_t>(t)]);
-    std::int64_t base = 0;
-    for (std::size_t i = 0; i < many.size() && base < u1; ++i) {
-      const DotProduct& p = many[i];
-      const std::int64_t n = panels(p), b = std::max(u0, base) - base, e = std::min(u1, base + n) - base;
-      base += n;
-      if (b >= e) continue;
+    for_units(std::span<const DotProduct>(many), u0, u1, panels, [&](const DotProduct& p, std::int64_t b, std::int64_t e) {
       const MatRef& w = p.out.w;
       const auto* data = static_cast<const bf16_t*>(w.data);
-      const std::uint32_t* x = ax + scratch.bf16_at[i];
+      const std::uint32_t* x = ax + scratch.bf16_at[static_cast<std::size_t>(&p - many.data())];
       if (w.layout == Layout::panels) bf16_gemm_panels(x, PanelRef<bf16_t>{data, w.rows, w.cols}, p.out.bias, p.out.y, p.n, w.rows, w.cols, b, e, pw);
       else bf16_gemm_panels(x, data, p.out.bias, p.out.y, p.n, w.rows, w.cols, b, e, pw);
-    }
+    });
   });
 }
 

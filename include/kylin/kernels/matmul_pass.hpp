@@ -74,15 +74,16 @@ inline void matmul_ref(const float* x, const MatRef& w, const float* bias, float
 
 namespace detail {
 
-// Calls fn(product index, begin, end) for the part of [u0, u1) that falls in each product,
-// where product i owns `units(i)` consecutive units (rows for the matvec, panels for the GEMM).
-template <class Units, class Fn>
-void for_units(std::span<const MatmulOut> outs, std::int64_t u0, std::int64_t u1, Units units, Fn fn) {
+// Calls fn(product, begin, end) for the part of [u0, u1) that falls in each product (a MatmulOut
+// or a DotProduct), where product i owns `units(product i)` consecutive units (rows for the
+// matvec, panels for the GEMM).
+template <class Product, class Units, class Fn>
+void for_units(std::span<const Product> products, std::int64_t u0, std::int64_t u1, Units units, Fn fn) {
   std::int64_t base = 0;
-  for (std::size_t i = 0; i < outs.size() && base < u1; ++i) {
-    const std::int64_t n = units(outs[i]);
+  for (std::size_t i = 0; i < products.size() && base < u1; ++i) {
+    const std::int64_t n = units(products[i]);
     const std::int64_t b = std::max(u0, base), e = std::min(u1, base + n);
-    if (b < e) fn(outs[i], b - base, e - base);
+    if (b < e) fn(products[i], b - base, e - base);
     base += n;
   }
 }
