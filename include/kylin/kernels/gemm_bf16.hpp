@@ -184,6 +184,15 @@ KYLIN_BF16_TARGET void bf16_gemm_panels(const std::uint32_t* packed_x, const W& 
   }
 }
 
+// Output panels [p0, p1) of one product over its rows packed at x, in either weight layout.
+KYLIN_BF16_TARGET inline void bf16_product_panels(const std::uint32_t* x, const MatmulOut& o, std::int64_t T, std::int64_t p0,
+                                                  std::int64_t p1, std::uint32_t* packed_w) {
+  const MatRef& w = o.w;
+  const auto* data = static_cast<const bf16_t*>(w.data);
+  if (w.layout == Layout::panels) bf16_gemm_panels(x, PanelRef<bf16_t>{data, w.rows, w.cols}, o.bias, o.y, T, w.rows, w.cols, p0, p1, packed_w);
+  else bf16_gemm_panels(x, data, o.bias, o.y, T, w.rows, w.cols, p0, p1, packed_w);
+}
+
 // gemm_fused's twin for BF16 weights: x[T, K] rounded and packed once, then the outputs' weight
 // panels in contiguous shares. packed_x and packed_w: the f32 GEMM's buffers (pairs take half).
 KYLIN_BF16_TARGET inline void gemm_bf16_fused(const float* x, std::span<const MatmulOut> outs, std::int64_t T, ThreadPool& pool,
@@ -197,12 +206,8 @@ KYLIN_BF16_TARGET inline void gemm_bf16_fused(const float* x, std::span<const Ma
   std::int64_t total = 0;
   for (const auto& o : outs) total += panels(o);
   parallel_shares(pool, total, 1, [&](int t, std::int64_t p0, std::int64_t p1) {
-    for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) {
-      auto* const pw = reinterpret_cast<std::uint32_t*>(packed_w[static_cast<std::size_t>(t)]);
-      const auto* data = static_cast<const bf16_t*>(o.w.data);
-      if (o.w.layout == Layout::panels) bf16_gemm_panels(ax, PanelRef<bf16_t>{data, o.w.rows, K}, o.bias, o.y, T, o.w.rows, K, b, e, pw);
-      else bf16_gemm_panels(ax, data, o.bias, o.y, T, o.w.rows, K, b, e, pw);
-    });
+    auto* const pw = reinterpret_cast<std::uint32_t*>(packed_w[static_cast<std::size_t>(t)]);
+    for_units(outs, p0, p1, panels, [&](const MatmulOut& o, std::int64_t b, std::int64_t e) { bf16_product_panels(ax, o, T, b, e, pw); });
   });
 }
 
@@ -240,11 +245,7 @@ KYLIN_BF16_TARGET inline void gemm_bf16_each(std::span<const DotProduct> product
   parallel_shares(pool, total, 1, [&](int t, std::int64_t u0, std::int64_t u1) {
     auto* const pw = reinterpret_cast<std::uint32_t*>(scratch.packed_w_ptrs[static_cast<std::size_t>(t)]);
     for_units(std::span<const DotProduct>(many), u0, u1, panels, [&](const DotProduct& p, std::int64_t b, std::int64_t e) {
-      const MatRef& w = p.out.w;
-      const auto* data = static_cast<const bf16_t*>(w.data);
-      const std::uint32_t* x = ax + scratch.bf16_at[static_cast<std::size_t>(&p - many.data())];
-      if (w.layout == Layout::panels) bf16_gemm_panels(x, PanelRef<bf16_t>{data, w.rows, w.cols}, p.out.bias, p.out.y, p.n, w.rows, w.cols, b, e, pw);
-      else bf16_gemm_panels(x, data, p.out.bias, p.out.y, p.n, w.rows, w.cols, b, e, pw);
+      bf16_product_panels(ax + scratch.bf16_at[static_cast<std::size_t>(&p - many.data())], p.out, p.n, b, e, pw);
     });
   });
 }
