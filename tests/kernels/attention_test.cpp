@@ -165,19 +165,22 @@ TEST_CASE("a prefill's attention rows are the bits each token gets alone (decode
   // attended alone. Block boundaries, tile boundaries (64 keys) and the 4-key groups fall at
   // different offsets across these cases; GQA groups of 1, 2, 3, 4, 6 and 16 heads per KV head
   // (blocks of 32, 16, 10, 8, 5 and 2 tokens: up to 4 head blocks take turns on 1-3 shared tiles).
-  const std::int64_t D = 32;
+  // At head_dim 128 the blocks' rows fill two 16-row vectors of the wide pass (attention_wide.hpp)
+  // over several shared tiles, and 42 tokens of 2 heads end in a block of 20 rows (16 + 4).
   for (DType dt : {DType::f32, DType::f16})
-    for (const Case c : {Case{70, 0, 2, 2, D}, Case{9, 61, 4, 2, D}, Case{13, 127, 6, 2, D}, Case{11, 130, 8, 2, D}, Case{5, 200, 6, 1, D},
-                         Case{3, 64, 16, 1, D}, Case{20, 3, 8, 8, D}, Case{100, 37, 4, 2, D}})
+    for (const Case c : {Case{70, 0, 2, 2, 32}, Case{9, 61, 4, 2, 32}, Case{13, 127, 6, 2, 32}, Case{11, 130, 8, 2, 32},
+                         Case{5, 200, 6, 1, 32}, Case{3, 64, 16, 1, 32}, Case{20, 3, 8, 8, 32}, Case{100, 37, 4, 2, 32},
+                         Case{42, 190, 4, 2, 128}, Case{33, 64, 8, 2, 128}})
       for (int threads : {1, 2}) {
         CAPTURE(dtype_name(dt));
         CAPTURE(c.T);
         CAPTURE(c.pos0);
         CAPTURE(c.n_heads);
         CAPTURE(c.n_kv);
+        CAPTURE(c.head_dim);
         CAPTURE(threads);
         const Inputs in = random_inputs(c);
-        const std::int64_t capacity = c.pos0 + c.T + 3, stride = capacity * D, width = c.n_heads * D;
+        const std::int64_t D = c.head_dim, capacity = c.pos0 + c.T + 3, stride = capacity * D, width = c.n_heads * D;
         const std::size_t elem = dt == DType::f16 ? 2 : 4;
         std::vector<std::byte> kbuf(static_cast<std::size_t>(c.n_kv * stride) * elem), vbuf(kbuf.size());
         const kernels::KVRef k{dt, kbuf.data()}, v{dt, vbuf.data()};

@@ -1,6 +1,7 @@
 // Element-wise kernels and SIMD loads against oracles written here: silu_mul over sizes with tails
 // and RMSNorm/RoPE against double-precision formulas, BF16/F16 widening and the F16 store against
-// the core conversions, hadd_rows against exact sums and itself in every slot, argmax and top-k against sorting.
+// the core conversions, hadd_rows against exact sums and itself in every slot, sum_slots against
+// hadd_rows and xsimd::hadd, argmax and top-k against sorting.
 #include <doctest/doctest.h>
 
 #include "helpers.hpp"
@@ -110,6 +111,38 @@ TEST_CASE("hadd_rows sums each row within rounding, with the same bits in every 
         CAPTURE(slot);
         REQUIRE(std::bit_cast<std::uint32_t>(a[slot]) == std::bit_cast<std::uint32_t>(all[b]));
         REQUIRE(std::bit_cast<std::uint32_t>(t[slot]) == std::bit_cast<std::uint32_t>(all[b]));
+      }
+    }
+  }
+}
+
+// sum_slots is hadd_rows on its side: the sum of row b laid down lane b of `lanes` vectors must be
+// the bits hadd_rows and xsimd::hadd (exp_shift_sum's sum) give that row laid across one vector,
+// with values whose sum depends on the order (attention's wide pass relies on it).
+TEST_CASE("sum_slots gives lane b the bits hadd_rows and xsimd::hadd give row b") {
+  if constexpr (!kernels::has_sum_slots) {
+    MESSAGE("no sum_slots on this kernel set (hadd_rows is xsimd's here): nothing to compare");
+    return;
+  } else {
+    constexpr std::size_t L = kernels::lanes;
+    const auto v = test::random_floats(static_cast<std::int64_t>(L * L * 20), 37, 1.f);
+    for (std::size_t r = 0; r < 20; ++r) {
+      alignas(64) float e[L][L], down[L][L];  // e[b]: row b; down[i]: lane i of every row
+      kernels::fbatch rows[L], slots[L];
+      for (std::size_t b = 0; b < L; ++b)
+        for (std::size_t i = 0; i < L; ++i) down[i][b] = e[b][i] = v[(r * L + b) * L + i] * (i % 3 == b % 3 ? 1e7f : 1.f);
+      for (std::size_t i = 0; i < L; ++i) {
+        rows[i] = kernels::fbatch::load_aligned(e[i]);
+        slots[i] = kernels::fbatch::load_aligned(down[i]);
+      }
+      alignas(64) float across[L], sums[L];
+      kernels::hadd_rows(rows).store_aligned(across);
+      kernels::sum_slots(slots).store_aligned(sums);
+      for (std::size_t b = 0; b < L; ++b) {
+        CAPTURE(r);
+        CAPTURE(b);
+        REQUIRE(std::bit_cast<std::uint32_t>(sums[b]) == std::bit_cast<std::uint32_t>(across[b]));
+        REQUIRE(std::bit_cast<std::uint32_t>(sums[b]) == std::bit_cast<std::uint32_t>(xsimd::hadd(rows[b])));
       }
     }
   }

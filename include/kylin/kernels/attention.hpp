@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "kylin/core/thread_pool.hpp"
+#include "kylin/kernels/attention_blocks.hpp"
+#include "kylin/kernels/attention_wide.hpp"
 #include "kylin/kernels/kv_store.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/simd.hpp"
@@ -65,9 +67,6 @@ inline void attention_ref(const float* q, const KVRef& k, const KVRef& v, float*
     }
 }
 
-// Keys per tile of the online softmax: a tile of f16 V rows at head_dim 128 (16 KB) stays in L1.
-inline constexpr std::int64_t attention_tile = 64;
-
 // Query rows (a head of a query token) that read each K/V row together: the scores of 4 keys
 // at a time and the value sums of all of them stay in registers.
 inline constexpr std::int64_t attention_head_block = 8;
@@ -81,7 +80,8 @@ inline constexpr std::int64_t attention_block_rows = 32;
 inline std::int64_t attention_block_tokens(std::int64_t groups) { return std::max<std::int64_t>(1, attention_block_rows / groups); }
 
 // Per-thread buffers for the query rows of one work item (a block of tokens, one GQA group):
-// scores [attention_head_block, tile], accumulators [rows, head_dim], running max and sum [rows].
+// scores [attention_head_block, tile], accumulators [rows, head_dim], running max and sum [rows],
+// then the wide pass's (detail::wide_floats).
 struct AttentionScratch {
   std::vector<std::vector<float>> per_thread;
   AttentionScratch() = default;
@@ -89,164 +89,12 @@ struct AttentionScratch {
       : per_thread(static_cast<std::size_t>(threads),
                    std::vector<float>(static_cast<std::size_t>(floats(max_groups, head_dim)))) {}
   static std::int64_t floats(std::int64_t groups, std::int64_t head_dim) {
-    return attention_head_block * attention_tile + attention_block_tokens(groups) * groups * (head_dim + 2);
+    const std::int64_t rows = attention_block_tokens(groups) * groups;
+    return attention_head_block * attention_tile + rows * (head_dim + 2) + detail::wide_floats(rows, head_dim);
   }
 };
 
 namespace detail {
-
-// x[i] = exp(x[i] - m), returns the sum.
-inline float exp_shift_sum(float* x, std::int64_t n, float m) {
-  float sum = 0.f;
-  std::int64_t i = 0;
-  if constexpr (simd_enabled) {
-    fbatch acc(0.f);
-    const fbatch mv(m);
-    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) {
-      const fbatch e = xsimd::exp(fbatch::load_unaligned(x + i) - mv);
-      e.store_unaligned(x + i);
-      acc += e;
-    }
-    sum = xsimd::hadd(acc);
-  }
-  for (; i < n; ++i) sum += (x[i] = std::exp(x[i] - m));
-  return sum;
-}
-
-// max(x[0..n)), vectorised: a scalar max chain costs ~3 cycles per key and head.
-inline float max_of(const float* x, std::int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  std::int64_t i = 0;
-  if constexpr (simd_enabled) {
-    fbatch mv(m);
-    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) mv = xsimd::max(mv, fbatch::load_unaligned(x + i));
-    alignas(64) float tmp[lanes];
-    mv.store_aligned(tmp);
-    m = *std::max_element(tmp, tmp + lanes);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
-// How far ahead of its reads attention prefetches K and V rows: the matvec's distance.
-inline constexpr std::int64_t attention_prefetch_bytes = 4096;
-
-// Query rows scored together in one pass over keys (score_pairs): each (row, key) pair of a pass
-// is one accumulator, `lanes` pairs a pass, so that one transposing reduction (hadd_rows) sums
-// them all. 4 rows x 4 keys (AVX-512) load 8 vectors per 16 FMAs; more rows take turns over the
-// same keys, then in L1.
-template <int NG>
-inline constexpr int score_rows = static_cast<int>(std::bit_floor(static_cast<unsigned>(std::min<int>(NG, lanes >= 16 ? 4 : 2))));
-
-// sc[g][j0 + i] = scale * q_g · k_{j0+i} for SB query rows and the KG = lanes / SB keys from j0,
-// of which the first nv are stored (the others repeat key j0 + nv - 1, so that nothing past the
-// tile is read). Pair (g, i) is accumulator g * KG + i: lane partial sums over D, then hadd_rows,
-// whose sum of a row is the same bits in any slot, so a score does not depend on the pass's shape.
-template <int SB, class T>
-[[gnu::always_inline]] inline void score_pairs(const float* const* q, const T* k, float* sc, std::int64_t j0, std::int64_t nv,
-                                                std::int64_t D, float scale) {
-  constexpr int KG = static_cast<int>(lanes) / SB;
-  const T* key[KG];
-  KYLIN_CPU_UNROLL for (int i = 0; i < KG; ++i) key[i] = k + (j0 + std::min<std::int64_t>(i, nv - 1)) * D;
-  fbatch acc[lanes];
-  // zeroed one by one, not by a loop, which GCC turns into a memset of the array in memory
-  [&]<std::size_t... I>(std::index_sequence<I...>) { ((acc[I] = fbatch(0.f)), ...); }(std::make_index_sequence<lanes>{});
-  for (std::int64_t c = 0; c < D; c += lanes) {
-    fbatch kv[KG];
-    KYLIN_CPU_UNROLL for (int i = 0; i < KG; ++i) {
-      kv[i] = load_as_float(key[i] + c);
-      if constexpr (KG + static_cast<int>(lanes) < (lanes >= 16 ? 32 : 16)) keep_in_register(kv[i]);  // when they fit
-    }
-    KYLIN_CPU_UNROLL for (int g = 0; g < SB; ++g) {
-      fbatch qg = fbatch::load_unaligned(q[g] + c);
-      keep_in_register(qg);  // GCC otherwise reloads it for each key as an FMA operand
-      KYLIN_CPU_UNROLL for (int i = 0; i < KG; ++i) acc[g * KG + i] = fma(qg, kv[i], acc[g * KG + i]);
-    }
-  }
-  alignas(64) float s[lanes];
-  (hadd_rows(acc) * fbatch(scale)).store_aligned(s);
-  KYLIN_CPU_UNROLL for (int g = 0; g < SB; ++g) {
-    if (nv == KG) std::memcpy(sc + g * attention_tile + j0, s + g * KG, KG * sizeof(float));  // a fixed size: no call
-    else std::copy_n(s + g * KG, nv, sc + g * attention_tile + j0);
-  }
-}
-
-// The scores of R query rows for keys [j, min(j + lanes, nk)): passes of score_rows<R> rows.
-template <int R, class T>
-void score_row_passes(const float* const* q, const T* k, float* sc, std::int64_t j, std::int64_t nk, std::int64_t D, float scale) {
-  constexpr int SB = score_rows<R>;
-  constexpr std::int64_t L = static_cast<std::int64_t>(lanes), KG = L / SB;
-  for (std::int64_t i = j; i < std::min(j + L, nk); i += KG) score_pairs<SB>(q, k, sc, i, std::min(KG, nk - i), D, scale);
-  if constexpr (R > SB) score_row_passes<R - SB>(q + SB, k, sc + SB * attention_tile, j, nk, D, scale);
-}
-
-// Whether a pass over K/V rows asks for the rows a fixed distance ahead (prefetch_lines), so both
-// streams stay in flight as the matvec's do. Only where the rows come from memory: asked for again
-// where they are in cache, the prefetches were ~1/2 of attend_rows' own samples in a pp512 profile.
-enum class KVReads { from_memory, from_cache };
-
-// sc[g][j] = scale * q_g · k_j for NG query rows and nk keys (D a multiple of lanes), `lanes`
-// keys at a time.
-template <int NG, class T>
-void block_scores(const float* const* q, const T* k, const T* v, float* sc, std::int64_t nk, std::int64_t D, float scale,
-                  KVReads reads) {
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  const std::int64_t step_bytes = reads == KVReads::from_memory ? L * D * static_cast<std::int64_t>(sizeof(T)) : 0;
-  for (std::int64_t j = 0; j < nk; j += L) {
-    prefetch_lines(k + j * D, attention_prefetch_bytes, step_bytes);
-    prefetch_lines(v + j * D, attention_prefetch_bytes, step_bytes);
-    score_row_passes<NG>(q, k, sc, j, nk, D, scale);
-  }
-}
-
-// Lane-chunks of a V row accumulated together per query row: NG * CB independent FMA chains,
-// 16 with AVX-512's 32 registers and 8 with AVX2's 16 (enough to keep two FMA pipes busy through
-// a 4-cycle latency; one chain per row made the value pass latency-bound at ~1/4 of the FMA
-// throughput), each row's weight broadcast once per key for its CB chunks.
-template <int NG>
-inline constexpr int value_chunks = std::max(1, static_cast<int>(std::bit_floor(static_cast<unsigned>((lanes >= 16 ? 16 : 8) / NG))));
-
-// acc[g][c0, c0 + CB*lanes) = acc * corr[g] + sum_j p[g][j] * v_j over that column block.
-template <int NG, int CB, class T>
-void block_values_cols(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D,
-                       std::int64_t c0) {
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  fbatch a[NG][CB];
-  KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g)
-    KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) a[g][b] = fbatch::load_unaligned(acc + g * D + c0 + b * L) * fbatch(corr[g]);
-  for (std::int64_t j = 0; j < nk; ++j) {
-    const T* vj = v + j * D + c0;
-    fbatch vv[CB];
-    KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) vv[b] = load_as_float(vj + b * L);
-    KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g) {
-      fbatch pg(p[g * attention_tile + j]);
-      if constexpr (CB > 1) keep_in_register(pg);
-      KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) a[g][b] = fma(pg, vv[b], a[g][b]);
-    }
-  }
-  KYLIN_CPU_UNROLL for (int g = 0; g < NG; ++g)
-    KYLIN_CPU_UNROLL for (int b = 0; b < CB; ++b) a[g][b].store_unaligned(acc + g * D + c0 + b * L);
-}
-
-// acc[g][:] = acc[g][:] * corr[g] + sum_j p[g][j] * v_j for NG query rows, in column blocks of CB
-// lane-chunks, then narrower blocks for what is left of D. Each element's sum runs over the keys
-// in order whatever the block, so the bits do not depend on CB.
-template <int NG, class T, int CB = value_chunks<NG>>
-void block_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t nk, std::int64_t D, std::int64_t c = 0) {
-  constexpr auto L = static_cast<std::int64_t>(lanes);
-  for (; c + CB * L <= D; c += CB * L) block_values_cols<NG, CB>(acc, corr, p, v, nk, D, c);
-  if constexpr (CB > 1) block_values<NG, T, CB / 2>(acc, corr, p, v, nk, D, c);
-}
-
-// The online softmax of query rows: acc [rows, head_dim] (unnormalized outputs), running max and
-// sum [rows]; a row's state is row g of each.
-struct SoftmaxState {
-  float* acc;
-  float* mx;
-  float* sum;
-  std::int64_t D;
-  SoftmaxState at(std::int64_t g) const { return {acc + g * D, mx + g, sum + g, D}; }
-};
 
 // NG query rows sharing one KV head over keys [j0, j1) in tiles of attention_tile from j0: a
 // row's state after keys [0, j1) is the same bits whether its tiles ran in one call or in two
@@ -288,19 +136,24 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
   std::fill(state.acc, state.acc + rows * D, 0.f);
   std::fill(state.mx, state.mx + rows, -std::numeric_limits<float>::infinity());
   std::fill(state.sum, state.sum + rows, 0.f);
+  const auto q_of = [&](std::int64_t r) { return q + r / G * ld + r % G * D; };
   const float* qrow[attention_head_block];
   const auto run = [&](std::int64_t r0, std::int64_t m, std::int64_t j0, std::int64_t j1, KVReads reads) {  // rows [r0, r0 + m)
-    for (std::int64_t g = 0; g < m; ++g) qrow[g] = q + (r0 + g) / G * ld + (r0 + g) % G * D;
+    for (std::int64_t g = 0; g < m; ++g) qrow[g] = q_of(r0 + g);
     [&]<int... I>(std::integer_sequence<int, I...>) {
       ((m == I + 1 ? attend_rows<I + 1>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores, reads) : void()), ...);
     }(std::make_integer_sequence<int, static_cast<int>(attention_head_block)>{});
   };
-  // The keys all n tokens see, a tile at a time, every head block on a tile before the next tile
-  // (the first block reads it from memory, the rest from cache).
+  // The keys all n tokens see, a tile at a time: all rows `lanes` at a time (attention_wide.hpp),
+  // or every head block on a tile before the next (the first reads it from memory, the rest from cache).
   const std::int64_t shared = n > 1 ? (pos + 1) / attention_tile * attention_tile : 0;
-  for (std::int64_t j = 0; j < shared; j += attention_tile)
-    for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block)
-      run(r0, std::min(attention_head_block, rows - r0), j, j + attention_tile, r0 == 0 ? KVReads::from_memory : KVReads::from_cache);
+  if constexpr (attention_wide) {
+    if (shared > 0) wide_shared_tiles(q_of, rows, k, v, shared, state, h.scale, state.sum + rows);
+  } else {
+    for (std::int64_t j = 0; j < shared; j += attention_tile)
+      for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block)
+        run(r0, std::min(attention_head_block, rows - r0), j, j + attention_tile, r0 == 0 ? KVReads::from_memory : KVReads::from_cache);
+  }
   // Each token's own keys past those: in a decode step all of its keys, from memory (for the first
   // head block); in a block of prefill tokens the rows just stored and those the tokens before read.
   for (std::int64_t t = 0; t < n; ++t)

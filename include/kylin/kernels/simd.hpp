@@ -254,6 +254,37 @@ inline fbatch hadd_rows(const fbatch* rows) {
 #endif
 }
 
+// hadd_rows on its side: lane r of sum_slots(s) = the sum of s[0..lanes) in lane r, added in the
+// tree hadd_rows and xsimd::hadd use for one row's lanes (slot i + slot i + n/2 while more than
+// four are left, then (0 + 1) + (2 + 3)). A sum laid down the slots of `lanes` vectors is then the
+// same bits as that sum laid across one vector (tests/kernels/ops_test.cpp). x86 only
+// (has_sum_slots): elsewhere hadd_rows is xsimd::haddp, whose tree is not spelled out here.
+#if (defined(__AVX512F__) || defined(__AVX2__)) && !defined(KYLIN_NO_SIMD)
+inline constexpr bool has_sum_slots = true;
+#else
+inline constexpr bool has_sum_slots = false;
+#endif
+
+// The part of that tree over slots m, m + 4, m + 8, ...: x holds those lanes / 4 slots in order
+// (overwritten); sum_slots(s) = (q0 + q1) + (q2 + q3) with q_m this sum over slots m + 4i.
+template <int N>
+[[gnu::always_inline]] inline fbatch sum_quarter(fbatch* x) {
+  KYLIN_CPU_UNROLL for (int n = N; n > 1; n /= 2)
+    KYLIN_CPU_UNROLL for (int i = 0; i < n / 2; ++i) x[i] = x[i] + x[i + n / 2];
+  return x[0];
+}
+
+inline fbatch sum_slots(const fbatch* s) {
+  constexpr int Q = static_cast<int>(lanes) / 4;
+  fbatch q[4];
+  KYLIN_CPU_UNROLL for (int m = 0; m < 4; ++m) {
+    fbatch x[Q];
+    KYLIN_CPU_UNROLL for (int i = 0; i < Q; ++i) x[i] = s[m + 4 * i];
+    q[m] = sum_quarter<Q>(x);
+  }
+  return (q[0] + q[1]) + (q[2] + q[3]);
+}
+
 // Stores `lanes` floats as F16, rounded to nearest-even (what f32_to_f16 does one at a time).
 inline void store_as(f16_t* p, fbatch x) {
 #if defined(__AVX512F__)
