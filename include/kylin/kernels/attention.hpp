@@ -140,9 +140,7 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
   const float* qrow[attention_head_block];
   const auto run = [&](std::int64_t r0, std::int64_t m, std::int64_t j0, std::int64_t j1, KVReads reads) {  // rows [r0, r0 + m)
     for (std::int64_t g = 0; g < m; ++g) qrow[g] = q_of(r0 + g);
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-      ((m == I + 1 ? attend_rows<I + 1>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores, reads) : void()), ...);
-    }(std::make_integer_sequence<int, static_cast<int>(attention_head_block)>{});
+    with_count<attention_head_block>(m, [&](auto ng) { attend_rows<ng>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores, reads); });
   };
   // The keys all n tokens see, a tile at a time: all rows `lanes` at a time (attention_wide.hpp),
   // or every head block on a tile before the next (the first reads it from memory, the rest from cache).

@@ -113,9 +113,7 @@ template <class T>
 void wide_values(float* acc, const float* corr, const float* p, const T* v, std::int64_t m, std::int64_t nk, std::int64_t D) {
   constexpr ScoreLayout by_key{1, static_cast<std::int64_t>(lanes)};
   for (std::int64_t r0 = 0; r0 < m; r0 += 8)
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-      ((std::min<std::int64_t>(8, m - r0) == I + 1 ? block_values<I + 1, by_key>(acc + r0 * D, corr + r0, p + r0, v, nk, D) : void()), ...);
-    }(std::make_integer_sequence<int, 8>{});
+    with_count<8>(std::min<std::int64_t>(8, m - r0), [&](auto ng) { block_values<ng, by_key>(acc + r0 * D, corr + r0, p + r0, v, nk, D); });
 }
 
 // The online softmax's step and value sums for rows [0, m) of a SoftmaxState (m <= lanes), their

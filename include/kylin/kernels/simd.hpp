@@ -30,6 +30,8 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
@@ -252,6 +254,15 @@ inline fbatch hadd_rows(const fbatch* rows) {
 #else
   return xsimd::haddp(rows);
 #endif
+}
+
+// fn(std::integral_constant<int, n>{}) for 1 <= n <= Max (nothing otherwise): a run-time count
+// of rows or tokens as a kernel's template argument, one instantiation per value.
+template <int Max, class Fn>
+[[gnu::always_inline]] inline void with_count(std::int64_t n, Fn&& fn) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((n == I + 1 ? fn(std::integral_constant<int, I + 1>{}) : void()), ...);
+  }(std::make_integer_sequence<int, Max>{});
 }
 
 // hadd_rows on its side: lane r of sum_slots(s) = the sum of s[0..lanes) in lane r, added in the
