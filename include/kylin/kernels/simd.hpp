@@ -276,24 +276,12 @@ inline constexpr bool has_sum_slots = true;
 inline constexpr bool has_sum_slots = false;
 #endif
 
-// The part of that tree over slots m, m + 4, m + 8, ...: x holds those lanes / 4 slots in order
-// (overwritten); sum_slots(s) = (q0 + q1) + (q2 + q3) with q_m this sum over slots m + 4i.
-template <int N>
-[[gnu::always_inline]] inline fbatch sum_quarter(fbatch* x) {
-  KYLIN_CPU_UNROLL for (int n = N; n > 1; n /= 2)
-    KYLIN_CPU_UNROLL for (int i = 0; i < n / 2; ++i) x[i] = x[i] + x[i + n / 2];
-  return x[0];
-}
-
 inline fbatch sum_slots(const fbatch* s) {
-  constexpr int Q = static_cast<int>(lanes) / 4;
-  fbatch q[4];
-  KYLIN_CPU_UNROLL for (int m = 0; m < 4; ++m) {
-    fbatch x[Q];
-    KYLIN_CPU_UNROLL for (int i = 0; i < Q; ++i) x[i] = s[m + 4 * i];
-    q[m] = sum_quarter<Q>(x);
-  }
-  return (q[0] + q[1]) + (q[2] + q[3]);
+  fbatch x[lanes];
+  KYLIN_CPU_UNROLL for (std::size_t i = 0; i < lanes; ++i) x[i] = s[i];
+  KYLIN_CPU_UNROLL for (std::size_t n = lanes; n > 4; n /= 2)
+    KYLIN_CPU_UNROLL for (std::size_t i = 0; i < n / 2; ++i) x[i] = x[i] + x[i + n / 2];
+  return (x[0] + x[1]) + (x[2] + x[3]);
 }
 
 // Stores `lanes` floats as F16, rounded to nearest-even (what f32_to_f16 does one at a time).
