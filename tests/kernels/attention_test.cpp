@@ -165,8 +165,9 @@ TEST_CASE("a prefill's attention rows are the bits each token gets alone (decode
   // attended alone. Block boundaries, tile boundaries (64 keys) and the 4-key groups fall at
   // different offsets across these cases; GQA groups of 1, 2, 3, 4, 6 and 16 heads per KV head
   // (blocks of 32, 16, 10, 8, 5 and 2 tokens: up to 4 head blocks take turns on 1-3 shared tiles).
-  // At head_dim 128 the blocks' rows fill two 16-row vectors of the wide pass (attention_wide.hpp)
-  // over several shared tiles, and 42 tokens of 2 heads end in a block of 20 rows (16 + 4).
+  // At head_dim 128 the blocks' rows fill two 16-row vectors of the wide pass (attention_wide.hpp;
+  // AVX2: four 8-row vectors, two pairs) over several shared tiles, and 42 tokens of 2 heads end in
+  // a block of 20 rows (16 + 4; AVX2 a pair and a lone vector of 4 rows).
   for (DType dt : {DType::f32, DType::f16})
     for (const Case c : {Case{70, 0, 2, 2, 32}, Case{9, 61, 4, 2, 32}, Case{13, 127, 6, 2, 32}, Case{11, 130, 8, 2, 32},
                          Case{5, 200, 6, 1, 32}, Case{3, 64, 16, 1, 32}, Case{20, 3, 8, 8, 32}, Case{100, 37, 4, 2, 32},

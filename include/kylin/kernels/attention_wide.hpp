@@ -16,7 +16,11 @@
 namespace kylin::kernels::detail {
 
 // Whether this kernel set has the wide pass: sum_slots must repeat hadd_rows' tree.
-inline constexpr bool attention_wide = has_sum_slots && simd_enabled && lanes >= 16;
+inline constexpr bool attention_wide = has_sum_slots && simd_enabled && lanes >= 8;
+
+// Keys a step of wide_scores for a pair of row vectors (a single one takes twice as many): 2 x 8
+// accumulators of 32 AVX-512 registers; 2 x 4 of AVX2's 16.
+inline constexpr int wide_keys = lanes >= 16 ? 8 : 4;
 
 // The wide pass's buffers for `rows` query rows: queries transposed [row vectors][D][lanes], one
 // tile's scores for two row vectors [2][tile][lanes], the tile's keys widened to f32 [tile][D].
@@ -34,22 +38,23 @@ inline void transpose_queries(const float* const* q, std::int64_t m, std::int64_
 
 // s[w][j][r] = scale * q_r · k_j for the rows of RV row vectors (qt + w * D * lanes) and KB keys
 // a step (nk a multiple of KB), each the bits of score_pairs: lane slot l of q · k is the FMA chain
-// over d = l, l + 16, ... (here one vector over rows, for one slot of one key), and the 16 slots
-// are added in hadd_rows' tree: quarter m = (s_m + s_m+8) + (s_m+4 + s_m+12), then
-// (q0 + q1) + (q2 + q3). One slot at a time, so that RV * KB accumulators share each load: 2 row
-// vectors x 8 keys take 10 loads per 16 FMAs; a broadcast key element per FMA (1 x 4 keys x 4
-// slots) kept this pass at the transposing reductions' speed on Zen 5 (docs/PERFORMANCE.md).
+// over d = l, l + lanes, ... (here one vector over rows, for one slot of one key), and the slots
+// are added in hadd_rows' tree: quarter m = (s_m + s_m+8) + (s_m+4 + s_m+12) with 16 lanes,
+// s_m + s_m+4 with 8, then (q0 + q1) + (q2 + q3). One slot at a time, so that RV * KB
+// accumulators share each load: 2 row vectors x 8 keys take 10 loads per 16 FMAs; a broadcast key
+// element per FMA (1 x 4 keys x 4 slots) kept this pass at the transposing reductions' speed on
+// Zen 5 (docs/PERFORMANCE.md).
 template <int RV, int KB>
 void wide_scores(const float* qt, const float* k, float* s, std::int64_t nk, std::int64_t D, float scale) {
-  static_assert(RV > 0 && lanes == 16, "the slot tree below is AVX-512's");
-  constexpr int L = 16;
-  constexpr int leaf[4] = {0, 2, 1, 3};  // a quarter's slots m + 4 * leaf[i] in the order they are added
+  static_assert(RV > 0 && (lanes == 16 || lanes == 8), "the slot tree below is AVX-512's and AVX2's");
+  constexpr int L = lanes, leaves = L / 4;  // slots a quarter adds
+  constexpr int leaf[4] = {0, leaves == 4 ? 2 : 1, 1, 3};  // a quarter's slots m + 4 * leaf[i] in the order they are added
   const std::int64_t qstep = D * L, sstep = nk * L;
   for (std::int64_t j = 0; j < nk; j += KB) {
     const float* key = k + j * D;
     fbatch pair[RV][KB], other[RV][KB], half[RV][KB], third[RV][KB];  // partial sums of the tree
     KYLIN_CPU_UNROLL for (int m = 0; m < 4; ++m)
-      KYLIN_CPU_UNROLL for (int i = 0; i < 4; ++i) {
+      KYLIN_CPU_UNROLL for (int i = 0; i < leaves; ++i) {
         fbatch a[RV][KB];
         KYLIN_CPU_UNROLL for (int w = 0; w < RV; ++w)
           KYLIN_CPU_UNROLL for (int b = 0; b < KB; ++b) a[w][b] = fbatch(0.f);
@@ -68,10 +73,10 @@ void wide_scores(const float* qt, const float* k, float* s, std::int64_t nk, std
         KYLIN_CPU_UNROLL for (int w = 0; w < RV; ++w)
           KYLIN_CPU_UNROLL for (int b = 0; b < KB; ++b) {
             if (i == 0) pair[w][b] = a[w][b];
-            else if (i == 1) pair[w][b] = pair[w][b] + a[w][b];
+            else if (i == 1 && leaves == 4) pair[w][b] = pair[w][b] + a[w][b];
             else if (i == 2) other[w][b] = a[w][b];
             else {
-              const fbatch q = pair[w][b] + (other[w][b] + a[w][b]);
+              const fbatch q = leaves == 4 ? pair[w][b] + (other[w][b] + a[w][b]) : pair[w][b] + a[w][b];
               if (m == 0) half[w][b] = q;
               else if (m == 1) half[w][b] = half[w][b] + q;
               else if (m == 2) third[w][b] = q;
@@ -153,8 +158,8 @@ void wide_shared_tiles(QueryOf q_of, std::int64_t rows, const T* k, const T* v, 
       kt = kf;
     }
     for (std::int64_t w = 0; w < vectors; w += 2) {  // pairs of row vectors share each key element
-      if (w + 1 < vectors) wide_scores<2, 8>(qt + w * D * L, kt, s, attention_tile, D, scale);
-      else wide_scores<1, 16>(qt + w * D * L, kt, s, attention_tile, D, scale);
+      if (w + 1 < vectors) wide_scores<2, wide_keys>(qt + w * D * L, kt, s, attention_tile, D, scale);
+      else wide_scores<1, 2 * wide_keys>(qt + w * D * L, kt, s, attention_tile, D, scale);
       for (std::int64_t u = w; u < std::min(w + 2, vectors); ++u)
         wide_update(st.at(u * L), std::min(L, rows - u * L), s + (u - w) * attention_tile * L, v + j * D);
     }
