@@ -89,6 +89,10 @@ TEST_CASE("every kernel set this CPU runs loads from its module, names its instr
       CHECK(worst_error(k, name) < 1e-5);  // forward_test's f32 bar
     }
     CHECK(k.fma_peak_gflops(1) > 0);
+    // the vdpbf16ps probe runs in the AVX-512 sets on a CPU with AVX512_BF16, and says 0 elsewhere
+#if defined(__x86_64__)
+    CHECK((k.bf16_dot_peak_gflops(1) > 0) == (s.name.starts_with("avx512") && __builtin_cpu_supports("avx512bf16")));
+#endif
     ++ran;
   }
   CHECK(ran >= 1);  // scalar runs everywhere

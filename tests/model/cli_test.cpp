@@ -191,6 +191,19 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   CHECK(num("pp_gflops") == doctest::Approx(num("pp_tok_s") * flops / n / 1e9));
   CHECK(num("compute_gflops") > 0);
   CHECK(num("pp_compute_fraction") == doctest::Approx(num("pp_gflops") / num("compute_gflops")));
+  CHECK(out.find("compute_bf16_gflops") == nullptr);  // only with --prefill-activations bf16
+}
+
+TEST_CASE("kylin bench --prefill-activations bf16 also judges prefill against the vdpbf16ps peak it measures") {
+  if (!kylin::kernels::bf16_gemm_supported()) return;  // refused there (the logits test above checks that)
+  const Run r = run(kylin_bin + " bench --model " + data + "/models/small-qwen3 -p 16 -n 0 -r 1 -t 2 --prefill-activations bf16 --format json");
+  REQUIRE(r.exit_code == 0);
+  const auto out = kylin::json::parse(r.out);
+  for (const char* key : {"compute_bf16_gflops", "pp_bf16_compute_fraction", "pp_gflops"}) REQUIRE_MESSAGE(out.find(key) != nullptr, key);
+  const double peak = out.find("compute_bf16_gflops")->as_double();
+  CHECK(peak > 0);
+  CHECK(out.find("pp_bf16_compute_fraction")->as_double() == doctest::Approx(out.find("pp_gflops")->as_double() / peak));
+  CHECK(out.find("prefill_activations")->as_string() == "bf16");
 }
 
 TEST_CASE("kylin bench says how decode took its tokens: greedy ids, downloaded logits, --top-k, --draw or --draw --top-p sampling; --top-k refuses 1, and each refuses the others") {

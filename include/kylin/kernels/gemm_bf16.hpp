@@ -250,6 +250,26 @@ KYLIN_BF16_TARGET inline void gemm_bf16_each(std::span<const DotProduct> product
   });
 }
 
+// `chains` independent vdpbf16ps chains of one vector each, `steps` steps: fma_chains
+// (probes.hpp) for the instruction the BF16 GEMM's tile runs.
+template <int chains>
+KYLIN_BF16_TARGET float bf16_dot_chains(std::int64_t steps, float seed) {
+  __m512 acc[chains];
+  KYLIN_CPU_UNROLL for (int i = 0; i < chains; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
+  const auto a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x33d633d6);  // 1.0, ~1e-7
+  for (std::int64_t s = 0; s < steps; ++s) {
+#pragma GCC unroll 32
+    for (int i = 0; i < chains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 sum = acc[0];
+  KYLIN_CPU_UNROLL for (int i = 1; i < chains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  alignas(64) float lane[16];  // not _mm512_reduce_add_ps: it trips GCC 12's -Wuninitialized (bug 105593)
+  _mm512_store_ps(lane, sum);
+  float total = 0.f;
+  for (float x : lane) total += x;
+  return total;
+}
+
 }  // namespace kylin::kernels::detail
 #endif
 

@@ -1,6 +1,7 @@
 // The machine's limits that `kylin bench` states its speeds as fractions of, measured with the
 // kernels' own loads and FMAs in the kernel set this translation unit is compiled for: streaming
-// read bandwidth (the decode roofline) and the f32 FMA peak (what prefill is judged against).
+// read bandwidth (the decode roofline), the f32 FMA peak (what prefill is judged against) and,
+// where the BF16 GEMM runs, the vdpbf16ps peak (what prefill on BF16 activations is judged against).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +20,23 @@ namespace kylin::kernels {
 namespace probe_detail {
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The best of 20 short passes (so a busy machine still shows a quiet one) of chains(steps, seed)
+// on every thread, in GFLOP/s: flops_per_step FLOPs a step.
+template <class Chains>
+double best_chain_gflops(int threads, double flops_per_step, Chains chains) {
+  constexpr std::int64_t steps = std::int64_t{1} << 21;  // ~4 ms a pass at 100 GFLOP/s a thread
+  ThreadPool pool(threads);
+  std::vector<float> sink(static_cast<std::size_t>(pool.size()) * 16);
+  double best = 0;
+  for (int pass = 0; pass < 20; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run([&](int t, int) { sink[static_cast<std::size_t>(t) * 16] += chains(steps, static_cast<float>(pass)); });
+    best = std::max(best, flops_per_step * static_cast<double>(steps) * pool.size() / seconds_since(t0) / 1e9);
+  }
+  if (sink[0] == 42.f) std::printf(" ");  // keeps the sums observable
+  return best;
 }
 }  // namespace probe_detail
 
@@ -91,18 +109,19 @@ inline float fma_chains(std::int64_t steps, float seed) {
 // read bandwidth.
 inline double measure_fma_gflops(int threads) {
   constexpr int chains = lanes >= 16 ? 24 : 12;
-  constexpr std::int64_t steps = std::int64_t{1} << 21;  // ~4 ms a pass at 100 GFLOP/s a thread
-  ThreadPool pool(threads);
-  std::vector<float> sink(static_cast<std::size_t>(pool.size()) * 16);
-  double best = 0;
-  for (int pass = 0; pass < 20; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.run([&](int t, int) { sink[static_cast<std::size_t>(t) * 16] += fma_chains<chains>(steps, static_cast<float>(pass)); });
-    const double flops = 2.0 * lanes * chains * static_cast<double>(steps) * pool.size();
-    best = std::max(best, flops / probe_detail::seconds_since(t0) / 1e9);
-  }
-  if (sink[0] == 42.f) std::printf(" ");  // keeps the sums observable
-  return best;
+  return probe_detail::best_chain_gflops(threads, 2.0 * lanes * chains, [](std::int64_t steps, float seed) { return fma_chains<chains>(steps, seed); });
+}
+
+// The BF16 dot-product peak of `threads` threads in GFLOP/s (vdpbf16ps: 2 products a lane, 4
+// FLOPs), measured as measure_fma_gflops is; 0 where the BF16 GEMM does not run
+// (bf16_gemm_supported). `kylin bench --prefill-activations bf16` judges prefill against it.
+inline double measure_bf16_dot_gflops(int threads) {
+#if defined(KYLIN_BF16_DOT)
+  if (bf16_gemm_supported())
+    return probe_detail::best_chain_gflops(threads, 4.0 * 16 * 24, [](std::int64_t steps, float seed) { return detail::bf16_dot_chains<24>(steps, seed); });
+#endif
+  (void)threads;
+  return 0;
 }
 
 }  // namespace kylin::kernels

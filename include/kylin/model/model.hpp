@@ -93,7 +93,8 @@ inline std::unique_ptr<AnyModel> make_cpu_model(const std::filesystem::path& dir
 // The kernel set this translation unit compiles, under `name`.
 inline CpuKernelSet compiled_kernel_set(std::string_view name) {
   return {name, kernels::simd_arch_name(), &make_cpu_model, [](int threads) { return kernels::measure_read_bandwidth(threads); },
-          [](int threads) { return kernels::measure_fma_gflops(threads); }};
+          [](int threads) { return kernels::measure_fma_gflops(threads); },
+          [](int threads) { return kernels::measure_bf16_dot_gflops(threads); }};
 }
 
 }  // namespace detail

@@ -16,6 +16,7 @@ struct CpuKernelSet {
   ModelFactory load;      // the CPU backend's model, with these kernels
   double (*read_bandwidth_gbs)(int threads);  // kernels/probes.hpp
   double (*fma_peak_gflops)(int threads);
+  double (*bf16_dot_peak_gflops)(int threads);  // 0 where this set or this CPU has no BF16 GEMM
 };
 
 // What --version and `kylin bench` print: "avx512-vnni (avx512bw+vnni)".
