@@ -194,9 +194,21 @@ TEST_CASE("kylin bench --format json reports every documented key with consisten
   CHECK(out.find("compute_bf16_gflops") == nullptr);  // only with --prefill-activations bf16
 }
 
-TEST_CASE("kylin bench --prefill-activations bf16 also judges prefill against the vdpbf16ps peak it measures") {
-  if (!kylin::kernels::bf16_gemm_supported()) return;  // refused there (the logits test above checks that)
-  const Run r = run(kylin_bin + " bench --model " + data + "/models/small-qwen3 -p 16 -n 0 -r 1 -t 2 --prefill-activations bf16 --format json");
+TEST_CASE("kylin bench --prefill-activations bf16 also judges prefill against the vdpbf16ps peak it measures; refused without AVX512_BF16") {
+  const std::string bench = " bench --model " + data + "/models/small-qwen3 -p 16 -n 0 -r 1 -t 2 --prefill-activations bf16 --format json";
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) {  // the AVX2 kernels have no BF16 GEMM on any CPU
+    const Run refused = run("KYLIN_CPU=avx2 " + kylin_bin + bench);
+    CHECK(refused.exit_code != 0);
+    CHECK(refused.out.find("AVX512_BF16") != std::string::npos);
+  }
+#endif
+  const Run r = run("env -u KYLIN_CPU " + kylin_bin + bench);  // the best set this CPU runs, as bf16_gemm_supported() asks
+  if (!kylin::kernels::bf16_gemm_supported()) {
+    CHECK(r.exit_code != 0);
+    CHECK(r.out.find("AVX512_BF16") != std::string::npos);
+    return;
+  }
   REQUIRE(r.exit_code == 0);
   const auto out = kylin::json::parse(r.out);
   for (const char* key : {"compute_bf16_gflops", "pp_bf16_compute_fraction", "pp_gflops"}) REQUIRE_MESSAGE(out.find(key) != nullptr, key);
