@@ -43,7 +43,7 @@ inline void unmap_huge(void* p, std::size_t bytes) {
 // Bump allocation from huge-page chunks, for many buffers made once and freed together: the
 // weights quantized at load. An MoE checkpoint has ~10^4 matrices of under 2 MiB, which in
 // allocations of their own were faulted in 4 KiB at a time (the 48-layer 30B-A3B shape's q4
-// load from FP8: 92.3 s that way, 68.0 s from the arena; docs/PERFORMANCE.md).
+// load from FP8: 92.3 s that way, 68.0 s from the arena; docs/log/2026-11-27-29-zen5-rounds.md).
 class HugeArena {
  public:
   static constexpr std::size_t chunk_bytes = std::size_t{256} << 20;

@@ -43,7 +43,7 @@ inline void transpose_queries(const float* const* q, std::int64_t m, std::int64_
 // s_m + s_m+4 with 8, then (q0 + q1) + (q2 + q3). One slot at a time, so that RV * KB
 // accumulators share each load: 2 row vectors x 8 keys take 10 loads per 16 FMAs; a broadcast key
 // element per FMA (1 x 4 keys x 4 slots) kept this pass at the transposing reductions' speed on
-// Zen 5 (docs/PERFORMANCE.md).
+// Zen 5 (docs/log/2026-11-27-29-zen5-rounds.md, "Prefill attention, 16 query rows a vector").
 template <int RV, int KB>
 void wide_scores(const float* qt, const float* k, float* s, std::int64_t nk, std::int64_t D, float scale) {
   static_assert(RV > 0 && (lanes == 16 || lanes == 8), "the slot tree below is AVX-512's and AVX2's");

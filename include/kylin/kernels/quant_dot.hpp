@@ -57,8 +57,8 @@ inline const __m256i* at(const void* p) { return static_cast<const __m256i*>(p);
 // for the hardware prefetcher to run far enough ahead on its own, so every line is requested.
 // With AVX-512, 8 KB ahead (~1-2 DRAM latencies at its rate): on a Zen 5 VM its decode matvecs
 // streaming from DRAM ran 1.2-1.5x faster than at 2 KB (one thread 1.6x) and 12-32 KB no faster
-// (docs/PERFORMANCE.md, "Quantized decode: how far ahead"); the AVX2 kernels, slower per byte,
-// keep 2 KB, measured on a Zen 3 VM (docs/log/2026-11-header-comments.md).
+// (docs/log/2026-11-27-29-zen5-rounds.md, "Quantized decode: how far ahead"); the AVX2 kernels,
+// slower per byte, keep 2 KB, measured on a Zen 3 VM (docs/log/2026-11-header-comments.md).
 #if defined(KYLIN_INT8_512)
 inline constexpr std::int64_t quant_prefetch_bytes = 8192;
 #else
@@ -123,8 +123,8 @@ inline void group_sums(const W& w, std::int64_t r, const Q8Operand& x, std::int6
 // span of memory, and the tile's g-th group of 8 blocks asks for the g-th R groups' worth of that
 // span (shifted ahead), so over a run of tiles every line is asked for once, in one stream.
 // Asked for row by row (R streams a row apart), a Zen 5 VM in its slow memory state streamed
-// two-row Q4_0 tiles at ~37 GB/s against ~47 (docs/PERFORMANCE.md, "Quantized decode: prefetches
-// in address order"). Always inlined: simd.hpp, prefetch.
+// two-row Q4_0 tiles at ~37 GB/s against ~47 (docs/log/2026-11-27-29-zen5-rounds.md, "Quantized
+// decode: prefetches in address order"). Always inlined: simd.hpp, prefetch.
 template <int R, QuantView W>
 [[gnu::always_inline]] inline void prefetch_group(const W& w, std::int64_t r0, std::int64_t b) {
   constexpr std::int64_t tile_group_bytes = R * 8 * row_value_bytes<W>(q8_block);
@@ -199,7 +199,7 @@ template <int NB, QuantView W>
 // scale products and accumulator lanes as quant_tile's (so the same bits), with the reductions
 // after the dot products, the +8 offsets, conversions and FMAs done for both rows at once (one
 // token 1.1x the two row passes' rate from L2, 4-8 sequences 1.13-1.16x the tokens a second on a
-// Zen 5 VM: docs/PERFORMANCE.md, "Quantized decode", "Batched decode with quantized weights").
+// Zen 5 VM: docs/log/2026-11-27-29-zen5-rounds.md, "Batched decode with quantized weights").
 // acc[t] quarters: [row r0's 4 lanes, -, row r0 + 1's, -].
 template <int NB>
 [[gnu::always_inline]] inline void q4_two_rows_group(const Q4View& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0, std::int64_t b, __m512 (&acc)[NB]) {
@@ -293,8 +293,9 @@ void quant_tile(const W& w, std::int64_t r0, const Q8Operand& x, std::int64_t t0
 inline constexpr int quant_tile_rows = 2;
 // Tokens a tile takes together: each weight group's bytes are unpacked once for all of them. With
 // AVX-512, Q4_0 takes 4 (its two-row group holds both rows' nibbles in registers: 4-12 sequences
-// 1.07-1.12x the tokens a second of 2 on a Zen 5 VM; docs/PERFORMANCE.md, "Batched decode with
-// quantized weights"); Q8_0 stays at 2 (4 measured 0.94-1.02x), as does AVX2 (not measured at 4).
+// 1.07-1.12x the tokens a second of 2 on a Zen 5 VM; docs/log/2026-11-27-29-zen5-rounds.md,
+// "Batched decode with quantized weights"); Q8_0 stays at 2 (4 measured 0.94-1.02x), as does AVX2
+// (not measured at 4).
 template <QuantView W>
 inline constexpr int quant_tile_tokens =
 #if defined(KYLIN_INT8_512)

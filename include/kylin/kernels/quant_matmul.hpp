@@ -66,7 +66,7 @@ inline void quant_fused(const float* x, std::span<const MatmulOut> outs, std::in
 // more than its arithmetic saves. An MoE expert's rows (one core, a 768 x 2048 matrix: Q8_0 even
 // at 8-12 rows, Q4_0 at 12-16; at 1 row the GEMM took 2-5x the time; 16 instead of 12 cost the
 // 30B-A3B shape's q4 pp512 1.6 %). A whole call's rows (2 threads, the 0.6B shape decoding a batch,
-// Zen 5 VM, docs/PERFORMANCE.md): at 12 sequences the GEMM 0.83-0.92x the decode kernel, at 16
+// Zen 5 VM, docs/log/2026-11-27-29-zen5-rounds.md): at 12 sequences the GEMM 0.83-0.92x the decode kernel, at 16
 // 1.03-1.20x; with AVX-512, Q4_0's decode tile of 4 tokens (quant_dot.hpp) against the GEMM: 16
 // sequences 1.15x, 24 level (0.97-0.99x), 32 0.87x.
 inline constexpr std::int64_t qgemm_min_expert_rows = 12;
