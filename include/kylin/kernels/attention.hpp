@@ -122,9 +122,10 @@ void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0,
 }
 
 // The query tokens [t0, t0 + n) of a sequence (t0 at position pos) with the G heads of one KV
-// head: keys up to the last whole tile that all of them see are read for all n * G rows, a tile
-// at a time (from memory by the first head block, from cache by the rest), the rest by each
-// token's G rows. q, out: the group's first head of token t0; ld: row stride.
+// head. With the wide pass every key is read for all n * G rows a tile at a time, each row's
+// unseen keys masked; without it, keys up to the last whole tile all of them see likewise (from
+// memory by the first head block, from cache by the rest) and the rest by each token's G rows.
+// q, out: the group's first head of token t0; ld: row stride.
 // Row r is head r % G of token r / G; a row's output is the same bits whatever n is.
 template <class T>
 void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, std::int64_t pos, const T* k, const T* v,
@@ -142,21 +143,25 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
     for (std::int64_t g = 0; g < m; ++g) qrow[g] = q_of(r0 + g);
     with_count<attention_head_block>(m, [&](auto ng) { attend_rows<ng>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores, reads); });
   };
-  // The keys all n tokens see, a tile at a time: all rows `lanes` at a time (attention_wide.hpp),
-  // or every head block on a tile before the next (the first reads it from memory, the rest from cache).
-  const std::int64_t shared = n > 1 ? (pos + 1) / attention_tile * attention_tile : 0;
   if constexpr (attention_wide) {
-    if (shared > 0) wide_shared_tiles(q_of, rows, k, v, shared, state, h.scale, state.sum + rows);
-  } else {
+    if (n > 1)  // every key of the block, all rows `lanes` at a time (attention_wide.hpp)
+      wide_tiles(q_of, [&](std::int64_t r) { return pos + r / G + 1; }, rows, k, v, pos + n, state, h.scale, state.sum + rows);
+  } else if (n > 1) {
+    // The keys all n tokens see, a tile at a time: every head block on a tile before the next (the
+    // first reads it from memory, the rest from cache).
+    const std::int64_t shared = (pos + 1) / attention_tile * attention_tile;
     for (std::int64_t j = 0; j < shared; j += attention_tile)
       for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block)
         run(r0, std::min(attention_head_block, rows - r0), j, j + attention_tile, r0 == 0 ? KVReads::from_memory : KVReads::from_cache);
+    // Each token's own keys past those: the rows just stored and those the tokens before read.
+    for (std::int64_t t = 0; t < n; ++t)
+      for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block)
+        run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1, KVReads::from_cache);
   }
-  // Each token's own keys past those: in a decode step all of its keys, from memory (for the first
-  // head block); in a block of prefill tokens the rows just stored and those the tokens before read.
-  for (std::int64_t t = 0; t < n; ++t)
+  // A decode step: all of the token's keys, from memory (for the first head block).
+  if (n == 1)
     for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block)
-      run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1, n == 1 && g0 == 0 ? KVReads::from_memory : KVReads::from_cache);
+      run(g0, std::min(attention_head_block, G - g0), 0, pos + 1, g0 == 0 ? KVReads::from_memory : KVReads::from_cache);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < D; ++i) out[r / G * ld + r % G * D + i] = state.acc[r * D + i] / state.sum[r];
 }

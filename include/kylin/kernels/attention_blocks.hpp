@@ -20,17 +20,31 @@ inline constexpr std::int64_t attention_tile = 64;
 
 namespace detail {
 
-// x[i] = exp(x[i] - m), returns the sum.
+// x[i] = exp(x[i] - m), returns the sum: lane l of one vector sums i = l, l + lanes, ..., then
+// xsimd::hadd. A last partial vector reads -inf past n, whose exp adds +0 to its lanes, so the
+// sum is the bits of the same keys in a longer row whose later scores are -inf (the wide pass
+// masks a tile's keys that a row does not see that way: attention_wide.hpp).
 inline float exp_shift_sum(float* x, std::int64_t n, float m) {
   float sum = 0.f;
   std::int64_t i = 0;
   if constexpr (simd_enabled) {
+    constexpr auto L = static_cast<std::int64_t>(lanes);
     fbatch acc(0.f);
     const fbatch mv(m);
-    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) {
+    for (; i + L <= n; i += L) {
       const fbatch e = xsimd::exp(fbatch::load_unaligned(x + i) - mv);
       e.store_unaligned(x + i);
       acc += e;
+    }
+    if (i < n) {
+      alignas(64) float tail[lanes];
+      std::fill_n(tail, L, -std::numeric_limits<float>::infinity());
+      std::copy(x + i, x + n, tail);
+      const fbatch e = xsimd::exp(fbatch::load_aligned(tail) - mv);
+      e.store_aligned(tail);
+      std::copy_n(tail, n - i, x + i);
+      acc += e;
+      i = n;
     }
     sum = xsimd::hadd(acc);
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -121,25 +122,45 @@ void wide_values(float* acc, const float* corr, const float* p, const T* v, std:
 }
 
 // The online softmax's step and value sums for rows [0, m) of a SoftmaxState (m <= lanes), their
-// scores s [tile][lanes] against one whole tile of values v [tile][D].
+// scores s [nk][lanes] (nk a multiple of lanes) against the tile's values v [nv][D]: the keys past
+// nv are -inf in every row.
 template <class T>
-void wide_update(const SoftmaxState& st, std::int64_t m, float* s, const T* v) {
+void wide_update(const SoftmaxState& st, std::int64_t m, float* s, const T* v, std::int64_t nk, std::int64_t nv) {
   alignas(64) float mx[lanes], sum[lanes], corr[lanes];
   for (std::int64_t r = 0; r < static_cast<std::int64_t>(lanes); ++r) {
     mx[r] = r < m ? st.mx[r] : 0.f;  // rows past m: zero queries, any finite state
     sum[r] = r < m ? st.sum[r] : 0.f;
   }
-  wide_softmax(s, attention_tile, mx, sum, corr);
-  wide_values(st.acc, corr, s, v, m, attention_tile, st.D);
+  wide_softmax(s, nk, mx, sum, corr);
+  wide_values(st.acc, corr, s, v, m, nv, st.D);
   std::copy_n(mx, m, st.mx);
   std::copy_n(sum, m, st.sum);
 }
 
-// The whole tiles [0, shared) for the `rows` query rows of a block (row r's query at q_of(r)),
-// lanes rows at a time; f16 keys are widened a tile at a time into kf, shared by all the rows.
-template <class T, class QueryOf>
-void wide_shared_tiles(QueryOf q_of, std::int64_t rows, const T* k, const T* v, std::int64_t shared, const SoftmaxState& st,
-                       float scale, float* buf) {
+// s[j][r] = -inf for the keys j in [0, nk) of a tile from key j0 that row r (of `lanes` from r0)
+// does not see: j0 + j >= sees(r0 + r). A row that sees none of them keeps its state's bits
+// (its max and sum stay, exp(0) = 1 scales its sums, the zero weights add +0), and one that sees
+// some gets the bits of the row-at-a-time pass over only those (exp_shift_sum's -inf tail).
+template <class Sees>
+void mask_unseen(float* s, std::int64_t nk, std::int64_t j0, std::int64_t r0, Sees sees) {
+  constexpr auto L = static_cast<std::int64_t>(lanes);
+  alignas(64) float limit[lanes];  // keys of the tile each row sees, as floats (exact below 2^24)
+  for (std::int64_t r = 0; r < L; ++r) limit[r] = static_cast<float>(std::clamp<std::int64_t>(sees(r0 + r) - j0, 0, nk));
+  const fbatch lim = fbatch::load_aligned(limit), unseen(-std::numeric_limits<float>::infinity());
+  for (std::int64_t j = 0; j < nk; ++j) {
+    const fbatch sj = fbatch::load_unaligned(s + j * L);
+    xsimd::select(fbatch(static_cast<float>(j)) >= lim, unseen, sj).store_unaligned(s + j * L);
+  }
+}
+
+// Keys [0, nk) of the `rows` query rows of a block (row r's query at q_of(r); it sees keys
+// [0, sees(r))), tile by tile from key 0, `lanes` rows at a time: the tiles every row sees whole
+// as they are; the last tiles, with the block's own keys, widened to f32 into kf, zero past nk up
+// to a multiple of lanes, with each row's unseen keys masked. f16 keys are widened a tile at a
+// time into kf, shared by all the rows.
+template <class T, class QueryOf, class Sees>
+void wide_tiles(QueryOf q_of, Sees sees, std::int64_t rows, const T* k, const T* v, std::int64_t nk, const SoftmaxState& st,
+                float scale, float* buf) {
   const std::int64_t D = st.D, L = static_cast<std::int64_t>(lanes), vectors = (rows + L - 1) / L;
   float* qt = buf;                       // [vectors][D][lanes]
   float* s = qt + vectors * D * L;       // [2][tile][lanes]
@@ -150,18 +171,25 @@ void wide_shared_tiles(QueryOf q_of, std::int64_t rows, const T* k, const T* v, 
     for (std::int64_t r = 0; r < m; ++r) q[r] = q_of(w * L + r);
     transpose_queries(q, m, D, qt + w * D * L);
   }
-  for (std::int64_t j = 0; j < shared; j += attention_tile) {
-    const float* kt = nullptr;  // [tile][D] f32
-    if constexpr (std::is_same_v<T, float>) kt = k + j * D;
-    else {
-      for (std::int64_t i = 0; i < attention_tile * D; i += L) load_as_float(k + j * D + i).store_unaligned(kf + i);
-      kt = kf;
+  const std::int64_t seen_by_all = sees(0);  // row 0 is the block's first token
+  for (std::int64_t j = 0; j < nk; j += attention_tile) {
+    const std::int64_t nv = std::min(attention_tile, nk - j), ns = (nv + L - 1) / L * L;  // keys stored, scored
+    const bool whole = j + attention_tile <= seen_by_all;
+    const float* kt = kf;  // [ns][D] f32
+    if constexpr (std::is_same_v<T, float>)
+      if (ns == nv) kt = k + j * D;
+    if (kt == kf) {
+      for (std::int64_t i = 0; i < nv * D; i += L) load_as_float(k + j * D + i).store_unaligned(kf + i);
+      std::fill(kf + nv * D, kf + ns * D, 0.f);
     }
     for (std::int64_t w = 0; w < vectors; w += 2) {  // pairs of row vectors share each key element
-      if (w + 1 < vectors) wide_scores<2, wide_keys>(qt + w * D * L, kt, s, attention_tile, D, scale);
-      else wide_scores<1, 2 * wide_keys>(qt + w * D * L, kt, s, attention_tile, D, scale);
-      for (std::int64_t u = w; u < std::min(w + 2, vectors); ++u)
-        wide_update(st.at(u * L), std::min(L, rows - u * L), s + (u - w) * attention_tile * L, v + j * D);
+      if (w + 1 < vectors) wide_scores<2, wide_keys>(qt + w * D * L, kt, s, ns, D, scale);
+      else wide_scores<1, 2 * wide_keys>(qt + w * D * L, kt, s, ns, D, scale);
+      for (std::int64_t u = w; u < std::min(w + 2, vectors); ++u) {
+        float* su = s + (u - w) * ns * L;
+        if (!whole) mask_unseen(su, ns, j, u * L, sees);
+        wide_update(st.at(u * L), std::min(L, rows - u * L), su, v + j * D, ns, nv);
+      }
     }
   }
 }
