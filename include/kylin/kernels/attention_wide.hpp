@@ -140,7 +140,9 @@ void wide_update(const SoftmaxState& st, std::int64_t m, float* s, const T* v, s
 // s[j][r] = -inf for the keys j in [0, nk) of a tile from key j0 that row r (of `lanes` from r0)
 // does not see: j0 + j >= sees(r0 + r). A row that sees none of them keeps its state's bits
 // (its max and sum stay, exp(0) = 1 scales its sums, the zero weights add +0), and one that sees
-// some gets the bits of the row-at-a-time pass over only those (exp_shift_sum's -inf tail).
+// some gets the bits of the row-at-a-time pass over only those (exp_shift_sum's -inf tail). The
+// unseen keys are the block's own later tokens: a V row of theirs that overflowed to inf would
+// make the zero weight's product NaN here, where decode never reads that row.
 template <class Sees>
 void mask_unseen(float* s, std::int64_t nk, std::int64_t j0, std::int64_t r0, Sees sees) {
   constexpr auto L = static_cast<std::int64_t>(lanes);
