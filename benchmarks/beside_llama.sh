@@ -30,11 +30,20 @@ done
 [ -x "$kylin" ] || { echo "beside_llama.sh: no kylin at $kylin (--kylin BIN)" >&2; exit 2; }
 [ ${#pairs[@]} -gt 0 ] || { echo "beside_llama.sh: name at least one MODEL_DIR:F.gguf pair" >&2; exit 2; }
 
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+failed() {  # what failed; its stderr is in $err
+  echo "beside_llama.sh: $1 failed:" >&2
+  cat "$err" >&2
+  exit 1
+}
 run_kylin() {  # MODEL_DIR [q8|q4]
-  "$kylin" bench --model "$1" ${2:+--weights "$2"} -p "$p" -n "$n" -r "$r" -t "$t" --format json 2>/dev/null
+  "$kylin" bench --model "$1" ${2:+--weights "$2"} -p "$p" -n "$n" -r "$r" -t "$t" --format json 2>"$err" ||
+    failed "kylin bench --model $1"
 }
 run_llama() {  # F.gguf
-  LD_LIBRARY_PATH="$llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$llama/llama-bench" -m "$1" -p "$p" -n "$n" -r "$r" -t "$t" -o json 2>/dev/null
+  LD_LIBRARY_PATH="$llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$llama/llama-bench" -m "$1" -p "$p" -n "$n" -r "$r" -t "$t" -o json 2>"$err" ||
+    failed "llama-bench -m $1"
 }
 
 for ((round = 1; round <= rounds; ++round)); do
