@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kylin/kernels/attention.hpp"
+#include "kylin/kernels/linear_attention.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/ops.hpp"
 
@@ -295,5 +296,30 @@ void BM_silu_mul_3072(benchmark::State& state) {
   state.counters["elements/s"] = benchmark::Counter(3072, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_silu_mul_3072);
+
+// A Gated DeltaNet layer's core at Qwen3.5-0.8B's shape (16 key and 16 value heads of 128, conv kernel 4): T
+// rows of one sequence from the zero state, chunked (T > 1) or one recurrent step (T = 1). FLOP/s counts the
+// delta rule's minimum, 8 dk dv per value head and token, as `kylin bench` does. Args: {T, threads}.
+void BM_delta_net(benchmark::State& state) {
+  const std::int64_t T = state.range(0), nk = 16, nv = 16, dk = 128, dv = 128, K = 4, C = 2 * nk * dk + nv * dv;
+  const int threads = static_cast<int>(state.range(1));
+  const auto conv = randn(K * C, 1, 0.3f), qkv0 = randn(T * C, 2), z = randn(T * nv * dv, 3), b = randn(T * nv, 4), a = randn(T * nv, 5);
+  const std::vector<float> neg_exp_a(static_cast<std::size_t>(nv), -4.f), dt_bias(static_cast<std::size_t>(nv), 1.f), norm(static_cast<std::size_t>(dv), 1.f);
+  const kernels::DeltaNetLayer layer{.nk = nk, .nv = nv, .dk = dk, .dv = dv, .conv_kernel = K, .conv = conv.data(), .neg_exp_a = neg_exp_a.data(),
+                                     .dt_bias = dt_bias.data(), .norm = norm.data(), .eps = 1e-6};
+  std::vector<float> qkv(qkv0), out(static_cast<std::size_t>(T * nv * dv)), in_state(static_cast<std::size_t>(layer.state_floats()), 0.01f);
+  std::vector<std::vector<float>> states(static_cast<std::size_t>(T == 1 ? 1 : 1), std::vector<float>(in_state.size()));
+  std::vector<float*> outs{states[0].data()};
+  ThreadPool pool(threads);
+  kernels::DeltaNetScratch scratch(threads, T, layer);
+  const kernels::DeltaNetSeq seq{0, T, 0, T == 1, in_state.data(), outs, {}, {}};
+  for (auto _ : state) {
+    qkv = qkv0;
+    kernels::gated_delta_net({qkv.data(), z.data(), b.data(), a.data(), out.data(), T}, layer, std::span(&seq, 1), pool, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(8.0 * static_cast<double>(nv * dk * dv * T), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_delta_net)->ArgsProduct({{1, 64, 512}, {1, 2}})->UseRealTime();
 
 }  // namespace

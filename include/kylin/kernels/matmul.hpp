@@ -25,7 +25,8 @@ inline void matmul_fused(const float* x, std::span<const MatmulOut> outs, const 
                          MatmulScratch& scratch, [[maybe_unused]] PrefillActivations prefill = PrefillActivations::f32) {
   const std::int64_t K = outs[0].w.cols, gemm_rows = plan.rows - plan.decode_rows;
   for ([[maybe_unused]] const auto& o : outs)
-    assert(o.w.cols == K && o.w.layout == outs[0].w.layout && gemm_rows <= scratch.max_rows && K <= scratch.max_cols && "matmul shapes");
+    assert(o.w.cols == K && o.w.layout == outs[0].w.layout && o.w.dtype == outs[0].w.dtype && gemm_rows <= scratch.max_rows &&
+           K <= scratch.max_cols && "matmul shapes");
   assert(outs.size() <= max_fused_products && plan.decode_rows >= 0 && gemm_rows >= 0 && "matmul plan");
   if constexpr (!simd_enabled) {
     for (const auto& o : outs) matmul_ref(x, o.w, o.bias, o.y, plan.rows);

@@ -52,10 +52,11 @@ inline void rms_norm(const float* x, const MatRef& w, float* out, std::int64_t n
   });
 }
 
-// Rotary embedding, rotate_half layout: pairs (i, i + d/2) rotate by angle pos * inv_freq[i];
-// x rotated in place.
+// Rotary embedding, rotate_half layout: pairs (i, i + r/2) of the first r = tables.rotary_dim dims (0: all of
+// head_dim) rotate by angle pos * inv_freq[i]; the other dims pass through (partial RoPE). x rotated in place.
 inline void rope(float* x, const HeadRows& shape, const RopeTables& tables) {
-  const std::int64_t n_tokens = shape.n_tokens, n_heads = shape.n_heads, head_dim = shape.head_dim, half = head_dim / 2;
+  const std::int64_t n_tokens = shape.n_tokens, n_heads = shape.n_heads, head_dim = shape.head_dim;
+  const std::int64_t half = (tables.rotary_dim > 0 ? tables.rotary_dim : head_dim) / 2;
   const float *cos = tables.cos, *sin = tables.sin;
   for (std::int64_t t = 0; t < n_tokens; ++t)
     for (std::int64_t h = 0; h < n_heads; ++h) {

@@ -71,11 +71,13 @@ struct HeadRows {
   std::int64_t head_dim = 0;
 };
 
-// Rotary tables, one row per token: [n_tokens, head_dim/2] each, already scaled by YaRN's
-// attention factor.
+// Rotary tables, one row per token: [n_tokens, rotary_dim/2] each, already scaled by YaRN's
+// attention factor. RoPE rotates the first rotary_dim dims of each head (0: all of head_dim), pairing
+// dim i with i + rotary_dim/2 (rotate_half); the rest pass through (partial RoPE, Qwen3.5).
 struct RopeTables {
   const float* cos = nullptr;
   const float* sin = nullptr;
+  std::int64_t rotary_dim = 0;
 };
 
 // Rows of an expert's group: rows[i] of the pass and the routing weight it gives the expert.
@@ -110,6 +112,47 @@ struct AttentionHeads {
   std::int64_t head_dim;
   float scale;  // head_dim^-0.5
   std::int64_t groups() const { return n_heads / n_kv_heads; }
+};
+
+// A run of columns of a gather (kernels::gather_columns): the next n output columns of each row are input
+// columns [from, from + n).
+struct ColumnRun {
+  std::int64_t from = 0, n = 0;
+};
+
+// One Gated DeltaNet layer's shapes and small weights (kernels/linear_attention.hpp). C = 2 nk dk + nv dv.
+struct DeltaNetLayer {
+  std::int64_t nk = 0, nv = 0, dk = 0, dv = 0;  // key heads, value heads (a multiple of nk), their dims
+  std::int64_t conv_kernel = 0;                 // K
+  const float* conv = nullptr;                  // [C, K] causal depthwise taps
+  const float* neg_exp_a = nullptr;             // [nv] -exp(A_log)
+  const float* dt_bias = nullptr;               // [nv]
+  const float* norm = nullptr;                  // [dv] the gated output norm's weight
+  double eps = 1e-6;
+  std::int64_t conv_dim() const { return 2 * nk * dk + nv * dv; }
+  std::int64_t conv_state_floats() const { return (conv_kernel - 1) * conv_dim(); }
+  std::int64_t state_floats() const { return conv_state_floats() + nv * dk * dv; }
+};
+
+// A pass's rows of one Gated DeltaNet layer, after its input projections.
+struct DeltaNetRows {
+  float* qkv = nullptr;      // [rows, C] the projections before the conv: q | k | v; overwritten by the conv's SiLU output
+  const float* z = nullptr;  // [rows, nv*dv] the output gate
+  const float* b = nullptr;  // [rows, nv] beta before its sigmoid
+  const float* a = nullptr;  // [rows, nv] the decay input
+  float* out = nullptr;      // [rows, nv*dv] the gated, normalised output (out_proj's input)
+  std::int64_t rows = 0;
+};
+
+// One sequence's rows of a Gated DeltaNet pass and its states for the layer: [conv (K-1)*C | S nv*dk*dv] f32.
+struct DeltaNetSeq {
+  std::int64_t row0 = 0, n_tokens = 0;
+  std::int64_t pos0 = 0;     // the first token's position: the chunked form's chunks start at multiples of 64
+  bool decode_rows = false;  // every row a one-token step (the recurrent form), else the chunked form
+  const float* state_in = nullptr;    // the state at pos0 (null: zeros, position 0)
+  std::span<float* const> state_out;  // decode rows: [n_tokens] the state after each row; else [1] after the last
+  std::span<const std::int64_t> keep_rows;  // chunks: the states after these many rows (0 < rows < n_tokens), ascending,
+  std::span<float* const> keep_out;         // [keep_rows] into these, besides state_out
 };
 
 // One entry of a logit row's top-k (kernels::top_k, ForwardOutputs::top).
