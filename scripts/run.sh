@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: build kylin, get a model, and answer a prompt with `kylin run`.
+# The main job: build the kylin CLI (and the one CPU kernel-set module it loads), get a model, and
+# answer a prompt with `kylin run`; the build log goes to stderr, the answer to stdout.
 #   bash scripts/run.sh ["prompt"]
 # The model is $KYLIN_MODEL if set, else models/Qwen3-0.6B, downloaded from the Hugging Face hub
 # on first use. Without either (no network), it says so and exits 1.
@@ -7,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 prompt=${1:-"Give me a short introduction to large language models."}
 
-bash scripts/setup.sh
+bash scripts/setup.sh run
 model=${KYLIN_MODEL:-models/Qwen3-0.6B}
 if [ ! -f "$model/config.json" ]; then
   if [ -n "${KYLIN_MODEL:-}" ]; then

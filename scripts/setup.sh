@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kylin needs (only those missing) and builds everything into build/
-# (executables in build/bin/). Safe to run repeatedly; used by scripts/run.sh and scripts/test.sh.
+# Installs the Debian packages kylin needs (only those missing) and builds into build/ (executables
+# in build/bin/). Safe to run repeatedly.
+#   bash scripts/setup.sh        everything: every program, test and benchmark, all kernel sets (scripts/test.sh)
+#   bash scripts/setup.sh run    the main job only: the kylin CLI and the one kernel-set module this
+#                                CPU loads (scripts/run.sh); `kylin_server` and other targets may follow
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-all}
+shift || true
+case $mode in all | run) ;; *) echo "usage: scripts/setup.sh [all | run [TARGET...]]" >&2; exit 2 ;; esac
 
-packages=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev curl ca-certificates
-          libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev doctest-dev libbenchmark-dev
-          libcpp-httplib-dev libcli11-dev libpcre2-dev
-          libboost-context-dev  # the fibers of the tests' CUDA emulator
-          prometheus   # its promtool checks kylin-server's /metrics in the tests
-          nginx-light  # deploy/nginx in front of kylin-server replicas, in the tests
-          g++-aarch64-linux-gnu qemu-user)  # the kernel tests on arm64 (scripts/test-arm64.sh)
-command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # for the OpenAI-client compatibility test
+# What building the programs needs (CMakeLists.txt, examples/: the CLIs link CLI11, kylin-similarity Eigen).
+packages=(build-essential cmake ninja-build pkg-config curl ca-certificates
+          libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev libcli11-dev)
+if [ "$mode" = all ]; then
+  packages+=(clang libclang-rt-14-dev doctest-dev libbenchmark-dev libcpp-httplib-dev libpcre2-dev
+             libboost-context-dev  # the fibers of the tests' CUDA emulator
+             prometheus   # its promtool checks kylin-server's /metrics in the tests
+             nginx-light  # deploy/nginx in front of kylin-server replicas, in the tests
+             g++-aarch64-linux-gnu qemu-user)  # the kernel tests on arm64 (scripts/test-arm64.sh)
+  command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # for the OpenAI-client compatibility test
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -26,9 +35,20 @@ if ((${#missing[@]})); then
 fi
 
 jobs=$(nproc)
+if [ "$mode" = run ]; then
+  # A build/ configured before (by either mode) keeps its configuration; a fresh one gets the
+  # programs only, one kernel set, no CUDA: 116 targets cost 19 minutes on 2 cores, these few.
+  if [ ! -f build/CMakeCache.txt ]; then
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKYLIN_WERROR=ON -DKYLIN_CUDA=OFF \
+          -DKYLIN_BUILD_TESTS=OFF -DKYLIN_BUILD_BENCHMARKS=OFF -DKYLIN_BUILD_EXAMPLES=ON -DKYLIN_CPU_SETS=host >/dev/null
+  fi
+  cmake --build build -j"$jobs" --target kylin_cli "$@" >&2  # stdout stays the answer (scripts/run.sh)
+  exit 0
+fi
 # Where the CUDA toolkit is installed (nvcc + cuBLAS; no GPU needed to build), the CUDA backend is
 # built too, for sm_80 and sm_90 with warnings as errors (docs/CUDA.md).
 cuda=OFF
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda=ON; fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKYLIN_WERROR=ON -DKYLIN_CUDA=$cuda >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKYLIN_WERROR=ON -DKYLIN_CUDA=$cuda \
+      -DKYLIN_BUILD_TESTS=ON -DKYLIN_BUILD_BENCHMARKS=ON -DKYLIN_BUILD_EXAMPLES=ON -DKYLIN_CPU_SETS=all >/dev/null
 cmake --build build -j"$jobs"

@@ -93,6 +93,7 @@ inline json::Object speculative_bench(Engine& target, const SpeculativeBenchOpti
   auto cache = model.new_cache(o.prompt + o.max_k + 2);
   std::vector<float> logits(static_cast<std::size_t>(o.max_k + 1) * static_cast<std::size_t>(model.vocab_size()));
   model.forward(prompt, cache, std::span<float>{});
+  cache.keep_state();  // every pass restarts from the prompt's depth: a hybrid model's state there is kept
   std::vector<std::vector<double>> ratio(static_cast<std::size_t>(o.max_k + 1)), cpu_ratio(ratio.size());
   std::vector<double> step_ms, draft_ratio;
   for (int r = 0; r < o.reps + 1; ++r) {  // the first round warms up and is dropped

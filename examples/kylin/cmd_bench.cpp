@@ -1,7 +1,8 @@
 // `kylin bench`: llama-bench-style throughput of one checkpoint: prefill (pp) and decode (tg)
 // tokens/s, each the median of repetitions, against the machine's measured limits: decode reads
-// every weight once per token (roofline: read bandwidth / bytes per token), prefill is judged
-// against the f32 FMA peak. With --draft or --lookup, speculative decoding too (bench_speculative.hpp).
+// every weight once per token, the KV of its depth and (hybrid models) reads and writes the
+// recurrent state (roofline: read bandwidth / bytes per token), prefill is judged against the f32
+// FMA peak. With --draft or --lookup, speculative decoding too (bench_speculative.hpp).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -65,41 +66,56 @@ double peak_rss_mb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
-// Weight bytes one decode step reads: every tensor (quantized ones as quantized) except the
-// embedding table, which is read one row at a time, unless it doubles as the (tied) LM head. Of an
-// MoE layer's experts a token reads k of num_experts (its router's choice), so expert tensors count
-// k / num_experts, in the form they are read in: each tensor's share is taken of its own bytes
-// (subtracting every expert's stored bytes from a sum that held k / num_experts of them made
-// the count negative under --weights q8/q4).
+// Weight bytes one decode step reads, in the form the forward reads them (kylin::held_bytes: quantized,
+// packed or as stored): every matrix and norm of the bound weights except the embedding table, which is
+// read one row at a time (a tied table is counted as the LM head). Of an MoE layer's experts a token reads k
+// of num_experts (its router's choice), so expert matrices count k / num_experts. Tensors the forward never
+// reads (a Qwen3.5 checkpoint's vision tower and MTP head) do not count.
 double weight_bytes_per_token(const kylin::Model& m) {
-  double total = 0;
-  const bool tied = m.checkpoint().find("lm_head.weight") == nullptr;
+  kylin::ModelWeights w = m.weights();
   const auto& moe = m.config().moe;
   const double expert_share = moe ? static_cast<double>(moe->num_experts_per_tok) / static_cast<double>(moe->num_experts) : 1.0;
-  for (const auto* t : m.checkpoint().tensors()) {
-    if (t->name == "model.embed_tokens.weight" && !tied) continue;
-    const kylin::MatRef* q = m.quantized().copy_of(t->data);  // quantized at load: read in that form
-    const std::size_t bytes = q ? kylin::kernels::quant_bytes(q->dtype, q->rows, q->cols) : t->nbytes;
-    total += static_cast<double>(bytes) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
+  double total = static_cast<double>(kylin::held_bytes(w.lm_head) + kylin::held_bytes(w.norm));
+  for (kylin::LayerWeights& L : w.layers) {
+    double experts = 0, all = 0;
+    for (const kylin::ExpertWeights& x : L.experts) experts += static_cast<double>(kylin::held_bytes(x.gate_proj) + kylin::held_bytes(x.up_proj) + kylin::held_bytes(x.down_proj));
+    L.each_matrix([&](kylin::MatRef& x) { all += static_cast<double>(kylin::held_bytes(x)); });
+    L.each_norm([&](kylin::MatRef& x) { all += static_cast<double>(kylin::held_bytes(x)); });
+    total += all - experts + expert_share * experts;
   }
   return total;
 }
 
-// FLOPs of one n-token prefill from an empty cache: 2 per weight of every linear layer per token
-// (an MoE layer's experts at k / num_experts, as above; embedding rows are looked up), the LM head
-// once (the last token's logits), and attention's QK^T and PV over the causal context.
+// Recurrent-state bytes one decode step moves: each linear layer's state read and written once.
+double state_bytes_per_token(const kylin::Model& m) { return 2.0 * static_cast<double>(kylin::KVCache::state_bytes(m.config())); }
+
+// FLOPs of one n-token prefill from an empty cache: 2 per weight of every matrix the forward reads per token
+// (an MoE layer's experts at k / num_experts, as above; embedding rows are looked up), the LM head once (the
+// last token's logits), attention's QK^T and PV over the causal context in the attention layers, and in the
+// Gated DeltaNet layers the delta rule's minimum, four dk x dv products per value head and token (the
+// chunked form computes more), and the conv's taps.
 double prefill_flops(const kylin::Model& m, std::int64_t n) {
   const auto& c = m.config();
   const auto& moe = c.moe;
   const double expert_share = moe ? static_cast<double>(moe->num_experts_per_tok) / static_cast<double>(moe->num_experts) : 1.0;
+  kylin::ModelWeights w = m.weights();
   double per_token = 0;
-  for (const auto* t : m.checkpoint().tensors()) {
-    if (t->shape.size() != 2 || t->name.find(".layers.") == std::string::npos) continue;
-    per_token += 2.0 * static_cast<double>(t->numel()) * (t->name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0);
+  for (kylin::LayerWeights& L : w.layers) {
+    double experts = 0, all = 0;
+    for (const kylin::ExpertWeights& x : L.experts)
+      for (const kylin::MatRef* mat : {&x.gate_proj, &x.up_proj, &x.down_proj}) experts += 2.0 * static_cast<double>(mat->rows * mat->cols);
+    L.each_matrix([&](kylin::MatRef& x) { all += 2.0 * static_cast<double>(x.rows * x.cols); });
+    per_token += all - experts + expert_share * experts;
+  }
+  if (c.linear) {
+    const auto& g = *c.linear;
+    per_token += static_cast<double>(c.linear_layers()) *
+                 (8.0 * static_cast<double>(g.linear_num_value_heads * g.linear_key_head_dim * g.linear_value_head_dim) +
+                  2.0 * static_cast<double>(g.linear_conv_kernel_dim * g.conv_dim()));
   }
   const double lm_head = 2.0 * static_cast<double>(m.vocab_size()) * static_cast<double>(m.hidden_size());
   const double keys = static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
-  const double attention = 4.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_dim) * keys;
+  const double attention = 4.0 * static_cast<double>(c.attention_layers() * c.num_attention_heads * c.head_dim) * keys;
   return per_token * static_cast<double>(n) + lm_head + attention;
 }
 
@@ -230,6 +246,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string weight_layout = "packed";
+  std::string experts = "held";
   std::string prefill_activations = "f32";
   std::string backend = "cpu";
   std::string format = "text";
@@ -257,6 +274,7 @@ int run(const Options& o) {
   options.weights = *kylin::parse_weight_format(o.weights);
   options.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   options.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
+  options.experts = *kylin::parse_expert_memory(o.experts);
   options.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   // speculative decoding runs through an Engine (tokenizer files needed); the plain tests use its model
   std::unique_ptr<kylin::Engine> engine, draft;
@@ -264,7 +282,8 @@ int run(const Options& o) {
   if (o.speculative.any()) {
     const kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_pass_rows = options.max_pass_rows, .context_length = std::nullopt,
                                   .kv_dtype = options.kv_dtype, .weights = options.weights, .weight_layout = options.weight_layout,
-                                  .checkpoint_memory = options.checkpoint_memory, .prefill_activations = options.prefill_activations};
+                                  .checkpoint_memory = options.checkpoint_memory, .prefill_activations = options.prefill_activations,
+                                  .experts = options.experts};
     engine = kylin::Engine::load(o.model, eo);
     draft = o.speculative.load_draft(*engine, eo);
   } else {
@@ -297,8 +316,10 @@ int run(const Options& o) {
   std::vector<int> fill(static_cast<std::size_t>(o.depth));
   for (int& t : fill) t = id(rng);
   if (!fill.empty()) model.forward(fill, cache, logits);
+  cache.keep_state();  // each repetition restarts from depth: a hybrid model's state there is kept
   const double kv_bytes = static_cast<double>(cache.bytes_per_token()) * (static_cast<double>(o.depth) + o.gen / 2.0);
-  const double bytes_per_token = weight_bytes_per_token(model) + kv_bytes;
+  const double state_bytes = state_bytes_per_token(model);
+  const double bytes_per_token = weight_bytes_per_token(model) + kv_bytes + state_bytes;
   // the short-context reference of a --depth run: its own small cache, so the filled one stays
   std::optional<kylin::KVCache> short_cache;
   if (o.depth > 0 && o.gen > 0) short_cache.emplace(model.new_cache(o.gen + 16));
@@ -331,6 +352,7 @@ int run(const Options& o) {
                           {"weights", kylin::json::Value(o.weights)},
                           {"weight_layout", kylin::json::Value(std::string(kylin::weight_layout_name(model.weight_layout())))},
                           {"checkpoint", kylin::json::Value(o.no_mmap ? "copied" : "mapped")},
+                          {"experts", kylin::json::Value(std::string(kylin::expert_memory_name(model.expert_memory())))},
                           {"prefill_activations", kylin::json::Value(o.prefill_activations)},
                           {"n_prompt", kylin::json::Value(o.prompt)},
                           {"n_gen", kylin::json::Value(o.gen)},
@@ -344,6 +366,9 @@ int run(const Options& o) {
                           {"bandwidth_gb_s", kylin::json::Value(bandwidth)},
                           {"bytes_per_token", kylin::json::Value(bytes_per_token)},
                           {"kv_bytes_per_token", kylin::json::Value(kv_bytes)},
+                          {"state_bytes_per_token", kylin::json::Value(state_bytes)},
+                          {"kv_bytes_per_position", kylin::json::Value(static_cast<double>(cache.bytes_per_token()))},
+                          {"state_bytes_per_sequence", kylin::json::Value(static_cast<double>(kylin::KVCache::state_bytes(model.config())))},
                           {"tg_roofline_tok_s", kylin::json::Value(roofline)},
                           {"tg_roofline_fraction", host_only(fraction)},
                           {"compute_gflops", kylin::json::Value(compute_gflops)},
@@ -374,10 +399,10 @@ int run(const Options& o) {
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
     return 0;
   }
-  std::printf("model %s  cpu kernels %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s  prefill activations %s\n", o.model.c_str(),
-              kylin::describe(kylin::cpu_kernels()).c_str(),
-              threads, o.kv_dtype.c_str(), o.weights.c_str(), std::string(kylin::weight_layout_name(model.weight_layout())).c_str(),
-              o.no_mmap ? "copied" : "mapped", o.prefill_activations.c_str());
+  std::printf("model %s  cpu kernels %s  threads %d  kv %s  weights %s  layout %s  checkpoint %s  experts %s  prefill activations %s\n",
+              o.model.c_str(), kylin::describe(kylin::cpu_kernels()).c_str(), threads, o.kv_dtype.c_str(), o.weights.c_str(),
+              std::string(kylin::weight_layout_name(model.weight_layout())).c_str(), o.no_mmap ? "copied" : "mapped",
+              std::string(kylin::expert_memory_name(model.expert_memory())).c_str(), o.prefill_activations.c_str());
   std::printf("pp%-5d %8.2f tok/s  (%.2f tok per CPU-second; 1-min load average %.2f)\n", o.prompt, pp_tok_s,
               pp_cpu > 0 ? o.prompt * static_cast<double>(pp.size()) / pp_cpu : 0.0, load_average());
   std::printf("pp%-5d %8.1f GFLOP/s = %.1f%% of the f32 FMA peak (%.1f GFLOP/s)\n", o.prompt, pp_gflops,
@@ -393,6 +418,9 @@ int run(const Options& o) {
   if (!dec.tg_batch.empty())
     std::printf("tg%-5d %8.2f tok/s summed over %d sequences decoding together: %.2fx one sequence in the same repetitions\n",
                 o.gen, median(dec.tg_batch), o.batch, median(dec.batch_speedup));
+  std::printf("KV cache %.1f KB per position; recurrent state %.1f MB per sequence (%.1f MB read and written per token)\n",
+              static_cast<double>(cache.bytes_per_token()) / 1e3, static_cast<double>(kylin::KVCache::state_bytes(model.config())) / 1e6,
+              state_bytes / 1e6);
   std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
               model.load_seconds() * 1e3, first_token_ms, peak_rss,
               static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);
@@ -413,6 +441,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--weights", o->weights, "Linear layers as stored, or quantized at load to q8 or q4")->check(CLI::IsMember({"stored", "q8", "q4"}));
   cmd->add_option("--weight-layout", o->weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  cmd->add_option("--experts", o->experts, "Where an MoE model's routed experts are held: with the other weights, or mapped (read in place from the checkpoint as the router picks them: for checkpoints larger than memory; docs/PERFORMANCE.md)")->check(CLI::IsMember({"held", "mapped"}));
   kylin::cli::add_prefill_activations_option(cmd, o->prefill_activations);
   cmd->add_flag("--no-mmap", o->no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o->backend);

@@ -13,6 +13,7 @@
 #include "kylin/io/checkpoint.hpp"
 #include "kylin/io/config.hpp"
 #include "kylin/model/descriptors.hpp"
+#include "kylin/model/kv_cache.hpp"
 #include "kylin/model/weights.hpp"
 
 namespace cmd_inspect {
@@ -30,6 +31,36 @@ std::string rope_scaling_text(const kylin::ModelConfig& c) {
   s += " factor=" + number_text(y.factor);
   s += " original_max_position_embeddings=" + std::to_string(y.original_max_position_embeddings);
   return s;
+}
+
+// "linear x3, full, linear x3, full": layer_types in runs.
+std::string layer_pattern(const kylin::ModelConfig& c) {
+  std::string out;
+  for (std::int64_t l = 0; l < c.num_hidden_layers;) {
+    std::int64_t n = 1;
+    while (l + n < c.num_hidden_layers && c.is_linear_layer(l + n) == c.is_linear_layer(l)) ++n;
+    out += (out.empty() ? "" : ", ") + std::string(c.is_linear_layer(l) ? "linear" : "full") + (n > 1 ? " x" + std::to_string(n) : "");
+    l += n;
+  }
+  return out;
+}
+
+// The hybrid stack: which layers are gated attention, the Gated DeltaNet shapes, what a sequence carries.
+template <class Row>
+void print_hybrid(const kylin::ModelConfig& c, Row&& row) {
+  const kylin::LinearAttentionConfig& g = *c.linear;
+  row("layer_types", layer_pattern(c));
+  row("linear_conv_kernel_dim", std::to_string(g.linear_conv_kernel_dim));
+  row("linear_num_key_heads", std::to_string(g.linear_num_key_heads));
+  row("linear_num_value_heads", std::to_string(g.linear_num_value_heads));
+  row("linear_key_head_dim", std::to_string(g.linear_key_head_dim));
+  row("linear_value_head_dim", std::to_string(g.linear_value_head_dim));
+  if (c.moe && c.moe->shared_expert_intermediate_size > 0) row("shared_expert_intermediate_size", std::to_string(c.moe->shared_expert_intermediate_size));
+  if (c.mtp_num_hidden_layers > 0) row("mtp_num_hidden_layers", std::to_string(c.mtp_num_hidden_layers) + " (not part of the forward)");
+  std::cout << "derived: " << c.attention_layers() << " of " << c.num_hidden_layers << " layers gated attention (RoPE on " << c.rotary_dim
+            << " of " << c.head_dim << " dims), " << c.linear_layers() << " Gated DeltaNet; KV "
+            << number_text(static_cast<double>(kylin::KVCache::bytes_per_token(c)) / 1024.0) << " KiB per position (f32), recurrent state "
+            << number_text(static_cast<double>(kylin::KVCache::state_bytes(c)) / 1048576.0) << " MiB per sequence\n";
 }
 
 void print_config(const kylin::ModelConfig& c) {
@@ -68,6 +99,7 @@ void print_config(const kylin::ModelConfig& c) {
     for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) sparse += c.is_sparse_layer(l);
     std::cout << "derived: " << sparse << " of " << c.num_hidden_layers << " layers sparse\n";
   }
+  if (c.linear) print_hybrid(c, row);
   std::cout << "derived: q_dim " << c.q_dim() << ", kv_dim " << c.kv_dim() << ", " << c.n_groups()
             << " query heads per kv head, qk_norm " << (c.has_qk_norm() ? "yes" : "no") << '\n';
 }
@@ -104,6 +136,8 @@ bool print_weight_check(const kylin::io::Checkpoint& ckpt, const kylin::ModelCon
   else
     std::cout << "weights: " << check.problems.size() << " problem(s), loading would fail:\n";
   for (const auto& p : check.problems) std::cout << "  " << p << '\n';
+  for (const auto& [prefix, count] : check.skipped)
+    std::cout << "weights: " << count << " tensor(s) under " << prefix << " are not part of the text forward: skipped, never read\n";
   if (!check.unexpected.empty())
     std::cout << "weights: " << check.unexpected.size() << " unexpected tensor(s), ignored by loading:\n";
   for (const auto& name : check.unexpected) std::cout << "  " << name << ": unexpected (nothing binds it)\n";

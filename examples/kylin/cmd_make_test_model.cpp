@@ -42,6 +42,23 @@ constexpr kylin::ModelDescriptor tiny_qwen3_moe{
     .published_params_b = 0.0, .num_experts = 8, .num_experts_per_tok = 2, .moe_intermediate_size = 64,
     .norm_topk_prob = true};
 
+// Small hybrid shapes (Qwen3.5 layout) for quick runs: gated attention every 4th layer, Gated DeltaNet between.
+constexpr kylin::ModelDescriptor tiny_qwen3_5{
+    .name = "tiny-qwen3.5", .model_type = kylin::Qwen35Arch::name,
+    .hidden_size = 128, .num_hidden_layers = 4, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .head_dim = 64, .intermediate_size = 256, .vocab_size = 4096, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = true, .attention_bias = false,
+    .published_params_b = 0.0, .full_attention_interval = 4, .linear_num_key_heads = 2, .linear_num_value_heads = 4,
+    .linear_key_head_dim = 32, .linear_value_head_dim = 32, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25};
+constexpr kylin::ModelDescriptor tiny_qwen3_5_moe{
+    .name = "tiny-qwen3.5-moe", .model_type = kylin::Qwen35MoeArch::name,
+    .hidden_size = 128, .num_hidden_layers = 4, .num_attention_heads = 4, .num_key_value_heads = 2,
+    .head_dim = 64, .intermediate_size = 0, .vocab_size = 4096, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 0.0, .num_experts = 8, .num_experts_per_tok = 2, .moe_intermediate_size = 64, .norm_topk_prob = true,
+    .full_attention_interval = 4, .linear_num_key_heads = 2, .linear_num_value_heads = 4, .linear_key_head_dim = 32,
+    .linear_value_head_dim = 32, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25, .shared_expert_intermediate_size = 64};
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -53,6 +70,8 @@ std::vector<const kylin::ModelDescriptor*> presets() {
   all.push_back(&tiny_qwen3);
   all.push_back(&tiny_qwen2);
   all.push_back(&tiny_qwen3_moe);
+  all.push_back(&tiny_qwen3_5);
+  all.push_back(&tiny_qwen3_5_moe);
   return all;
 }
 
@@ -98,6 +117,51 @@ std::vector<std::uint8_t> fp8_normal_codes(Rng& rng) {
   return codes;
 }
 
+// A hybrid preset's layer l (Qwen3.5 layout, prefix p = "model.language_model.layers.l."): gated attention or
+// Gated DeltaNet (A_log ~ log U(1, 16) as transformers initialises it, dt_bias ~ 1, the conv taps), then the
+// dense MLP or the fused experts with the gated shared expert.
+template <class Add>
+void hybrid_layer(const kylin::ModelDescriptor& d, std::int64_t l, const std::string& p, Add&& add) {
+  const std::int64_t H = d.hidden_size, D = d.head_dim, nv = d.linear_num_value_heads;
+  const std::int64_t K = d.linear_num_key_heads * d.linear_key_head_dim, V = nv * d.linear_value_head_dim, C = 2 * K + V;
+  const Init linear{0.f, 0.02f}, zero_centred{0.f, 0.05f}, one{1.f, 0.05f}, conv{0.f, 0.3f}, a_log{2.f, 0.5f};
+  add(p + "input_layernorm.weight", {H}, zero_centred);
+  if ((l + 1) % d.full_attention_interval == 0) {
+    add(p + "self_attn.q_proj.weight", {2 * d.q_dim(), H}, linear);
+    add(p + "self_attn.k_proj.weight", {d.kv_dim(), H}, linear);
+    add(p + "self_attn.v_proj.weight", {d.kv_dim(), H}, linear);
+    add(p + "self_attn.o_proj.weight", {H, d.q_dim()}, linear);
+    add(p + "self_attn.q_norm.weight", {D}, zero_centred);
+    add(p + "self_attn.k_norm.weight", {D}, zero_centred);
+  } else {
+    const std::string a = p + "linear_attn.";
+    add(a + "in_proj_qkv.weight", {C, H}, linear);
+    add(a + "in_proj_z.weight", {V, H}, linear);
+    add(a + "in_proj_b.weight", {nv, H}, linear);
+    add(a + "in_proj_a.weight", {nv, H}, linear);
+    add(a + "conv1d.weight", {C, 1, d.linear_conv_kernel_dim}, conv);
+    add(a + "A_log", {nv}, a_log);
+    add(a + "dt_bias", {nv}, one);
+    add(a + "norm.weight", {d.linear_value_head_dim}, one);
+    add(a + "out_proj.weight", {H, V}, linear);
+  }
+  add(p + "post_attention_layernorm.weight", {H}, zero_centred);
+  if (!d.has_experts()) {
+    add(p + "mlp.gate_proj.weight", {d.intermediate_size, H}, linear);
+    add(p + "mlp.up_proj.weight", {d.intermediate_size, H}, linear);
+    add(p + "mlp.down_proj.weight", {H, d.intermediate_size}, linear);
+    return;
+  }
+  const std::int64_t M = d.moe_intermediate_size, S = d.shared_expert_intermediate_size;
+  add(p + "mlp.gate.weight", {d.num_experts, H}, linear);
+  add(p + "mlp.experts.gate_up_proj", {d.num_experts, 2 * M, H}, linear);
+  add(p + "mlp.experts.down_proj", {d.num_experts, H, M}, linear);
+  add(p + "mlp.shared_expert.gate_proj.weight", {S, H}, linear);
+  add(p + "mlp.shared_expert.up_proj.weight", {S, H}, linear);
+  add(p + "mlp.shared_expert.down_proj.weight", {H, S}, linear);
+  add(p + "mlp.shared_expert_gate.weight", {1, H}, linear);
+}
+
 // Every tensor of a descriptor with its initialisation, in checkpoint order.
 std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::ModelDescriptor& d, bool fp8) {
   using kylin::DType;
@@ -111,6 +175,14 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
     t.push_back({{name, DType::f8_e4m3, std::move(shape)}, {0.f, 0.f, true}});
     t.push_back({{kylin::fp8_scale_name(name), DType::f32, blocks}, {0.02f / fp8_spread, 0.f}});
   };
+  if (d.is_hybrid()) {
+    const std::string P(d.arch().tensor_prefix);
+    add(P + "embed_tokens.weight", {V, H}, linear);
+    for (std::int64_t l = 0; l < d.num_hidden_layers; ++l) hybrid_layer(d, l, P + "layers." + std::to_string(l) + ".", add);
+    add(P + "norm.weight", {H}, Init{0.f, 0.05f});
+    if (!d.tie_word_embeddings) add("lm_head.weight", {V, H}, linear);
+    return t;
+  }
   add("model.embed_tokens.weight", {V, H}, linear);
   for (std::int64_t l = 0; l < d.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -148,7 +220,55 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
   return t;
 }
 
+// A hybrid preset's config: Qwen3.5's text_config nested in the composite config (kylin::Qwen35Arch::info.text_config),
+// with rope_parameters and the Gated DeltaNet fields by their HF names; the vision fields are the releases' ids.
+kylin::json::Value hybrid_config_json(const kylin::ModelDescriptor& d) {
+  using kylin::json::Value, kylin::json::Array, kylin::json::Object;
+  const kylin::ArchInfo& arch = d.arch();
+  Object text{{"model_type", Value(std::string(d.model_type) + "_text")},
+              {"vocab_size", Value(d.vocab_size)},
+              {"hidden_size", Value(d.hidden_size)},
+              {"num_hidden_layers", Value(d.num_hidden_layers)},
+              {"num_attention_heads", Value(d.num_attention_heads)},
+              {"num_key_value_heads", Value(d.num_key_value_heads)},
+              {"head_dim", Value(d.head_dim)},
+              {"max_position_embeddings", Value(d.max_position_embeddings)},
+              {"rms_norm_eps", Value(d.rms_norm_eps)},
+              {"tie_word_embeddings", Value(d.tie_word_embeddings)},
+              {"hidden_act", Value("silu")},
+              {"attention_bias", Value(false)},
+              {"attn_output_gate", Value(true)},
+              {"full_attention_interval", Value(d.full_attention_interval)},
+              {"linear_conv_kernel_dim", Value(d.linear_conv_kernel_dim)},
+              {"linear_key_head_dim", Value(d.linear_key_head_dim)},
+              {"linear_value_head_dim", Value(d.linear_value_head_dim)},
+              {"linear_num_key_heads", Value(d.linear_num_key_heads)},
+              {"linear_num_value_heads", Value(d.linear_num_value_heads)},
+              {"mamba_ssm_dtype", Value("float32")},
+              {"dtype", Value("bfloat16")},
+              {"eos_token_id", Value(248044)},
+              {"rope_parameters", Value(Object{{"rope_type", Value("default")}, {"rope_theta", Value(d.rope_theta)},
+                                               {"partial_rotary_factor", Value(d.partial_rotary_factor)},
+                                               {"mrope_interleaved", Value(true)},
+                                               {"mrope_section", Value(Array{Value(11), Value(11), Value(10)})}})}};
+  if (d.intermediate_size > 0) text.push_back({"intermediate_size", Value(d.intermediate_size)});
+  if (arch.has_experts())
+    for (auto& field : Object{{"num_experts", Value(d.num_experts)}, {"num_experts_per_tok", Value(d.num_experts_per_tok)},
+                              {"moe_intermediate_size", Value(d.moe_intermediate_size)},
+                              {"shared_expert_intermediate_size", Value(d.shared_expert_intermediate_size)}})
+      text.push_back(std::move(field));
+  return Value(Object{{"architectures", Value(Array{Value(arch.architecture)})},
+                      {"model_type", Value(d.model_type)},
+                      {std::string(arch.text_config), Value(std::move(text))},
+                      {"tie_word_embeddings", Value(d.tie_word_embeddings)},
+                      {"image_token_id", Value(248056)},
+                      {"video_token_id", Value(248057)},
+                      {"vision_start_token_id", Value(248053)},
+                      {"vision_end_token_id", Value(248054)}});
+}
+
 kylin::json::Value config_json(const kylin::ModelDescriptor& d, bool fp8) {
+  if (d.is_hybrid()) return hybrid_config_json(d);
   using kylin::json::Value, kylin::json::Array;
   const kylin::ArchInfo& arch = d.arch();
   kylin::json::Object o{
@@ -202,6 +322,7 @@ struct Options {
   std::int64_t layers = 0;    // 0: the preset's; fewer keep the per-layer shape in a smaller file
   std::string tokenizer_dir;  // copied into the checkpoint when given (e.g. tests/data/qwen3-tokenizer)
   std::string dtype = "bf16";  // fp8: projections as F8_E4M3 with block scales (half the bytes)
+  bool config_only = false;    // config.json and generation_config.json, no tensors (the shape alone)
 };
 
 int run(const Options& o) {
@@ -217,15 +338,23 @@ int run(const Options& o) {
   if (o.layers > 0) shape.num_hidden_layers = o.layers;
   d = &shape;
   const bool fp8 = o.dtype == "fp8";
+  if (fp8 && d->is_hybrid())
+    throw kylin::Error(kylin::ErrorCategory::request, "--dtype", "fp8 checkpoints are written for the Qwen3 presets only, not " + std::string(d->name));
   const fs::path dir(o.out);
   fs::create_directories(dir);
   write_text(dir / "config.json", kylin::json::dump(config_json(*d, fp8)) + "\n");
-  write_text(dir / "generation_config.json", "{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": true, "
-                                             "\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}\n");
+  write_text(dir / "generation_config.json", d->is_hybrid() ? "{\"bos_token_id\": 248044, \"eos_token_id\": [248046, 248044], \"do_sample\": true, "
+                                                              "\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}\n"
+                                                            : "{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": true, "
+                                                              "\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}\n");
   const fs::path tok_dir(o.tokenizer_dir);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     if (!o.tokenizer_dir.empty() && fs::exists(tok_dir / f)) fs::copy_file(tok_dir / f, dir / f, fs::copy_options::overwrite_existing);
 
+  if (o.config_only) {
+    std::printf("wrote %s: %s, config only\n", dir.string().c_str(), std::string(d->name).c_str());
+    return 0;
+  }
   const auto tensors = tensor_list(*d, fp8);
   std::vector<kylin::io::TensorSpec> specs;
   for (const auto& [spec, init] : tensors) specs.push_back(spec);
@@ -264,13 +393,14 @@ int run(const Options& o) {
 const kylin::cli::Registrar registrar{"make-test-model", [](CLI::App& app) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("make-test-model", "Write a random-weight checkpoint of a preset shape (HF layout, BF16 or FP8)");
-  cmd->add_option("--preset", o->preset, "Shape preset, e.g. qwen3-0.6b, qwen3-1.7b, qwen2.5-0.5b, qwen3-30b-a3b, tiny-qwen3");
+  cmd->add_option("--preset", o->preset, "Shape preset, e.g. qwen3-0.6b, qwen3-30b-a3b, qwen3.5-0.8b, qwen3.5-27b, qwen3.6-35b-a3b, tiny-qwen3, tiny-qwen3.5-moe");
   cmd->add_option("--seed", o->seed, "Random seed");
   cmd->add_option("--layers", o->layers, "Number of layers (default: the preset's), e.g. 4 of Qwen3-30B-A3B's shape");
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->add_option("--tokenizer-from", o->tokenizer_dir, "Directory whose tokenizer.json / tokenizer_config.json to copy");
   cmd->add_option("--dtype", o->dtype, "bf16, or fp8: projections in F8_E4M3 with 128 x 128 block scales, as the Qwen3-*-FP8 releases")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_flag("--config-only", o->config_only, "Write config.json and generation_config.json only (the preset's shape, no tensors)");
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 

@@ -1,7 +1,7 @@
 // `kylin quantize`: load a checkpoint with --weights q8|q4 and save what loading made of it, so
 // that the next load maps the quantized weights as they are. Every tensor loading quantized becomes
 // an I8 (Q8_0) or U8 (packed Q4_0) tensor followed by its F16 scales (docs/QUANTIZATION.md); the
-// others and the config and tokenizer files are copied unchanged.
+// others and the config and tokenizer files are copied unchanged; fused experts are saved per expert.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -40,16 +40,37 @@ Saved saved_as(const std::string& name, const kylin::MatRef& q) {
   });
 }
 
+// A tensor of the saved file before quantization: a checkpoint tensor, or one expert's matrix of a
+// fused expert tensor (saved per expert: a quantized copy is one matrix with its scales after it).
+struct Piece {
+  std::string name;
+  const std::byte* data;
+  std::size_t nbytes;
+  kylin::DType dtype;
+  std::vector<std::int64_t> shape;
+};
+
+std::vector<Piece> pieces(const kylin::io::Checkpoint& ckpt) {
+  std::vector<Piece> out;
+  for (const auto* t : ckpt.tensors()) {
+    const auto parts = kylin::fused_expert_parts(*t);
+    if (parts.empty()) out.push_back({t->name, t->data, t->nbytes, t->dtype, t->shape});
+    for (const auto& p : parts)
+      out.push_back({p.name, t->data + p.offset, static_cast<std::size_t>(p.rows * p.cols) * kylin::dtype_size(t->dtype), t->dtype, {p.rows, p.cols}});
+  }
+  return out;
+}
+
 // The tensors of the saved file in checkpoint order; a quantized one is followed by its scales.
-std::vector<kylin::io::TensorSpec> saved_specs(const kylin::Model& m) {
+std::vector<kylin::io::TensorSpec> saved_specs(const kylin::Model& m, const std::vector<Piece>& all) {
   std::vector<kylin::io::TensorSpec> specs;
-  for (const auto* t : m.checkpoint().tensors()) {
-    if (const kylin::MatRef* q = m.quantized().copy_of(t->data)) {
-      const Saved s = saved_as(t->name, *q);
-      specs.push_back({t->name, s.dtype, s.shape});
+  for (const Piece& t : all) {
+    if (const kylin::MatRef* q = m.quantized().copy_of(t.data)) {
+      const Saved s = saved_as(t.name, *q);
+      specs.push_back({t.name, s.dtype, s.shape});
       specs.push_back({s.scale_name, kylin::DType::f16, {q->rows, q->cols / kylin::kernels::q8_block}});
     } else {
-      specs.push_back({t->name, t->dtype, t->shape});
+      specs.push_back({t.name, t.dtype, t.shape});
     }
   }
   return specs;
@@ -65,16 +86,17 @@ int run(const Options& o) {
                                                            .weight_layout = kylin::WeightLayout::stored});  // nothing runs: nothing to pack
   fs::create_directories(out);
   const std::string format = o.weights == "q8" ? "q8_0" : "q4_0";
-  kylin::io::SafetensorsWriter writer(out / "model.safetensors", saved_specs(model), {{"format", "pt"}, {"kylin.weights", format}});
-  for (const auto* t : model.checkpoint().tensors()) {
-    if (const kylin::MatRef* q = model.quantized().copy_of(t->data)) {  // values, then the f16 scales right after them
-      const Saved s = saved_as(t->name, *q);
+  const std::vector<Piece> all = pieces(model.checkpoint());
+  kylin::io::SafetensorsWriter writer(out / "model.safetensors", saved_specs(model, all), {{"format", "pt"}, {"kylin.weights", format}});
+  for (const Piece& t : all) {
+    if (const kylin::MatRef* q = model.quantized().copy_of(t.data)) {  // values, then the f16 scales right after them
+      const Saved s = saved_as(t.name, *q);
       const auto* bytes = static_cast<const std::byte*>(q->data);
       const std::size_t scales = static_cast<std::size_t>(q->rows * (q->cols / kylin::kernels::q8_block));
-      writer.write(t->name, std::span<const std::byte>(bytes, s.value_bytes));
+      writer.write(t.name, std::span<const std::byte>(bytes, s.value_bytes));
       writer.write(s.scale_name, std::span<const std::uint16_t>(reinterpret_cast<const std::uint16_t*>(bytes + s.value_bytes), scales));
     } else {
-      writer.write(t->name, std::span<const std::byte>(t->data, t->nbytes));
+      writer.write(t.name, std::span<const std::byte>(t.data, t.nbytes));
     }
   }
   writer.close();

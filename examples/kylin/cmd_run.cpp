@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 
+#include "kylin/chat/template_defaults.hpp"
 #include "kylin/cli.hpp"
 #include "kylin/constrain/gbnf.hpp"
 #include "kylin/constrain/json_schema.hpp"
@@ -29,6 +30,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string weight_layout = "packed";
+  std::string experts = "held";
   std::string prefill_activations = "f32";
   std::string backend = "cpu";
   bool no_mmap = false;
@@ -41,7 +43,22 @@ struct Options {
   kylin::cli::SpeculativeFlags speculative;
   std::string json_schema;  // run: the answer must be JSON valid under this schema file (docs/CONSTRAINED.md)
   std::string grammar;      // run: the answer must be a sentence of this GBNF file
+  std::string chat_template_kwargs;  // JSON object for the template (as kylin-server's option)
+  std::string reasoning = "auto";    // on | off | auto (--no-think is off)
 };
+
+// --chat-template-kwargs and --reasoning (with --no-think, which is --reasoning off), resolved:
+// the kwargs and whether the model thinks.
+struct ChatSettings {
+  kylin::json::Value kwargs;
+  bool think = true;
+};
+
+ChatSettings chat_settings(const Options& o) {
+  if (o.no_think && o.reasoning == "on") throw kylin::Error(kylin::ErrorCategory::config, "--no-think", "contradicts --reasoning on");
+  const kylin::TemplateDefaults d = kylin::parse_template_defaults(o.chat_template_kwargs, o.no_think ? "off" : o.reasoning);
+  return {d.kwargs, d.enable_thinking.value_or(true)};
+}
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted.store(true); }
@@ -56,6 +73,7 @@ kylin::EngineOptions engine_options(const Options& o) {
   eo.weights = *kylin::parse_weight_format(o.weights);
   eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
+  eo.experts = *kylin::parse_expert_memory(o.experts);
   eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
   return eo;
@@ -140,7 +158,7 @@ std::string read_text_file(const std::string& path) {
 
 // The constraint of --json-schema / --grammar, or null. With thinking on, the <think> block
 // stays free text and the grammar applies to the answer after it.
-std::unique_ptr<kylin::constrain::Constraint> make_constraint(const kylin::Engine& engine, const Options& o) {
+std::unique_ptr<kylin::constrain::Constraint> make_constraint(const kylin::Engine& engine, const Options& o, bool think) {
   if (o.json_schema.empty() && o.grammar.empty()) return nullptr;
   kylin::constrain::Grammar grammar =
       o.grammar.empty() ? kylin::constrain::json_schema_grammar(kylin::json::parse(read_text_file(o.json_schema), o.json_schema))
@@ -148,14 +166,15 @@ std::unique_ptr<kylin::constrain::Constraint> make_constraint(const kylin::Engin
   auto trie = std::make_shared<const kylin::constrain::TokenTrie>(kylin::constrain::TokenTrie::build(
       engine.tokenizer(), engine.eos_ids(), static_cast<std::size_t>(engine.model().vocab_size())));
   kylin::constrain::ConstraintOptions options;
-  options.thinking = o.no_think ? kylin::constrain::ThinkingPolicy::none : kylin::constrain::ThinkingPolicy::allow;
+  options.thinking = think ? kylin::constrain::ThinkingPolicy::allow : kylin::constrain::ThinkingPolicy::none;
   return std::make_unique<kylin::constrain::Constraint>(std::move(grammar), std::move(trie), options);
 }
 
 int run(const Options& o) {
+  const ChatSettings chat = chat_settings(o);  // before the model loads: a bad JSON fails at once
   const Engines engines = load_engines(o);
   kylin::Engine* engine = engines.model.get();
-  const auto constraint = make_constraint(*engine, o);
+  const auto constraint = make_constraint(*engine, o, chat.think);
   const auto prompt_cache = open_prompt_cache(*engine, o);  // its destructor finishes the write
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
@@ -165,7 +184,7 @@ int run(const Options& o) {
   auto g = generate_options(o, engines);
   g.prompt_cache = prompt_cache.get();
   g.constraint = constraint.get();
-  const auto result = session.chat(messages, {.enable_thinking = !o.no_think, .tools = {}, .extra_kwargs = {}}, g);
+  const auto result = session.chat(messages, {.enable_thinking = chat.think, .tools = {}, .extra_kwargs = chat.kwargs}, g);
   std::fputs("\n", stdout);
   std::fflush(stdout);
   print_stats(result);
@@ -182,13 +201,14 @@ void install_interrupt_handler() {
 }
 
 int chat(const Options& o) {
+  const ChatSettings settings = chat_settings(o);
   const Engines engines = load_engines(o);
   kylin::Engine* engine = engines.model.get();
   const auto prompt_cache = open_prompt_cache(*engine, o);
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
   if (!o.system.empty()) messages.push_back(message("system", o.system));
-  bool think = !o.no_think;
+  bool think = settings.think;
   const bool tty = ::isatty(STDIN_FILENO) == 1;
   install_interrupt_handler();
   if (tty) std::fprintf(stderr, "kylin chat: /think /no_think /reset /quit; Ctrl-C stops an answer, Ctrl-D quits\n");
@@ -221,7 +241,7 @@ int chat(const Options& o) {
     messages.push_back(message("user", line));
     auto g = generate_options(o, engines);
     g.prompt_cache = prompt_cache.get();
-    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = {}}, g);
+    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = settings.kwargs}, g);
     messages.push_back(message("assistant", result.content));
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -243,10 +263,15 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
   cmd->add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  cmd->add_option("--experts", o.experts, "Where an MoE model's routed experts are held: with the other weights, or mapped (read in place from the checkpoint as the router picks them: for checkpoints larger than memory; docs/PERFORMANCE.md)")->check(CLI::IsMember({"held", "mapped"}));
   kylin::cli::add_prefill_activations_option(cmd, o.prefill_activations);
   cmd->add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
   kylin::cli::add_backend_option(cmd, o.backend);
-  cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block");
+  cmd->add_flag("--no-think", o.no_think, "Qwen3: answer without a <think> block (--reasoning off)");
+  cmd->add_option("--reasoning", o.reasoning, "Whether the model thinks: on, off, or auto (the template's default)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  cmd->add_option("--chat-template-kwargs", o.chat_template_kwargs,
+                  "Variables for the chat template, a JSON object (e.g. '{\"enable_thinking\": false}'), as kylin-server's");
   cmd->add_flag("--hide-think", o.hide_think, "Do not print the reasoning");
   cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");
   cmd->add_option("--cache-dir", o.cache_dir, "Keep prompt prefixes' KV state in this directory and reuse it (docs/PROMPT_CACHE.md)");

@@ -138,7 +138,8 @@ TEST_CASE("unsupported model_type, hidden_act and sliding windows are errors nam
 
 TEST_CASE("the unsupported model_type error names every supported one") {
   CHECK(contains(config_error(with(base_config(), "model_type", "llama")),
-                 "unsupported model_type \"llama\" (kylin runs \"qwen3\", \"qwen3_moe\" and \"qwen2\")"));
+                 "unsupported model_type \"llama\" (kylin runs \"qwen3\", \"qwen3_moe\", \"qwen2\", \"qwen3_5\", \"qwen3_5_moe\" and "
+                 "\"qwen3_next\")"));
 }
 
 TEST_CASE("attention_bias: Qwen2 must have q/k/v biases; a Qwen3 config may say true (bias tensors are checked with the weights)") {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/process.hpp"
+#include "kylin/model/descriptors.hpp"
 #include "common/reference.hpp"
 #include "common/temp_dir.hpp"
 #include "common/temp_model.hpp"
@@ -257,7 +258,9 @@ TEST_CASE("kylin bench --weights q8 reads the quantized bytes: the roofline coun
 
 TEST_CASE("kylin bench --weights q8/q4 on MoE checkpoints: each expert counts its quantized bytes at the k / num_experts share a token reads") {
   auto bytes_per_token = [](const std::string& model, const std::string& weights) {
-    const Run r = run(kylin_bin + " bench --model " + data + "/models/" + model + " -p 0 -n 2 -r 1 -t 1 --weights " + weights + " --format json");
+    // row-major weights: the packed layout reads 16-row panels, the last padded (odd's 56-row experts as 64)
+    const Run r = run(kylin_bin + " bench --model " + data + "/models/" + model + " -p 0 -n 2 -r 1 -t 1 --weight-layout stored --weights " + weights +
+                      " --format json");
     REQUIRE(r.exit_code == 0);
     const auto out = kylin::json::parse(r.out);
     CHECK(out.find("tg_roofline_fraction")->as_double() > 0);
@@ -365,6 +368,42 @@ TEST_CASE("make-test-model writes an MoE checkpoint (--layers overrides the dept
   const Run generated = run(kylin_bin + " generate --model " + out + " --tokens 1,2,3 --tokens 4 -n 4 --greedy --format json");
   REQUIRE(generated.exit_code == 0);
   CHECK(kylin::json::parse(generated.out).find("sequences")->size() == 2);
+}
+
+TEST_CASE("make-test-model writes hybrid (Qwen3.5-layout) checkpoints that inspect describes and bench and generate run; every preset's shape is its descriptor's") {
+  kylin::test::TempDir dir;
+  for (const char* preset : {"tiny-qwen3.5", "tiny-qwen3.5-moe"}) {
+    CAPTURE(preset);
+    const std::string out = (dir.path() / preset).string();
+    REQUIRE(run(kylin_bin + " make-test-model --preset " + preset + " --layers 8 --out " + out).exit_code == 0);
+    const Run inspected = run(kylin_bin + " inspect --model " + out);
+    CHECK(inspected.exit_code == 0);
+    CHECK(inspected.out.find("layer_types               linear x3, full, linear x3, full\n") != std::string::npos);
+    CHECK(inspected.out.find("derived: 2 of 8 layers gated attention (RoPE on 16 of 64 dims), 6 Gated DeltaNet") != std::string::npos);
+    CHECK(inspected.out.find("model.language_model.layers.4.linear_attn.in_proj_qkv.weight") != std::string::npos);
+    const Run generated = run(kylin_bin + " generate --model " + out + " --tokens 1,2,3 --tokens 4 -n 4 --greedy --format json");
+    REQUIRE(generated.exit_code == 0);
+    CHECK(kylin::json::parse(generated.out).find("sequences")->size() == 2);
+    const Run bench = run(kylin_bin + " bench --model " + out + " -p 16 -n 4 -r 1 -t 1 --format json");
+    REQUIRE(bench.exit_code == 0);
+    const auto b = kylin::json::parse(bench.out);
+    // 6 linear layers' states (conv [3, 256] and S [4, 32, 32] f32 each) read and written per token
+    const double state = 6 * (3 * 256 + 4 * 32 * 32) * 4.0;
+    CHECK(b.find("state_bytes_per_sequence")->as_double() == state);
+    CHECK(b.find("state_bytes_per_token")->as_double() == 2 * state);
+    CHECK(b.find("kv_bytes_per_position")->as_double() == 2 * 2 * 2 * 64 * 4.0);  // 2 attention layers, k and v, 2 kv heads of 64, f32
+  }
+  // the published shapes: a config written for each preset matches it
+  for (const char* preset : {"qwen3.5-0.8b", "qwen3.5-9b", "qwen3.5-27b", "qwen3.6-35b-a3b", "qwen3.5-397b-a17b"}) {
+    CAPTURE(preset);
+    const std::string out = (dir.path() / preset).string();
+    REQUIRE(run(kylin_bin + " make-test-model --preset " + preset + " --config-only --out " + out).exit_code == 0);
+    const kylin::ModelConfig c = kylin::load_model_config(out);
+    const kylin::ModelDescriptor* d = kylin::find_descriptor(c);
+    REQUIRE(d != nullptr);
+    CHECK(kylin::describe_preset_match(c) == "preset " + std::string(d->name));
+    CHECK(c.attention_layers() == c.num_hidden_layers / 4);
+  }
 }
 
 TEST_CASE("make-test-model --dtype fp8 writes F8_E4M3 projections with block scales that load widened and quantized") {

@@ -31,9 +31,10 @@ std::size_t safetensors_bytes(const fs::path& dir) {
 }
 
 TEST_CASE("kylin quantize saves what --weights q8|q4 makes at load: same logits bit for bit, smaller file, config and tokenizer copied") {
-  // tied (LM head and embedding one quantized tensor), untied, and a sharded F32 MoE whose experts stay stored
+  // tied (LM head and embedding one quantized tensor), untied, a sharded F32 MoE whose experts stay stored,
+  // and the hybrids: Qwen3.5 dense, Qwen3.5-MoE's fused experts (saved per expert), Qwen3-Next's fused projections
   for (const char* format : {"q8", "q4"})
-    for (const char* name : {"small-qwen3", "tiny-qwen3-untied", "odd-qwen3-moe-f32-sharded"}) {
+    for (const char* name : {"small-qwen3", "tiny-qwen3-untied", "odd-qwen3-moe-f32-sharded", "tiny-qwen35", "tiny-qwen35-moe", "tiny-qwen3-next"}) {
       CAPTURE(format);
       CAPTURE(name);
       kylin::test::TempDir dir;

@@ -165,6 +165,19 @@ concept Backend = std::constructible_from<B, const ModelConfig&, const BackendOp
       b.draw_rows(logit_rows, host_draws, host_ids);  // host_ids[i] = a draw from row i as kernels::draw_row(host_draws[i]) makes it
     };
 
+// A backend that runs the hybrid layers of Qwen3.5 and Qwen3-Next: Gated DeltaNet (its states in each
+// sequence's cache), gated attention's sigmoid gate, and column gathers (the query/gate split of q_proj,
+// Qwen3-Next's fused projections). Its attention_inputs honours RopeTables::rotary_dim (partial RoPE). A
+// model of a hybrid architecture is refused at load on a backend without them, naming it.
+template <class B>
+concept HybridBackend = Backend<B> && requires(B& b, const kernels::DeltaNetRows& rows, const kernels::DeltaNetLayer& layer,
+                                               std::span<const kernels::DeltaNetSeq> seqs, float* x, const float* in, std::int64_t n,
+                                               std::span<const kernels::ColumnRun> runs) {
+  b.gated_delta_net(rows, layer, seqs);             // rows.out = the layer's core over every sequence's rows and states
+  b.sigmoid_mul(x, in, n);                          // x[i] *= sigmoid(in[i])
+  b.gather_columns(in, n, runs, x, n, n);           // out rows = the runs of each input row (in, in_width, runs, out, out_width, rows)
+};
+
 // What WeightLayout::packed repacks B's BF16/F16/F32 weights into: B::packed_layout where B declares
 // one (the CPU's panels), else the checkpoint's own rows, and nothing is repacked.
 template <class B>

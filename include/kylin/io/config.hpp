@@ -27,7 +27,29 @@ struct RopeScaling {
   bool truncate = true;
 };
 
-// The sparse-MLP fields of a qwen3_moe config.json (ArchInfo::has_experts), by their HF names.
+// Which mixer a layer of a hybrid stack runs (config.json's layer_types).
+enum class LayerType : std::uint8_t { full_attention, linear_attention };
+
+// The Gated DeltaNet fields of a hybrid config (ArchInfo::is_hybrid), by their HF names, with the defaults of
+// transformers' Qwen3_5TextConfig / Qwen3NextConfig.
+struct LinearAttentionConfig {
+  std::int64_t linear_conv_kernel_dim = 4;   // K: taps of the causal depthwise conv over time
+  std::int64_t linear_key_head_dim = 128;    // dk
+  std::int64_t linear_value_head_dim = 128;  // dv
+  std::int64_t linear_num_key_heads = 16;    // nk: q and k heads
+  std::int64_t linear_num_value_heads = 32;  // nv: value heads (and recurrent states); a multiple of nk
+
+  std::int64_t key_dim() const { return linear_num_key_heads * linear_key_head_dim; }        // nk * dk
+  std::int64_t value_dim() const { return linear_num_value_heads * linear_value_head_dim; }  // nv * dv
+  std::int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }                       // C: q | k | v channels
+  std::int64_t value_heads_per_key() const { return linear_num_value_heads / linear_num_key_heads; }  // r
+  // Floats of one layer's recurrent state: the last K-1 conv inputs [K-1, C], then S [nv, dk, dv].
+  std::int64_t conv_state_floats() const { return (linear_conv_kernel_dim - 1) * conv_dim(); }
+  std::int64_t delta_state_floats() const { return linear_num_value_heads * linear_key_head_dim * linear_value_head_dim; }
+  std::int64_t state_floats() const { return conv_state_floats() + delta_state_floats(); }
+};
+
+// The sparse-MLP fields of a config.json with experts (ArchInfo::has_experts), by their HF names.
 struct MoeConfig {
   std::int64_t num_experts = 0;
   std::int64_t num_experts_per_tok = 0;    // k: experts each token is routed to
@@ -35,6 +57,7 @@ struct MoeConfig {
   bool norm_topk_prob = false;             // renormalise the k routing weights to sum to 1
   std::int64_t decoder_sparse_step = 1;    // layer l is sparse when (l + 1) % step == 0 ...
   std::vector<std::int64_t> mlp_only_layers;  // ... and l is not listed here
+  std::int64_t shared_expert_intermediate_size = 0;  // width of the gated shared expert (ArchInfo::shared_expert), else 0
 };
 
 // quantization_config of the FP8 releases (Qwen/Qwen3-*-FP8): float8_e4m3fn linear weights, each
@@ -65,11 +88,30 @@ struct ModelConfig {
   std::string hidden_act = "silu";
   std::optional<MoeConfig> moe;  // set exactly for archs with experts
   std::optional<Fp8Config> fp8;  // quantization_config with quant_method "fp8"
+  std::int64_t rotary_dim = 0;   // leading dims of each head RoPE rotates: head_dim * partial_rotary_factor
+  std::vector<LayerType> layer_types;          // [num_hidden_layers] (hybrid archs; empty: all full attention)
+  std::optional<LinearAttentionConfig> linear;  // set exactly for hybrid archs
+  std::int64_t mtp_num_hidden_layers = 0;      // MTP layers the checkpoint ships (mtp.*; not part of the forward)
 
   std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // width of q_proj output
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // width of k_proj/v_proj output
   std::int64_t n_groups() const { return num_attention_heads / num_key_value_heads; }
   bool has_qk_norm() const { return find_arch(model_type) && find_arch(model_type)->has_qk_norm(); }
+  // Whether layer l is Gated DeltaNet linear attention (else attention, which keeps keys and values).
+  bool is_linear_layer(std::int64_t l) const {
+    return !layer_types.empty() && layer_types[static_cast<std::size_t>(l)] == LayerType::linear_attention;
+  }
+  std::int64_t linear_layers() const {
+    return static_cast<std::int64_t>(std::count(layer_types.begin(), layer_types.end(), LayerType::linear_attention));
+  }
+  // Layers with keys and values in the KV cache (every layer but the linear ones).
+  std::int64_t attention_layers() const { return num_hidden_layers - linear_layers(); }
+  // Layer l's index among the layers of its kind: its KV slot (attention) or recurrent state (linear).
+  std::int64_t index_in_kind(std::int64_t l) const {
+    std::int64_t n = 0;
+    for (std::int64_t i = 0; i < l; ++i) n += is_linear_layer(i) == is_linear_layer(l);
+    return n;
+  }
   // Whether layer l's MLP is the routed experts (transformers' Qwen3MoeDecoderLayer rule).
   bool is_sparse_layer(std::int64_t l) const {
     if (!moe || moe->num_experts == 0 || (l + 1) % moe->decoder_sparse_step != 0) return false;
@@ -174,11 +216,18 @@ inline std::optional<RopeScaling> read_rope_scaling(const ConfigReader& r) {
 
 // num_experts and friends of an arch with experts: the three sizes are required (no published
 // checkpoint leaves them to transformers' defaults), the layer pattern defaults as there.
-inline MoeConfig read_moe(const ConfigReader& r, std::int64_t layers) {
+// SparseLayers::every_layer archs (Qwen3.5-MoE) read neither layer rule nor norm_topk_prob: every layer is
+// sparse and the top-k weights are renormalised. A shared expert's width is required where the arch has one.
+inline MoeConfig read_moe(const ConfigReader& r, std::int64_t layers, const ArchInfo& arch) {
   MoeConfig m;
   m.num_experts = r.require_int("num_experts", 1, 1 << 16);
   m.num_experts_per_tok = r.require_int("num_experts_per_tok", 1, m.num_experts);
   m.moe_intermediate_size = r.require_int("moe_intermediate_size", 1, max_dim);
+  if (arch.shared_expert) m.shared_expert_intermediate_size = r.require_int("shared_expert_intermediate_size", 1, max_dim);
+  if (arch.sparse_layers == SparseLayers::every_layer) {
+    m.norm_topk_prob = true;
+    return m;
+  }
   m.norm_topk_prob = r.get_bool("norm_topk_prob").value_or(false);
   m.decoder_sparse_step = r.get_int("decoder_sparse_step", 1, layers).value_or(1);
   if (const json::Value* v = r.get("mlp_only_layers"); v && !v->is_null()) {
@@ -216,16 +265,86 @@ inline std::optional<Fp8Config> read_quantization(const ConfigReader& r) {
   return f;
 }
 
+// layer_types (legacy "attention"/"mamba" = full/linear), else layer i is full attention iff
+// (i + 1) % full_attention_interval == 0 (transformers' Qwen3_5TextConfig / Qwen3NextConfig).
+inline std::vector<LayerType> read_layer_types(const ConfigReader& r, std::int64_t layers) {
+  std::vector<LayerType> types;
+  const json::Value* v = r.get("layer_types");
+  if (!v || v->is_null()) {
+    const std::int64_t interval = r.get_int("full_attention_interval", 1, max_layers).value_or(4);
+    for (std::int64_t i = 0; i < layers; ++i) types.push_back((i + 1) % interval == 0 ? LayerType::full_attention : LayerType::linear_attention);
+    return types;
+  }
+  if (!v->is_array() || static_cast<std::int64_t>(v->as_array().size()) != layers)
+    r.fail("layer_types", "must be a list of num_hidden_layers (" + std::to_string(layers) + ") layer types");
+  for (const auto& e : v->as_array()) {
+    const std::string t = e.is_string() ? e.as_string() : "";
+    if (t == "full_attention" || t == "attention") types.push_back(LayerType::full_attention);
+    else if (t == "linear_attention" || t == "mamba") types.push_back(LayerType::linear_attention);
+    else r.fail("layer_types", "entries must be \"full_attention\" or \"linear_attention\", got " + json::dump(e));
+  }
+  return types;
+}
+
+inline LinearAttentionConfig read_linear_attention(const ConfigReader& r) {
+  LinearAttentionConfig g;
+  g.linear_conv_kernel_dim = r.get_int("linear_conv_kernel_dim", 1, 64).value_or(g.linear_conv_kernel_dim);
+  g.linear_key_head_dim = r.get_int("linear_key_head_dim", 1, max_dim).value_or(g.linear_key_head_dim);
+  g.linear_value_head_dim = r.get_int("linear_value_head_dim", 1, max_dim).value_or(g.linear_value_head_dim);
+  g.linear_num_key_heads = r.get_int("linear_num_key_heads", 1, max_dim).value_or(g.linear_num_key_heads);
+  g.linear_num_value_heads = r.get_int("linear_num_value_heads", 1, max_dim).value_or(g.linear_num_value_heads);
+  if (g.linear_num_value_heads % g.linear_num_key_heads != 0)
+    r.fail("linear_num_value_heads", std::to_string(g.linear_num_value_heads) + " value heads are not a multiple of " +
+                                         std::to_string(g.linear_num_key_heads) + " key heads (linear_num_key_heads)");
+  return g;
+}
+
+// rope_parameters {rope_type, rope_theta, partial_rotary_factor} (Qwen3.5), else the legacy top-level keys
+// (Qwen3-Next): theta and the rotated share of head_dim. Only the default rotation (M-RoPE's interleaved
+// sections rotate text positions as plain RoPE: all three position rows are the token's index).
+inline void read_rope_parameters(const ConfigReader& r, double default_factor, double& theta, double& factor) {
+  theta = r.get_positive("rope_theta").value_or(theta);
+  factor = r.get_positive("partial_rotary_factor").value_or(default_factor);
+  const json::Value* v = r.get("rope_parameters");
+  if (!v || v->is_null()) return;
+  if (!v->is_object()) r.fail("rope_parameters", "must be an object or null");
+  const ConfigReader p(*v, r.where(), "rope_parameters.");
+  if (auto type = p.get_string("rope_type"); type && *type != "default")
+    p.fail("rope_type", "unsupported rope type \"" + *type + "\" (kylin runs \"default\" for this architecture)");
+  theta = p.get_positive("rope_theta").value_or(theta);
+  factor = p.get_positive("partial_rotary_factor").value_or(factor);
+}
+
+// The hybrid fields of config `t` (the text model's object) into `c`: layer pattern, DeltaNet shapes, the rotated dims.
+inline void read_hybrid(const ConfigReader& t, const ArchInfo& arch, ModelConfig& c) {
+  c.layer_types = read_layer_types(t, c.num_hidden_layers);
+  c.linear = read_linear_attention(t);
+  double factor = arch.default_partial_rotary_factor;
+  read_rope_parameters(t, arch.default_partial_rotary_factor, c.rope_theta, factor);
+  if (!(factor <= 1.0)) t.fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(factor));
+  c.rotary_dim = static_cast<std::int64_t>(static_cast<double>(c.head_dim) * factor);  // transformers: int(head_dim * factor)
+  if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
+    t.fail("partial_rotary_factor", "rotates " + std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) +
+                                        " dims; RoPE needs an even number of at least 2");
+  c.mtp_num_hidden_layers = t.get_int("mtp_num_hidden_layers", 0, max_layers).value_or(0);
+}
+
 }  // namespace detail
 
+// `root` is config.json; an architecture whose text model is nested (ArchInfo::text_config, Qwen3.5) has its
+// fields read from that object, errors naming them "text_config.<field>".
 inline ModelConfig parse_model_config(const json::Value& root, const std::string& where = "config.json") {
-  const detail::ConfigReader r(root, where);
+  const detail::ConfigReader top(root, where);
   ModelConfig c;
-  auto type = r.get_string("model_type");
-  if (!type) r.fail("model_type", "missing required field");
+  auto type = top.get_string("model_type");
+  if (!type) top.fail("model_type", "missing required field");
   const ArchInfo* arch = find_arch(*type);
-  if (!arch) r.fail("model_type", unsupported_model_type_message(*type));
+  if (!arch) top.fail("model_type", unsupported_model_type_message(*type));
   c.model_type = *type;
+  const std::string nest(arch->text_config);
+  const json::Value* text = nest.empty() ? &root : top.get(nest);
+  if (!text || !text->is_object()) top.fail(nest, "missing required object (the text model's fields)");
+  const detail::ConfigReader r(*text, where, nest.empty() ? "" : nest + ".");
   c.hidden_size = r.require_int("hidden_size", 1, detail::max_dim);
   c.num_hidden_layers = r.require_int("num_hidden_layers", 1, detail::max_layers);
   c.num_attention_heads = r.require_int("num_attention_heads", 1, detail::max_dim);
@@ -235,19 +354,28 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
                                       std::to_string(c.num_key_value_heads) + " key/value heads");
   if (auto hd = r.get_int("head_dim", 1, detail::max_dim)) {
     c.head_dim = *hd;
+  } else if (arch->default_head_dim > 0) {
+    c.head_dim = arch->default_head_dim;
   } else {
     if (c.hidden_size % c.num_attention_heads != 0)
       r.fail("head_dim", "absent, and hidden_size is not divisible by num_attention_heads");
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   if (c.head_dim % 2 != 0) r.fail("head_dim", "must be even for rotary embeddings, got " + std::to_string(c.head_dim));
-  c.intermediate_size = r.require_int("intermediate_size", 1, detail::max_dim);
+  c.rotary_dim = c.head_dim;
+  // Every layer of an every_layer MoE (Qwen3.5-MoE) is sparse: its config has no dense width.
+  const bool all_sparse = arch->has_experts() && arch->sparse_layers == SparseLayers::every_layer;
+  c.intermediate_size = all_sparse ? r.get_int("intermediate_size", 1, detail::max_dim).value_or(0)
+                                   : r.require_int("intermediate_size", 1, detail::max_dim);
   c.vocab_size = r.require_int("vocab_size", 1, detail::max_vocab);
   c.max_position_embeddings = r.get_int("max_position_embeddings", 1, detail::max_dim * 64).value_or(32768);
   c.rms_norm_eps = r.get_positive("rms_norm_eps").value_or(1e-6);
   c.rope_theta = r.get_positive("rope_theta").value_or(10000.0);
-  c.rope_scaling = detail::read_rope_scaling(r);
-  c.tie_word_embeddings = r.get_bool("tie_word_embeddings").value_or(false);
+  if (!arch->is_hybrid()) c.rope_scaling = detail::read_rope_scaling(r);
+  else if (const json::Value* rs = r.get("rope_scaling"); rs && !rs->is_null())
+    r.fail("rope_scaling", "is not supported for " + std::string(arch->name) + " (rope_parameters is read)");
+  // A composite config (Qwen3.5) keeps tie_word_embeddings at the top level too, which its class reads.
+  c.tie_word_embeddings = top.get_bool("tie_word_embeddings").value_or(r.get_bool("tie_word_embeddings").value_or(false));
   c.attention_bias = r.get_bool("attention_bias").value_or(arch->default_attention_bias());
   c.bos_token_id = r.get_int("bos_token_id", 0, detail::max_vocab);
   if (const json::Value* eos = r.get("eos_token_id"); eos && !eos->is_null()) {
@@ -267,8 +395,9 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   c.torch_dtype = r.get_string("torch_dtype").value_or(r.get_string("dtype").value_or(""));
   c.hidden_act = r.get_string("hidden_act").value_or("silu");
   if (c.hidden_act != "silu") r.fail("hidden_act", "unsupported activation \"" + c.hidden_act + "\" (Qwen uses \"silu\")");
-  if (arch->has_experts()) c.moe = detail::read_moe(r, c.num_hidden_layers);
-  c.fp8 = detail::read_quantization(r);
+  if (arch->is_hybrid()) detail::read_hybrid(r, *arch, c);
+  if (arch->has_experts()) c.moe = detail::read_moe(r, c.num_hidden_layers, *arch);
+  c.fp8 = detail::read_quantization(top.get("quantization_config") ? top : r);
   if (r.get_bool("use_sliding_window").value_or(false))
     r.fail("use_sliding_window", "sliding-window attention is not supported");
   arch_checks(c, where);

@@ -165,4 +165,12 @@ class MappedFile {
   int fd_ = -1;  // the mapped file, open (-1 when copied or empty)
 };
 
+// Asks for the pages of `bytes` bytes at `data` (inside a mapping) to be read in now, without waiting for
+// them: a routed expert's matrices the next matmul pass reads (--experts mapped). Advice only.
+inline void will_need(const void* data, std::size_t bytes) {
+  const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data) / page * page, end = reinterpret_cast<std::uintptr_t>(data) + bytes;
+  if (bytes > 0) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
 }  // namespace kylin::io

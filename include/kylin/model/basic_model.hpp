@@ -3,6 +3,7 @@
 // Transformer for model_type, and sizes every buffer once. kylin::Model (model.hpp) picks B by name.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <limits>
@@ -12,8 +13,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <type_traits>
 #include <variant>
 
+#include "kylin/model/memory_check.hpp"
 #include "kylin/model/packed_weights.hpp"
 #include "kylin/model/quantized_weights.hpp"
 #include "kylin/model/transformer.hpp"
@@ -29,6 +32,7 @@ struct ModelOptions {
   WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (packed_weights.hpp)
   io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
   kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: BF16 weights' prefill GEMM on rounded activations (opt-in)
+  ExpertMemory experts = ExpertMemory::held;  // mapped: routed experts read in place from the mapped file (larger-than-memory MoE)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -77,7 +81,32 @@ struct SequenceInput {
   // row's outputs equal those of feeding the tokens one step at a time, bit for bit, while the
   // weights are still read once for all of them (speculative decoding's verification pass).
   bool decode_rows = false;
+  // Positions in (cache.size(), cache.size() + tokens.size()] whose recurrent states (hybrid models) the cache
+  // keeps as snapshots (KVCache::keep_state), computed inside the passes without cutting them.
+  std::span<const std::int64_t> keep_states = {};
 };
+
+namespace detail {
+// std::variant<unique_ptr<ArchTransformer<A>>...> with each Transformer type once (two Archs may share one).
+template <class V, class T>
+struct add_unique;
+template <class... Ts, class T>
+struct add_unique<std::variant<Ts...>, T> {
+  using type = std::conditional_t<(std::is_same_v<Ts, T> || ...), std::variant<Ts...>, std::variant<Ts..., T>>;
+};
+template <class V, class... A>
+struct net_of {
+  using type = V;
+};
+template <class V, class A, class... Rest>
+struct net_of<V, A, Rest...> : net_of<typename add_unique<V, std::unique_ptr<ArchTransformer<A>>>::type, Rest...> {};
+template <class List>
+struct net_of_list;
+template <class... A>
+struct net_of_list<ArchList<A...>> : net_of<std::variant<>, A...> {};
+template <class List>
+using NetOf = typename net_of_list<List>::type;
+}  // namespace detail
 
 // A model loaded for one backend type B: weights, B's workspace, caches from B's memory.
 template <Backend B>
@@ -100,15 +129,29 @@ class BasicModel {
   // packed when any weight was repacked into the backend's layout at load (packed_weights.hpp).
   WeightLayout weight_layout() const { return impl_->packed.bytes() > 0 ? WeightLayout::packed : WeightLayout::stored; }
   kernels::PrefillActivations prefill_activations() const { return impl_->prefill_activations; }
+  // mapped when the routed experts are read in place from the mapped file (--experts mapped).
+  ExpertMemory expert_memory() const {
+    for (const LayerWeights& L : weights().layers)
+      if (L.experts_mapped) return ExpertMemory::mapped;
+    return ExpertMemory::held;
+  }
   // False for an embedding model saved without lm_head: it gives hidden states, never logits.
   bool has_lm_head() const { return impl_->lm_head != LmHead::none; }
   B& backend() { return impl_->backend; }
+  // The weights the forward reads, in the form it reads them (packed, quantized or as stored).
+  const ModelWeights& weights() const {
+    return std::visit([](const auto& net) -> const ModelWeights& { return net->weights(); }, impl_->net);
+  }
 
-  // A cache in the backend's memory; it must not outlive this model.
+  // A cache in the backend's memory (its recurrent states too, allocated as they are first kept); it must
+  // not outlive this model.
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const {
-    const std::int64_t n = context_length.value_or(default_context_length(impl_->config, impl_->kv_dtype));
-    const std::size_t bytes = KVCache::bytes_needed(impl_->config, n, impl_->kv_dtype);
-    return KVCache(impl_->config, n, impl_->kv_dtype, impl_->backend.allocate(bytes));
+    const ModelConfig& c = impl_->config;
+    const std::int64_t n = context_length.value_or(default_context_length(c, impl_->kv_dtype));
+    const std::size_t bytes = KVCache::bytes_needed(c, n, impl_->kv_dtype);
+    RecurrentStates states;
+    if (c.linear) states = RecurrentStates(c.linear_layers(), c.linear->state_floats(), [&b = impl_->backend](std::size_t m) { return b.allocate(m); });
+    return KVCache(c, n, impl_->kv_dtype, impl_->backend.allocate(bytes), std::move(states));
   }
 
   // Feeds `tokens` at positions cache.size().. (in passes of max_pass_rows tokens) and writes the
@@ -156,9 +199,7 @@ class BasicModel {
                                          .prefill_activations = o.prefill_activations}),
           workspace(backend, config, std::max<std::int64_t>(1, o.max_pass_rows)),
           weight_format(o.weights),
-          net(make_net(config, packed.apply(widen_fp8(quantized.apply(bind_weights(*checkpoint, config, Fp8Widening::deferred),
-                                                                      o.weights, o.threads, *checkpoint)),
-                                            o.weight_layout, backend, o.threads, *checkpoint))),
+          net(make_net(config, held_weights(config, o, *checkpoint, backend, quantized, packed))),
           kv_dtype(o.kv_dtype),
           prefill_activations(o.prefill_activations),
           lm_head(lm_head_source(*checkpoint, config)) {
@@ -177,13 +218,53 @@ class BasicModel {
                                                        "or leave --no-mmap out");
       return o.checkpoint_memory;
     }
+    // What the net reads: the bound weights quantized (--weights), FP8 widened and packed
+    // (--weight-layout); with --experts mapped, the routed experts as the checkpoint stores them.
+    static ModelWeights held_weights(const ModelConfig& c, const ModelOptions& o, const io::Checkpoint& ckpt, B& backend,
+                                     QuantizedWeights& quantized, PackedWeights& packed) {
+      ModelWeights w = bind_weights(ckpt, c, Fp8Widening::deferred);
+      LayerExperts aside;
+      if (o.experts == ExpertMemory::mapped) {
+        check_mapped_experts(ckpt, o, w);
+        aside = take_experts(w);
+      }
+      const HoldPlan plan{.format = o.weights, .packs = packs(o)};
+      const bool held_experts = std::ranges::any_of(w.layers, [](const LayerWeights& L) { return !L.experts.empty(); });
+      check_copies_fit(weight_copy_bytes(w, plan), available_memory_bytes(), plan, held_experts, ckpt.dir().string());
+      w = packed.apply(widen_fp8(quantized.apply(std::move(w), o.weights, o.threads, ckpt)), o.weight_layout, backend, o.threads, ckpt);
+      return put_experts(std::move(w), std::move(aside));
+    }
+    // Mapped experts are read where the file's pages lie: by a backend that reads host memory, from a
+    // mapping (not a copy), in a dtype the kernels run as stored (FP8 is widened in memory).
+    static void check_mapped_experts(const io::Checkpoint& ckpt, const ModelOptions& o, const ModelWeights& w) {
+      const std::string where = ckpt.dir().string();
+      if constexpr (!requires { B::reads_host_weights; })
+        throw Error(ErrorCategory::request, where, "--experts mapped: " + std::string(backend_name()) + " holds its weights in device memory; use --backend cpu");
+      if (o.checkpoint_memory == io::FileMemory::copied)
+        throw Error(ErrorCategory::request, where, "--experts mapped reads the experts from the mapped file; leave --no-mmap out");
+      for (const LayerWeights& L : w.layers)
+        for (const ExpertWeights& x : L.experts)
+          if (x.gate_proj.dtype == DType::f8_e4m3)
+            throw Error(ErrorCategory::request, where, "--experts mapped: FP8 experts are widened to BF16 in memory at load; "
+                                                       "run this checkpoint with its experts held");
+    }
     static bool packs(const ModelOptions& o) { return o.weight_layout == WeightLayout::packed && packed_layout_of<B> != kernels::Layout::rows; }
 
-    // One alternative per architecture of model/arch.hpp; visit_arch picks it from model_type.
-    using Net = std::variant<std::unique_ptr<ArchTransformer<Qwen3Arch>>, std::unique_ptr<ArchTransformer<Qwen3MoeArch>>,
-                             std::unique_ptr<ArchTransformer<Qwen2Arch>>>;
+    // One alternative per Transformer type of model/arch.hpp's architectures; visit_arch picks it from model_type.
+    using Net = detail::NetOf<AllArchs>;
     static Net make_net(const ModelConfig& c, const ModelWeights& w) {
-      return visit_arch(c.model_type, [&]<class Arch>(Arch) -> Net { return std::make_unique<ArchTransformer<Arch>>(c, w); });
+      return visit_arch(c.model_type, [&]<class Arch>(Arch) -> Net {
+        if constexpr (!HybridBackend<B>) {
+          if (Arch::info.is_hybrid())
+            throw Error(ErrorCategory::config, "backend",
+                        std::string(backend_name()) + " does not run " + std::string(Arch::name) + "'s Gated DeltaNet layers; use --backend cpu");
+        }
+        return Net(std::make_unique<ArchTransformer<Arch>>(c, w));
+      });
+    }
+    static std::string_view backend_name() {
+      if constexpr (requires { B::name; }) return B::name;
+      else return "this backend";
     }
 
     ModelConfig config;
@@ -209,7 +290,8 @@ class BasicModel {
     impl_ = std::make_unique<Impl>(dir, o);
     // Quantized or packed weights were read once and their pages dropped (QuantizedWeights::apply,
     // PackedWeights::apply).
-    if (o.weights == WeightFormat::stored && !Impl::packs(o)) impl_->checkpoint->advise(io::AccessHint::populate);
+    if (o.weights == WeightFormat::stored && !Impl::packs(o))
+      std::visit([&](const auto& net) { populate_bound(net->weights(), *impl_->checkpoint); }, impl_->net);
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
@@ -241,11 +323,21 @@ class BasicModel {
     for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
       const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), left = n - decode_tail(batch[i]) - m.fed[i];
       if (left <= 0) continue;
-      const std::int64_t take = std::min(left, cap - m.pass_rows);
+      const std::int64_t take = gemm_take(batch[i].cache, left, cap - m.pass_rows);
       add_piece(batch[i], m.fed[i], take);
       m.fed[i] += take;
     }
     return !m.pass_seqs.empty();
+  }
+
+  // GEMM rows of a sequence with `left` to feed in a pass with `room`: all that fits, except that a cache with
+  // recurrent states is cut at a multiple of the delta rule's chunk (its chunks start at absolute multiples of
+  // it), so its numbers do not depend on its neighbours; only a pass too full to reach one cuts elsewhere.
+  static std::int64_t gemm_take(const KVCache& cache, std::int64_t left, std::int64_t room) {
+    const std::int64_t take = std::min(left, room);
+    if (take == left || !cache.has_states()) return take;
+    const std::int64_t pos = cache.size(), aligned = (pos + take) / kernels::delta_chunk * kernels::delta_chunk - pos;
+    return aligned > 0 ? aligned : take;
   }
 
   // Tokens [from, from + n) of one sequence as the next piece of the pass, with the output rows it owns.
@@ -275,9 +367,11 @@ class BasicModel {
       }
       out.pick_end = in.out.pick_end > 0 ? in.out.pick_end : V;
     }
-    m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out});
+    m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out, in.keep_states});
     m.pass_rows += n;
   }
+
+  static constexpr std::size_t max_kept_states = 16;  // per input (a pass's state pointers are sized for them)
 
   void validate(std::span<const SequenceInput> batch) const {
     if (batch.empty()) throw Error(ErrorCategory::request, "batch", "no sequences");
@@ -295,6 +389,11 @@ class BasicModel {
         if (id < 0 || id >= vocab_size())
           throw Error(ErrorCategory::request, "tokens", where() + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                                             std::to_string(vocab_size()) + ")");
+      if (s.keep_states.size() > max_kept_states ||
+          !std::is_sorted(s.keep_states.begin(), s.keep_states.end()) ||
+          std::any_of(s.keep_states.begin(), s.keep_states.end(), [&](std::int64_t p) { return p <= s.cache.size() || p > s.cache.size() + static_cast<std::int64_t>(s.tokens.size()); }))
+        throw Error(ErrorCategory::request, "keep_states", where() + "at most " + std::to_string(max_kept_states) +
+                                                               " ascending positions within the tokens fed");
       if (!s.cache.fits(config()))
         throw Error(ErrorCategory::request, "kv cache", where() + "the cache has another layer or head shape than this model");
       s.cache.check_room(static_cast<std::int64_t>(s.tokens.size()));

@@ -1,5 +1,6 @@
-// Compile-time descriptors of the published Qwen3 (dense and MoE) / Qwen2.5 shapes: field names as in
-// config.json, derived sizes as constexpr members, every invariant a static_assert per preset.
+// Compile-time descriptors of the published Qwen3 (dense and MoE) / Qwen2.5 / Qwen3.5 and Qwen3.6 (hybrid,
+// dense and MoE) shapes: field names as in config.json, derived sizes as constexpr members, every invariant a
+// static_assert per preset.
 // Decision (measured, docs/ARCHITECTURE.md): a descriptor identifies a checkpoint and never
 // selects a compile-time-shaped instantiation or gates loading; `kylin inspect` reports the match
 // or "no preset matched (closest: X; differs in: field=value (preset value), ...)".
@@ -33,12 +34,24 @@ struct ModelDescriptor {
   bool tie_word_embeddings;
   bool attention_bias;
   double published_params_b;  // total parameters on the model card, in billions
-  // qwen3_moe only (every layer sparse in the published models); 0 for dense models
+  // archs with experts only (every layer sparse in the published models); 0 for dense models
   std::int64_t num_experts = 0;
   std::int64_t num_experts_per_tok = 0;
   std::int64_t moe_intermediate_size = 0;
   bool norm_topk_prob = false;
-  double published_active_params_b = 0;  // activated parameters per token on the model card
+  double published_active_params_b = 0;  // activated parameters per token on the model card (0: not compared)
+  // hybrid archs (Qwen3.5) only: layer i is gated attention iff (i + 1) % full_attention_interval == 0, the
+  // others Gated DeltaNet; 0 for the attention-only archs
+  std::int64_t full_attention_interval = 0;
+  std::int64_t linear_num_key_heads = 0;
+  std::int64_t linear_num_value_heads = 0;
+  std::int64_t linear_key_head_dim = 0;
+  std::int64_t linear_value_head_dim = 0;
+  std::int64_t linear_conv_kernel_dim = 0;
+  double partial_rotary_factor = 1.0;
+  std::int64_t shared_expert_intermediate_size = 0;  // MoE with a gated shared expert
+  // The card's total counts the vision tower and the MTP head too, which these text-model counts leave out.
+  bool published_counts_vision = false;
 
   constexpr std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // q_proj rows
   constexpr std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // k_proj/v_proj rows
@@ -46,31 +59,50 @@ struct ModelDescriptor {
   constexpr const ArchInfo& arch() const { return *find_arch(model_type); }  // check_descriptor: non-null
   constexpr bool has_qk_norm() const { return arch().has_qk_norm(); }
 
-  // q/k/v/o projections, their biases (QKVBias::qkv) and the per-head q/k RMSNorm weights (QKNorm::per_head).
+  // q/k/v/o projections (gated attention's q_proj twice as wide: [query | gate] per head), their biases
+  // (QKVBias::qkv) and the per-head q/k RMSNorm weights (QKNorm::per_head).
   constexpr std::int64_t params_attention() const {
-    std::int64_t n = hidden_size * q_dim() + 2 * hidden_size * kv_dim() + q_dim() * hidden_size;
+    std::int64_t n = hidden_size * q_dim() * (arch().attention_output_gate ? 2 : 1) + 2 * hidden_size * kv_dim() + q_dim() * hidden_size;
     if (attention_bias) n += q_dim() + 2 * kv_dim();
     if (has_qk_norm()) n += 2 * head_dim;
     return n;
   }
-  constexpr bool has_experts() const { return arch().has_experts(); }
-  // gate, up, down; a sparse layer: every expert's plus the router
-  constexpr std::int64_t params_mlp() const {
-    return has_experts() ? num_experts * (3 * hidden_size * moe_intermediate_size + hidden_size) : 3 * hidden_size * intermediate_size;
+  constexpr bool is_hybrid() const { return arch().is_hybrid(); }
+  constexpr std::int64_t attention_layers() const { return is_hybrid() ? num_hidden_layers / full_attention_interval : num_hidden_layers; }
+  constexpr std::int64_t linear_layers() const { return num_hidden_layers - attention_layers(); }
+  // A Gated DeltaNet layer: in_proj_qkv, in_proj_z, in_proj_b/a, the conv taps, A_log and dt_bias, the output
+  // norm and out_proj.
+  constexpr std::int64_t params_linear_attention() const {
+    const std::int64_t k = linear_num_key_heads * linear_key_head_dim, v = linear_num_value_heads * linear_value_head_dim;
+    return hidden_size * (2 * k + v) + hidden_size * v + 2 * hidden_size * linear_num_value_heads +
+           (2 * k + v) * linear_conv_kernel_dim + 2 * linear_num_value_heads + linear_value_head_dim + v * hidden_size;
   }
-  // What one token runs through: the router and k experts of a sparse layer.
+  constexpr bool has_experts() const { return arch().has_experts(); }
+  // The gated shared expert of a sparse layer: gate, up, down and its one-row gate.
+  constexpr std::int64_t params_shared_expert() const {
+    return shared_expert_intermediate_size > 0 ? 3 * hidden_size * shared_expert_intermediate_size + hidden_size : 0;
+  }
+  // gate, up, down; a sparse layer: every expert's plus the router and the shared expert
+  constexpr std::int64_t params_mlp() const {
+    return has_experts() ? num_experts * (3 * hidden_size * moe_intermediate_size + hidden_size) + params_shared_expert()
+                         : 3 * hidden_size * intermediate_size;
+  }
+  // What one token runs through: the router, k experts and the shared expert of a sparse layer.
   constexpr std::int64_t params_mlp_active() const {
-    return has_experts() ? num_experts * hidden_size + num_experts_per_tok * 3 * hidden_size * moe_intermediate_size : params_mlp();
+    return has_experts() ? num_experts * hidden_size + num_experts_per_tok * 3 * hidden_size * moe_intermediate_size + params_shared_expert()
+                         : params_mlp();
+  }
+  // The layers' mixers: attention in every layer, or gated attention in some and Gated DeltaNet in the rest.
+  constexpr std::int64_t params_mixers() const {
+    return attention_layers() * params_attention() + linear_layers() * (is_hybrid() ? params_linear_attention() : 0);
   }
   constexpr std::int64_t params_active() const {
-    return num_hidden_layers * (params_attention() + params_mlp_active() + 2 * hidden_size) + hidden_size +
+    return params_mixers() + num_hidden_layers * (params_mlp_active() + 2 * hidden_size) + hidden_size +
            params_embedding() * (tie_word_embeddings ? 1 : 2);
   }
-  constexpr std::int64_t params_per_layer() const {
-    return params_attention() + params_mlp() + 2 * hidden_size;  // + input/post-attention norms
-  }
   constexpr std::int64_t params_embedding() const { return vocab_size * hidden_size; }
-  constexpr std::int64_t params_non_embedding() const { return num_hidden_layers * params_per_layer() + hidden_size; }
+  // every layer's mixer, MLP and input/post-attention norms, and the final norm
+  constexpr std::int64_t params_non_embedding() const { return params_mixers() + num_hidden_layers * (params_mlp() + 2 * hidden_size) + hidden_size; }
   constexpr std::int64_t params_total() const {
     return params_non_embedding() + params_embedding() * (tie_word_embeddings ? 1 : 2);  // + lm_head if untied
   }
@@ -85,8 +117,9 @@ constexpr double relative_gap(double a, double b) { return (a > b ? a - b : b - 
 template <const ModelDescriptor& D>
 consteval bool check_descriptor() {
   static_assert(find_arch(D.model_type) != nullptr, "model_type must name an Arch of model/arch.hpp");
-  static_assert(D.hidden_size > 0 && D.num_hidden_layers > 0 && D.intermediate_size > 0 && D.vocab_size > 0,
-                "sizes must be positive");
+  static_assert(D.hidden_size > 0 && D.num_hidden_layers > 0 && D.vocab_size > 0 &&
+                    (D.intermediate_size > 0 || D.arch().sparse_layers == SparseLayers::every_layer),
+                "sizes must be positive (a dense width unless every layer is sparse)");
   static_assert(D.num_attention_heads > 0 && D.num_key_value_heads > 0 && D.head_dim > 0, "head counts must be positive");
   static_assert(D.num_attention_heads % D.num_key_value_heads == 0,
                 "num_attention_heads must be a multiple of num_key_value_heads (whole GQA groups)");
@@ -97,12 +130,18 @@ consteval bool check_descriptor() {
                 "attention_bias must match the arch: Qwen2 checkpoints carry q/k/v biases, Qwen3 checkpoints have none");
   static_assert(D.rms_norm_eps > 0 && D.rope_theta > 0, "rms_norm_eps and rope_theta must be positive");
   static_assert(D.max_position_embeddings > 0, "max_position_embeddings must be positive");
-  static_assert(detail::relative_gap(static_cast<double>(D.params_total()), D.published_params_b * 1e9) < 0.03,
-                "derived parameter count is more than 3% off the model card's total");
+  static_assert(detail::relative_gap(static_cast<double>(D.params_total()), D.published_params_b * 1e9) < (D.published_counts_vision ? 0.1 : 0.03),
+                "derived parameter count is more than 3% off the model card's total (10% where the card counts a vision tower)");
+  static_assert(D.is_hybrid() == (D.full_attention_interval > 0), "full_attention_interval is set exactly for a hybrid arch");
+  static_assert(!D.is_hybrid() || (D.linear_num_key_heads > 0 && D.linear_num_value_heads % D.linear_num_key_heads == 0 &&
+                                   D.linear_key_head_dim > 0 && D.linear_value_head_dim > 0 && D.linear_conv_kernel_dim > 0),
+                "a hybrid preset's Gated DeltaNet shapes are positive, value heads a multiple of key heads");
+  static_assert(static_cast<std::int64_t>(D.head_dim * D.partial_rotary_factor) % 2 == 0, "RoPE rotates an even number of dims");
+  static_assert(D.arch().shared_expert == (D.shared_expert_intermediate_size > 0), "a shared expert's width is set exactly for an arch with one");
   static_assert(D.has_experts() == (D.num_experts > 0), "num_experts is set exactly for an arch with experts");
   static_assert(!D.has_experts() || (D.num_experts_per_tok >= 1 && D.num_experts_per_tok <= D.num_experts && D.moe_intermediate_size > 0),
                 "an MoE preset routes each token to 1..num_experts experts of positive width");
-  static_assert(!D.has_experts() ||
+  static_assert(!D.has_experts() || D.published_active_params_b == 0 ||
                     detail::relative_gap(static_cast<double>(D.params_active()), D.published_active_params_b * 1e9) < 0.05,
                 "derived activated parameter count is more than 5% off the model card's");
   return true;
@@ -187,15 +226,65 @@ inline constexpr ModelDescriptor qwen3_235b_a22b{
     .published_params_b = 235.0, .num_experts = 128, .num_experts_per_tok = 8, .moe_intermediate_size = 1536,
     .norm_topk_prob = true, .published_active_params_b = 22.0};
 
-inline constexpr std::array<const ModelDescriptor*, 12> all = {
-    &qwen3_0_6b,   &qwen3_1_7b,   &qwen3_4b,   &qwen3_8b,   &qwen3_14b,     &qwen3_32b,      &qwen2_5_0_5b,
-    &qwen2_5_1_5b, &qwen2_5_3b,   &qwen2_5_7b, &qwen3_30b_a3b, &qwen3_235b_a22b};
+// Qwen3.5 / Qwen3.6 (the text model of each checkpoint's text_config; docs/PRESETS.md gives the sources). Every
+// size shares head_dim 256 with 25% of it rotated (theta 1e7), 16 linear key heads of 128, value heads of 128,
+// conv kernel 4 and one gated attention layer in four. Qwen3.6-27B and -35B-A3B have the shapes of Qwen3.5's.
+inline constexpr ModelDescriptor qwen3_5_0_8b{
+    .name = "Qwen3.5-0.8B", .model_type = Qwen35Arch::name,
+    .hidden_size = 1024, .num_hidden_layers = 24, .num_attention_heads = 8, .num_key_value_heads = 2,
+    .head_dim = 256, .intermediate_size = 3584, .vocab_size = 248320, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = true, .attention_bias = false,
+    .published_params_b = 0.8, .full_attention_interval = 4, .linear_num_key_heads = 16, .linear_num_value_heads = 16,
+    .linear_key_head_dim = 128, .linear_value_head_dim = 128, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25,
+    .published_counts_vision = true};
+inline constexpr ModelDescriptor qwen3_5_9b{
+    .name = "Qwen3.5-9B", .model_type = Qwen35Arch::name,
+    .hidden_size = 4096, .num_hidden_layers = 32, .num_attention_heads = 16, .num_key_value_heads = 4,
+    .head_dim = 256, .intermediate_size = 12288, .vocab_size = 248320, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 9.0, .full_attention_interval = 4, .linear_num_key_heads = 16, .linear_num_value_heads = 32,
+    .linear_key_head_dim = 128, .linear_value_head_dim = 128, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25,
+    .published_counts_vision = true};
+inline constexpr ModelDescriptor qwen3_5_27b{
+    .name = "Qwen3.5-27B", .model_type = Qwen35Arch::name,
+    .hidden_size = 5120, .num_hidden_layers = 64, .num_attention_heads = 24, .num_key_value_heads = 4,
+    .head_dim = 256, .intermediate_size = 17408, .vocab_size = 248320, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 27.0, .full_attention_interval = 4, .linear_num_key_heads = 16, .linear_num_value_heads = 48,
+    .linear_key_head_dim = 128, .linear_value_head_dim = 128, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25,
+    .published_counts_vision = true};
+// The card's "3B activated" is the name's rounding: these counts give 3.46B (2.95B without the input embedding).
+inline constexpr ModelDescriptor qwen3_6_35b_a3b{
+    .name = "Qwen3.6-35B-A3B", .model_type = Qwen35MoeArch::name,
+    .hidden_size = 2048, .num_hidden_layers = 40, .num_attention_heads = 16, .num_key_value_heads = 2,
+    .head_dim = 256, .intermediate_size = 0, .vocab_size = 248320, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 35.0, .num_experts = 256, .num_experts_per_tok = 8, .moe_intermediate_size = 512, .norm_topk_prob = true,
+    .published_active_params_b = 0, .full_attention_interval = 4, .linear_num_key_heads = 16, .linear_num_value_heads = 32,
+    .linear_key_head_dim = 128, .linear_value_head_dim = 128, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25,
+    .shared_expert_intermediate_size = 512, .published_counts_vision = true};
+inline constexpr ModelDescriptor qwen3_5_397b_a17b{
+    .name = "Qwen3.5-397B-A17B", .model_type = Qwen35MoeArch::name,
+    .hidden_size = 4096, .num_hidden_layers = 60, .num_attention_heads = 32, .num_key_value_heads = 2,
+    .head_dim = 256, .intermediate_size = 0, .vocab_size = 248320, .max_position_embeddings = 262144,
+    .rms_norm_eps = 1e-6, .rope_theta = 10000000.0, .tie_word_embeddings = false, .attention_bias = false,
+    .published_params_b = 397.0, .num_experts = 512, .num_experts_per_tok = 10, .moe_intermediate_size = 1024, .norm_topk_prob = true,
+    .published_active_params_b = 17.0, .full_attention_interval = 4, .linear_num_key_heads = 16, .linear_num_value_heads = 64,
+    .linear_key_head_dim = 128, .linear_value_head_dim = 128, .linear_conv_kernel_dim = 4, .partial_rotary_factor = 0.25,
+    .shared_expert_intermediate_size = 1024, .published_counts_vision = true};
+
+inline constexpr std::array<const ModelDescriptor*, 17> all = {
+    &qwen3_0_6b,   &qwen3_1_7b,   &qwen3_4b,    &qwen3_8b,      &qwen3_14b,       &qwen3_32b,    &qwen2_5_0_5b,
+    &qwen2_5_1_5b, &qwen2_5_3b,   &qwen2_5_7b,  &qwen3_30b_a3b, &qwen3_235b_a22b, &qwen3_5_0_8b, &qwen3_5_9b,
+    &qwen3_5_27b,  &qwen3_6_35b_a3b, &qwen3_5_397b_a17b};
 
 static_assert(check_descriptor<qwen3_0_6b>() && check_descriptor<qwen3_1_7b>() && check_descriptor<qwen3_4b>() &&
               check_descriptor<qwen3_8b>() && check_descriptor<qwen3_14b>() && check_descriptor<qwen3_32b>());
 static_assert(check_descriptor<qwen2_5_0_5b>() && check_descriptor<qwen2_5_1_5b>() && check_descriptor<qwen2_5_3b>() &&
               check_descriptor<qwen2_5_7b>());
 static_assert(check_descriptor<qwen3_30b_a3b>() && check_descriptor<qwen3_235b_a22b>());
+static_assert(check_descriptor<qwen3_5_0_8b>() && check_descriptor<qwen3_5_9b>() && check_descriptor<qwen3_5_27b>() &&
+              check_descriptor<qwen3_6_35b_a3b>() && check_descriptor<qwen3_5_397b_a17b>());
 }  // namespace presets
 
 // The fields that identify a shape, each as "field=config value (preset value)". Not compared:
@@ -230,6 +319,23 @@ inline std::vector<std::string> mismatched_fields(const ModelDescriptor& d, cons
   cmp("num_experts_per_tok", moe.num_experts_per_tok, d.num_experts_per_tok);
   cmp("moe_intermediate_size", moe.moe_intermediate_size, d.moe_intermediate_size);
   cmp("norm_topk_prob", moe.norm_topk_prob, d.norm_topk_prob);
+  cmp("shared_expert_intermediate_size", moe.shared_expert_intermediate_size, d.shared_expert_intermediate_size);
+  // the hybrid stack: its layer pattern, Gated DeltaNet shapes and rotated share
+  const LinearAttentionConfig none{0, 0, 0, 0, 0};
+  const LinearAttentionConfig g = c.linear.value_or(none);
+  std::int64_t interval = 0;  // the config's layer pattern as an interval, when it is one
+  if (c.linear) {
+    for (std::int64_t i = 1; i <= c.num_hidden_layers && interval == 0; ++i) interval = c.is_linear_layer(i - 1) ? 0 : i;
+    for (std::int64_t l = 0; l < c.num_hidden_layers && interval > 0; ++l)
+      if (c.is_linear_layer(l) == ((l + 1) % interval == 0)) interval = -1;
+  }
+  cmp("full_attention_interval", interval, d.full_attention_interval);
+  cmp("linear_num_key_heads", g.linear_num_key_heads, d.linear_num_key_heads);
+  cmp("linear_num_value_heads", g.linear_num_value_heads, d.linear_num_value_heads);
+  cmp("linear_key_head_dim", g.linear_key_head_dim, d.linear_key_head_dim);
+  cmp("linear_value_head_dim", g.linear_value_head_dim, d.linear_value_head_dim);
+  cmp("linear_conv_kernel_dim", g.linear_conv_kernel_dim, d.linear_conv_kernel_dim);
+  cmp("rotary_dim", c.rotary_dim > 0 ? c.rotary_dim : c.head_dim, static_cast<std::int64_t>(static_cast<double>(d.head_dim) * d.partial_rotary_factor));
   return out;
 }
 

@@ -1,6 +1,7 @@
-// KVCache: keys and values of every layer for up to `capacity` positions, allocated once by the
-// backend, in f32 (exact) or f16 (half the bytes decode reads at long context). It also remembers
-// the token ids it holds, so a new prompt can reuse the longest shared prefix.
+// KVCache: a sequence's cache: keys and values of every attention layer for up to `capacity` positions,
+// allocated once by the backend, in f32 (exact) or f16 (half the bytes decode reads at long context), and for
+// hybrid models the recurrent state of the Gated DeltaNet layers (model/recurrent_state.hpp). It also remembers
+// the token ids it holds, so a new prompt can reuse the longest shared prefix it can restore.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "kylin/io/config.hpp"
 #include "kylin/kernels/kv_store.hpp"
 #include "kylin/backends/backend.hpp"
+#include "kylin/model/recurrent_state.hpp"
 
 namespace kylin {
 
@@ -27,8 +29,10 @@ inline DType parse_kv_dtype(std::string_view name) {
   throw Error(ErrorCategory::config, "kv dtype", "'" + std::string(name) + "' is not one of f32, f16");
 }
 
-// Keys and values of every layer for up to `capacity` positions, in memory allocated by the
-// model's backend (Model::new_cache), plus the token ids it holds.
+// Keys and values of every attention layer for up to `capacity` positions, in memory allocated by the
+// model's backend (Model::new_cache), the recurrent states of the linear layers, and the token ids it holds.
+// A cache of a hybrid model can be cut back only to a position it holds a state of: truncate(n) lands on
+// the largest such position <= n (size() tells where), and the caller feeds the tokens after it again.
 class KVCache {
  public:
   // Bytes a cache of this shape needs; refuses a dtype the cache cannot hold or a bad capacity.
@@ -40,9 +44,12 @@ class KVCache {
   }
 
   // storage: at least bytes_needed(c, capacity, dtype) bytes, 64-byte aligned, from the backend.
-  KVCache(const ModelConfig& c, std::int64_t capacity, DType dtype, Memory storage)
-      : n_layers_(c.num_hidden_layers), n_kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity),
-        dtype_(dtype), data_(std::move(storage)) {
+  // states: the recurrent states of c's linear layers (empty for an attention-only model).
+  KVCache(const ModelConfig& c, std::int64_t capacity, DType dtype, Memory storage, RecurrentStates states = {})
+      : n_layers_(c.attention_layers()), n_kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim), capacity_(capacity),
+        dtype_(dtype), data_(std::move(storage)), states_(std::move(states)) {
+    if (states_.layers() != c.linear_layers() || (c.linear && states_.floats_per_layer() != c.linear->state_floats()))
+      throw Error(ErrorCategory::runtime, "kv cache", "recurrent states of another geometry than the model's linear layers");
     if (data_.bytes() < bytes_needed(c, capacity, dtype))
       throw Error(ErrorCategory::runtime, "kv cache", "storage of " + std::to_string(data_.bytes()) + " bytes is too small");
     tokens_.reserve(static_cast<std::size_t>(capacity));
@@ -58,13 +65,22 @@ class KVCache {
   DType dtype() const { return dtype_; }
   std::size_t bytes() const { return static_cast<std::size_t>(layer_elems() * 2 * n_layers_) * dtype_size(dtype_); }
   static std::size_t bytes_per_token(const ModelConfig& c, DType dtype = DType::f32) {
-    return static_cast<std::size_t>(2 * c.num_hidden_layers * c.kv_dim()) * dtype_size(dtype);
+    return static_cast<std::size_t>(2 * c.attention_layers() * c.kv_dim()) * dtype_size(dtype);
+  }
+  // Bytes of one recurrent state (all linear layers; 0 for an attention-only model).
+  static std::size_t state_bytes(const ModelConfig& c) {
+    return c.linear ? static_cast<std::size_t>(c.linear_layers() * c.linear->state_floats()) * sizeof(float) : 0;
   }
   std::size_t bytes_per_token() const { return static_cast<std::size_t>(2 * n_layers_ * n_kv_heads_ * head_dim_) * dtype_size(dtype_); }
   // Whether this cache has the layer and head shape of models with config c.
   bool fits(const ModelConfig& c) const {
-    return n_layers_ == c.num_hidden_layers && n_kv_heads_ == c.num_key_value_heads && head_dim_ == c.head_dim;
+    return n_layers_ == c.attention_layers() && n_kv_heads_ == c.num_key_value_heads && head_dim_ == c.head_dim &&
+           states_.layers() == c.linear_layers() && (!c.linear || states_.floats_per_layer() == c.linear->state_floats());
   }
+  // The recurrent states (empty for an attention-only model).
+  const RecurrentStates& states() const { return states_; }
+  RecurrentStates& states() { return states_; }
+  bool has_states() const { return !states_.empty(); }
 
   // [n_kv_heads][capacity][head_dim] for one layer, in dtype().
   kernels::KVRef keys(std::int64_t layer) { return view(2 * layer); }
@@ -72,18 +88,33 @@ class KVCache {
   std::int64_t head_stride() const { return capacity_ * head_dim_; }
   kernels::KVLayout layout() const { return {n_kv_heads_, head_dim_, head_stride()}; }
 
-  void reset() { tokens_.clear(); }
-  // Rewind to the first n tokens; later positions are overwritten by the next feed.
+  void reset() {
+    tokens_.clear();
+    states_.reset();
+  }
+  // Rewind to the first n tokens, or, with recurrent states, to the largest position <= n holding one
+  // (restorable(n)); later positions are overwritten by the next feed. size() says where it landed.
   void truncate(std::int64_t n) {
     if (n < 0 || n > size())
       throw Error(ErrorCategory::runtime, "kv cache", "cannot truncate " + std::to_string(size()) + " tokens to " + std::to_string(n));
-    tokens_.resize(static_cast<std::size_t>(n));
+    const std::int64_t at = restorable(n);
+    tokens_.resize(static_cast<std::size_t>(at));
+    states_.rewind(at);
+  }
+  // The largest position <= n (<= size()) this cache can be cut back to: n itself without recurrent states.
+  std::int64_t restorable(std::int64_t n) const {
+    n = std::min(n, size());
+    return states_.empty() || n == size() ? n : states_.restorable(n);
   }
   // Length of the longest common prefix of the cached tokens and `prompt`.
   std::int64_t common_prefix(std::span<const int> prompt) const {
     const auto [a, b] = std::mismatch(tokens_.begin(), tokens_.end(), prompt.begin(), prompt.end());
     return static_cast<std::int64_t>(a - tokens_.begin());
   }
+  // How much of `prompt` this cache can serve: its shared prefix, cut back to a restorable position.
+  std::int64_t reusable_prefix(std::span<const int> prompt) const { return restorable(common_prefix(prompt)); }
+  // Keeps the current state as a snapshot for later prefix reuse (no copy; nothing without recurrent states).
+  void keep_state() { states_.pin(size()); }
 
   void check_room(std::int64_t n_new) const {
     if (n_new > remaining())
@@ -91,8 +122,16 @@ class KVCache {
                   "cannot add " + std::to_string(n_new) + " tokens to " + std::to_string(size()) +
                       ": the KV cache holds at most " + std::to_string(capacity_) + " tokens");
   }
-  // Called by the model after writing keys/values of `ids` at positions size()...
-  void commit(std::span<const int> ids) { tokens_.insert(tokens_.end(), ids.begin(), ids.end()); }
+  // Where a pass over n tokens at size().. reads and writes its recurrent states (RecurrentStates::begin):
+  // one output per row for decode rows, else one, and the positions of keep_at it covers kept as snapshots.
+  RecurrentStates::Targets begin_states(std::int64_t n, bool decode_rows, std::span<const std::int64_t> keep_at = {}) {
+    return states_.begin(size(), n, decode_rows, keep_at);
+  }
+  // Called by the model after writing keys/values (and states) of `ids` at positions size()...
+  void commit(std::span<const int> ids, bool decode_rows = false) {
+    states_.commit(size(), static_cast<std::int64_t>(ids.size()), decode_rows);
+    tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+  }
 
   // Bytes of positions [0, n) of one kv head of a layer's keys (kv = 0) or values (kv = 1):
   // [n][head_dim] in dtype(). Saving and restoring a prefix (generate/kv_file.hpp) and copying one
@@ -108,11 +147,15 @@ class KVCache {
   }
   // Holds the first n positions of `from`, a cache of the same shape and dtype, copied (a sibling
   // generation on the same prompt starts from them), through the host when either lives in device
-  // memory.
+  // memory; with recurrent states, the first from.restorable(n) and the state there.
   void copy_prefix(const KVCache& from, std::int64_t n) {
     if (n < 0 || n > from.size() || n > capacity_ || from.dtype_ != dtype_ || from.n_layers_ != n_layers_ ||
-        from.n_kv_heads_ != n_kv_heads_ || from.head_dim_ != head_dim_)
+        from.n_kv_heads_ != n_kv_heads_ || from.head_dim_ != head_dim_ || from.states_.layers() != states_.layers() ||
+        from.states_.floats_per_layer() != states_.floats_per_layer())
       throw Error(ErrorCategory::runtime, "kv cache", "cannot copy " + std::to_string(n) + " positions from a cache of another shape");
+    n = from.restorable(n);
+    reset();
+    states_.copy_from(from.states_, n);
     const bool host = data_.placement() == Placement::host && from.data_.placement() == Placement::host;
     std::vector<std::byte> staging(host ? 0 : head_bytes(n));
     for (std::int64_t layer = 0; layer < n_layers_; ++layer)
@@ -128,11 +171,21 @@ class KVCache {
         }
     tokens_.assign(from.tokens_.begin(), from.tokens_.begin() + n);
   }
-  // After the rows of positions [0, tokens.size()) were written by a restore: the cache holds `tokens`.
+  // The recurrent state at size() to or from host bytes (state_bytes() of them), for files.
+  std::size_t state_bytes() const { return states_.bytes(); }
+  void read_state(std::span<std::byte> out) const { states_.read(size(), out); }
+  void read_state(std::int64_t position, std::span<std::byte> out) const { states_.read(position, out); }
+  // Before restore(tokens): the state after those tokens.
+  void write_state(std::int64_t position, std::span<const std::byte> in) { states_.write(position, in); }
+  // After the rows of positions [0, tokens.size()) (and the state there) were written by a restore: the cache holds `tokens`.
   void restore(std::span<const int> tokens) {
     if (static_cast<std::int64_t>(tokens.size()) > capacity_)
       throw Error(ErrorCategory::runtime, "kv cache", "cannot restore " + std::to_string(tokens.size()) + " tokens into " +
                                                           std::to_string(capacity_) + " positions");
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    states_.rewind(n);
+    if (!states_.empty() && states_.restorable(n) != n)
+      throw Error(ErrorCategory::runtime, "kv cache", "cannot restore " + std::to_string(n) + " tokens without the recurrent state after them");
     tokens_.assign(tokens.begin(), tokens.end());
   }
 
@@ -154,7 +207,8 @@ class KVCache {
 
   std::int64_t n_layers_, n_kv_heads_, head_dim_, capacity_;
   DType dtype_;
-  Memory data_;             // [layers][k|v][n_kv_heads][capacity][head_dim]
+  Memory data_;             // [attention layers][k|v][n_kv_heads][capacity][head_dim]
+  RecurrentStates states_;  // the linear layers' states at a few positions
   std::vector<int> tokens_;
 };
 

@@ -39,8 +39,10 @@ class AnyModel {
   virtual WeightFormat weight_format() const = 0;
   virtual const QuantizedWeights& quantized() const = 0;
   virtual WeightLayout weight_layout() const = 0;
+  virtual ExpertMemory expert_memory() const = 0;
   virtual kernels::PrefillActivations prefill_activations() const = 0;
   virtual bool has_lm_head() const = 0;
+  virtual const ModelWeights& weights() const = 0;
   virtual KVCache new_cache(std::optional<std::int64_t> context_length) const = 0;
   virtual void forward(std::span<const SequenceInput> batch) = 0;
 };
@@ -68,8 +70,10 @@ class ModelOn final : public AnyModel {
   WeightFormat weight_format() const override { return m_.weight_format(); }
   const QuantizedWeights& quantized() const override { return m_.quantized(); }
   WeightLayout weight_layout() const override { return m_.weight_layout(); }
+  ExpertMemory expert_memory() const override { return m_.expert_memory(); }
   kernels::PrefillActivations prefill_activations() const override { return m_.prefill_activations(); }
   bool has_lm_head() const override { return m_.has_lm_head(); }
+  const ModelWeights& weights() const override { return m_.weights(); }
   KVCache new_cache(std::optional<std::int64_t> n) const override { return m_.new_cache(n); }
   void forward(std::span<const SequenceInput> batch) override { m_.forward(batch); }
 
@@ -154,8 +158,11 @@ class Model {
   WeightFormat weight_format() const { return m_->weight_format(); }
   const QuantizedWeights& quantized() const { return m_->quantized(); }
   WeightLayout weight_layout() const { return m_->weight_layout(); }
+  ExpertMemory expert_memory() const { return m_->expert_memory(); }
   kernels::PrefillActivations prefill_activations() const { return m_->prefill_activations(); }
   bool has_lm_head() const { return m_->has_lm_head(); }
+  // The weights the forward reads, in the form it reads them (packed, quantized or as stored).
+  const ModelWeights& weights() const { return m_->weights(); }
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const { return m_->new_cache(context_length); }
 
   void forward(std::span<const SequenceInput> batch) { m_->forward(batch); }

@@ -48,8 +48,7 @@ class PackedWeights {
     if (tied) w.embed_tokens = w.lm_head;  // looked up in panels (kernels::embed_row)
     // The norms are copied too: faulting them in from the file would map large parts of their
     // dropped neighbours again (as QuantizedWeights found: +37 MB RSS on the Qwen3-0.6B shape).
-    for (LayerWeights& L : w.layers)
-      for (MatRef* m : {&L.input_layernorm, &L.post_attention_layernorm, &L.q_norm, &L.k_norm}) own(*m, backend);
+    for (LayerWeights& L : w.layers) L.each_norm([&](MatRef& m) { own(m, backend); });
     own(w.norm, backend);
     if (w.fp8) {  // BF16 widenings now packed are not read again
       std::unordered_set<const void*> used;

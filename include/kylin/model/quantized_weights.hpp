@@ -48,11 +48,7 @@ class QuantizedWeights {
     // (a checkpoint saved by `kylin quantize` is quantized already)
     auto quantizable = [](const MatRef& m) { return m.data && !kernels::is_quantized(m.dtype) && m.cols % kernels::q8_block == 0; };
     std::vector<MatRef*> todo;  // in the order they are quantized
-    for (LayerWeights& L : w.layers) {
-      for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) todo.push_back(m);
-      for (ExpertWeights& x : L.experts)
-        for (MatRef* m : {&x.gate_proj, &x.up_proj, &x.down_proj}) todo.push_back(m);
-    }
+    for (LayerWeights& L : w.layers) L.each_projection([&](MatRef& m) { todo.push_back(&m); });
     // A tied table is quantized once, for the LM head and the lookups alike: looking rows up in
     // the stored table would fault in far more of it than the rows read (measured: 140 MB RSS
     // after 128 lookups on the Qwen3-0.6B shape), giving back most of what quantizing saved.
@@ -72,8 +68,7 @@ class QuantizedWeights {
     if (tied) w.embed_tokens = w.lm_head;
     // The norms are copied too: faulting them in from the file mapped large parts of the dropped
     // neighbours again (measured +37 MB RSS in the first forward pass on the Qwen3-0.6B shape).
-    for (LayerWeights& L : w.layers)
-      for (MatRef* m : {&L.input_layernorm, &L.post_attention_layernorm, &L.q_norm, &L.k_norm}) own(*m);
+    for (LayerWeights& L : w.layers) L.each_norm([&](MatRef& m) { own(m); });
     own(w.norm);
     ckpt.advise(io::AccessHint::release);  // what is still read from the file (the router, an untied table) faults back in
     return w;

@@ -16,19 +16,22 @@ namespace kylin {
 
 class RotaryEmbedding {
  public:
-  explicit RotaryEmbedding(const ModelConfig& c) : head_dim_(c.head_dim) {
-    const std::int64_t half = c.head_dim / 2;
-    const double dim = static_cast<double>(c.head_dim), base = c.rope_theta;
+  // Over the first rotary_dim dims of each head (partial RoPE; all of head_dim for the Qwen3 generation):
+  // inv_freq_i = theta^(-2i / rotary_dim).
+  explicit RotaryEmbedding(const ModelConfig& c) : head_dim_(c.head_dim), rotary_dim_(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) {
+    const std::int64_t half = rotary_dim_ / 2;
+    const double dim = static_cast<double>(rotary_dim_), base = c.rope_theta;
     inv_freq_.resize(static_cast<std::size_t>(half));
     for (std::int64_t i = 0; i < half; ++i) inv_freq_[static_cast<std::size_t>(i)] = 1.0 / std::pow(base, 2.0 * i / dim);
     if (c.rope_scaling) apply_yarn(*c.rope_scaling, c);
   }
 
   std::int64_t head_dim() const { return head_dim_; }
+  std::int64_t rotary_dim() const { return rotary_dim_; }
   double attention_factor() const { return attention_factor_; }
   const std::vector<double>& inv_freq() const { return inv_freq_; }
 
-  // cos/sin: [n_tokens, head_dim/2] for positions pos0 .. pos0+n_tokens-1, times the attention factor.
+  // cos/sin: [n_tokens, rotary_dim/2] for positions pos0 .. pos0+n_tokens-1, times the attention factor.
   void tables(std::int64_t pos0, std::int64_t n_tokens, float* cos, float* sin) const {
     const std::size_t half = inv_freq_.size();
     for (std::int64_t t = 0; t < n_tokens; ++t)
@@ -65,8 +68,8 @@ class RotaryEmbedding {
     }
   }
 
-  std::int64_t head_dim_;
-  std::vector<double> inv_freq_;  // [head_dim/2]
+  std::int64_t head_dim_, rotary_dim_;
+  std::vector<double> inv_freq_;  // [rotary_dim/2]
   double attention_factor_ = 1.0;
 };
 

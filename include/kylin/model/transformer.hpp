@@ -1,5 +1,6 @@
 // Transformer<Norm, Attn, MLP>: the decoder-only forward pass, generic over its components.
-// forward() runs one Pass: chunks of several sequences, each against and into its own KV cache.
+// forward() runs one Pass: chunks of several sequences, each against and into its own cache (keys and
+// values, and for a hybrid stack the recurrent states of its linear layers).
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "kylin/model/arch.hpp"
 #include "kylin/model/components.hpp"
+#include "kylin/model/hybrid_components.hpp"
 #include "kylin/model/rope.hpp"
 
 namespace kylin {
@@ -18,10 +20,11 @@ class Transformer {
  public:
   Transformer(const ModelConfig& c, const ModelWeights& w)
       : config_(c), weights_(w), rope_(c), final_norm_{w.norm, c.rms_norm_eps} {
-    for (const LayerWeights& L : weights_.layers)
-      blocks_.push_back(Block{Norm{L.input_layernorm, c.rms_norm_eps},
-                              Attn{&L, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rms_norm_eps},
+    for (std::size_t l = 0; l < weights_.layers.size(); ++l) {
+      const LayerWeights& L = weights_.layers[l];
+      blocks_.push_back(Block{Norm{L.input_layernorm, c.rms_norm_eps}, Attn::from(L, c, static_cast<std::int64_t>(l)),
                               Norm{L.post_attention_layernorm, c.rms_norm_eps}, MLP::from(L, c)});
+    }
   }
   Transformer(const Transformer&) = delete;  // blocks point into weights_
   Transformer& operator=(const Transformer&) = delete;
@@ -30,12 +33,15 @@ class Transformer {
   // rows each sequence asked for come back as logits and/or final hidden states.
   template <Backend B>
   void forward(B& b, Workspace& ws, const Pass& pass) const {
-    const std::int64_t half = config_.head_dim / 2;
+    const std::int64_t half = rope_.rotary_dim() / 2;
     float* x = ws.x;  // [R, hidden]
+    ws.pass_states.clear();
     for (const PassSequence& s : pass.seqs) {
-      // the pass's token ids in row order, and rotary tables for positions cache.size() .. + n, made on the host
+      // the pass's token ids in row order, rotary tables for positions cache.size() .. + n, made on the host,
+      // and where the sequence's recurrent states are read and written (hybrid stacks)
       std::ranges::copy(s.tokens, ws.ids_host.begin() + s.row0);
       rope_.tables(s.cache->size(), s.n(), ws.cos_host.data() + s.row0 * half, ws.sin_host.data() + s.row0 * half);
+      ws.pass_states.push_back(s.cache->begin_states(s.n(), pass.decodes(s), s.keep_states));
     }
     // token embeddings, one call for the pass
     b.embed(weights_.embed_tokens, std::span<const int>(ws.ids_host).first(static_cast<std::size_t>(pass.rows)), x);
@@ -45,16 +51,17 @@ class Transformer {
       const Block& blk = blocks_[static_cast<std::size_t>(l)];
       // x += attn(input_norm(x))
       blk.input_norm(b, x, ws.xn, pass.rows);
-      blk.attn(b, ws, ws.xn, x, pass, l);
+      blk.attn(b, ws, ws.xn, x, pass);
       // x += mlp(post_attention_norm(x))
       blk.post_attention_norm(b, x, ws.xn, pass.rows);
       blk.mlp(b, ws, ws.xn, x, pass);
     }
-    for (const PassSequence& s : pass.seqs) s.cache->commit(s.tokens);
+    for (const PassSequence& s : pass.seqs) s.cache->commit(s.tokens, pass.decodes(s));
     write_outputs(b, ws, pass);
   }
 
   const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
   const RotaryEmbedding& rope() const { return rope_; }
 
  private:

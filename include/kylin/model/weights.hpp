@@ -3,12 +3,17 @@
 // together (one kylin::Error, or check_weights' list). Weights stay zero-copy views.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
+#include <optional>
 #include <string_view>
+#include <utility>
 #include <unordered_set>
 #include <vector>
 
@@ -30,9 +35,32 @@ struct ExpertWeights {
   MatRef down_proj;  // [hidden, moe_intermediate]
 };
 
+// A Gated DeltaNet layer's weights (LayerType::linear_attention), C = 2 nk dk + nv dv, r = nv / nk.
+struct LinearAttentionWeights {
+  MatRef in_proj_qkv;   // [C, hidden]          rows: nk q heads | nk k heads | nv v heads   (LinearProjections::separate)
+  MatRef in_proj_z;     // [nv*dv, hidden]      the output gate
+  MatRef in_proj_b;     // [nv, hidden]         beta = sigmoid(b)
+  MatRef in_proj_a;     // [nv, hidden]         decay input
+  MatRef in_proj_qkvz;  // [nk*(2dk + 2r dv), hidden]  per key head [q dk | k dk | v r dv | z r dv]  (fused_per_key_head)
+  MatRef in_proj_ba;    // [2nv, hidden]        per key head [b r | a r]
+  std::vector<float> conv1d;     // [K, C]  depthwise causal conv taps (conv1d.weight [C, 1, K]), widened, tap-major
+  std::vector<float> neg_exp_a;  // [nv]    -exp(A_log): g = neg_exp_a * softplus(a + dt_bias)
+  std::vector<float> dt_bias;    // [nv]
+  MatRef norm;                   // [dv]    the gated output RMSNorm's weight (a plain scale), widened to f32
+  MatRef out_proj;               // [hidden, nv*dv]
+};
+
+// The gated shared expert of a sparse layer (ArchInfo::shared_expert).
+struct SharedExpertWeights {
+  MatRef gate_proj;  // [shared_intermediate, hidden]
+  MatRef up_proj;    // [shared_intermediate, hidden]
+  MatRef down_proj;  // [hidden, shared_intermediate]
+  MatRef gate;       // [1, hidden]  its weight per row: sigmoid(x . gate)
+};
+
 struct LayerWeights {
   MatRef input_layernorm;           // [hidden]
-  MatRef q_proj;                    // [n_heads*head_dim, hidden]
+  MatRef q_proj;                    // [n_heads*head_dim, hidden]; gated attention: [n_heads*2*head_dim, hidden], [query | gate] per head
   MatRef k_proj;                    // [n_kv_heads*head_dim, hidden]
   MatRef v_proj;                    // [n_kv_heads*head_dim, hidden]
   MatRef o_proj;                    // [hidden, n_heads*head_dim]
@@ -47,6 +75,33 @@ struct LayerWeights {
   MatRef down_proj;                 // [hidden, intermediate]
   MatRef router;                    // [num_experts, hidden]    (sparse layers: mlp.gate)
   std::vector<ExpertWeights> experts;  // [num_experts]
+  bool experts_mapped = false;         // ExpertMemory::mapped: experts read in place from the mapped file, prefetched once routed
+  SharedExpertWeights shared_expert;   // (sparse layers of ArchInfo::shared_expert archs)
+  LinearAttentionWeights linear;       // (linear_attention layers; their attention fields stay empty)
+
+  // Every matrix a matmul reads, for the passes that pack, quantize or page in weights.
+  template <class Fn>
+  void each_matrix(Fn fn) {
+    for (MatRef* m : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj, &router, &linear.in_proj_qkv, &linear.in_proj_z,
+                      &linear.in_proj_b, &linear.in_proj_a, &linear.in_proj_qkvz, &linear.in_proj_ba, &linear.out_proj,
+                      &shared_expert.gate_proj, &shared_expert.up_proj, &shared_expert.down_proj, &shared_expert.gate})
+      fn(*m);
+    for (ExpertWeights& x : experts)
+      for (MatRef* m : {&x.gate_proj, &x.up_proj, &x.down_proj}) fn(*m);
+  }
+  // The projections --weights q8|q4 quantizes (not the router nor the shared expert's one-row gate, which are
+  // tiny and steer: docs/QUANTIZATION.md).
+  template <class Fn>
+  void each_projection(Fn fn) {
+    each_matrix([&](MatRef& m) {
+      if (&m != &router && &m != &shared_expert.gate && &m != &linear.in_proj_b && &m != &linear.in_proj_a) fn(m);
+    });
+  }
+  // The norm weights, read whole by every pass.
+  template <class Fn>
+  void each_norm(Fn fn) {
+    for (MatRef* m : {&input_layernorm, &post_attention_layernorm, &q_norm, &k_norm, &linear.norm}) fn(*m);
+  }
 };
 
 struct ModelWeights {
@@ -57,6 +112,8 @@ struct ModelWeights {
   // FP8 checkpoints only: their F8_E4M3 weights and the BF16 widenings the MatRefs above point
   // into once widen_fp8 ran (shared, so copies of these weights stay valid).
   std::shared_ptr<Fp8Weights> fp8;
+  // f32 tensors made at bind time (the 1 + w of zero-centred norms) that MatRefs above point into.
+  std::shared_ptr<std::deque<std::vector<float>>> owned;
 };
 
 // Where the LM head comes from. An embedding model (a sentence-transformers directory) may be
@@ -166,12 +223,49 @@ class Binder {
   }
   std::shared_ptr<Fp8Weights> fp8_weights() const { return fp8_weights_; }
 
-  std::vector<float> bind_f32(const std::string& name, std::int64_t n) {
-    const MatRef w = bind(name, {n});
+  std::vector<float> bind_f32(const std::string& name, std::int64_t n) { return bind_f32(name, std::vector<std::int64_t>{n}); }
+  // A small tensor of any shape widened to f32, row-major.
+  std::vector<float> bind_f32(const std::string& name, const std::vector<std::int64_t>& shape) {
+    const io::TensorView* t = bind_view(name, shape);
     std::vector<float> out;
-    if (!w.data) return out;
-    for (std::int64_t i = 0; i < n; ++i) out.push_back(kernels::weight_at(w, i));
+    if (!t) return out;
+    const MatRef w{t->dtype, t->data, 1, t->numel()};
+    for (std::int64_t i = 0; i < w.cols; ++i) out.push_back(kernels::weight_at(w, i));
     return out;
+  }
+
+  // An RMSNorm weight [n]: as stored, or for NormScale::one_plus_weight the f32 1 + w, which transformers'
+  // Qwen3_5RMSNorm computes in float32 too (output * (1.0 + weight.float())), so the product is the same.
+  MatRef bind_norm(const std::string& name, std::int64_t n, NormScale scale) {
+    if (scale == NormScale::weight) return bind(name, {n});
+    std::vector<float> w = bind_f32(name, n);
+    if (w.empty()) return {};
+    for (float& x : w) x = 1.0f + x;
+    if (!owned_) owned_ = std::make_shared<std::deque<std::vector<float>>>();
+    owned_->push_back(std::move(w));
+    return MatRef{DType::f32, owned_->back().data(), 1, n};
+  }
+  // A small tensor [n] widened to f32 where the kernels read it as floats (the DeltaNet output norm).
+  MatRef bind_widened(const std::string& name, std::int64_t n) {
+    std::vector<float> w = bind_f32(name, n);
+    if (w.empty()) return {};
+    if (!owned_) owned_ = std::make_shared<std::deque<std::vector<float>>>();
+    owned_->push_back(std::move(w));
+    return MatRef{DType::f32, owned_->back().data(), 1, n};
+  }
+  std::shared_ptr<std::deque<std::vector<float>>> owned() const { return owned_; }
+
+  // A tensor of `shape` in a dtype the kernels run (BF16, F16, F32), for slicing (fused experts).
+  const io::TensorView* bind_view(const std::string& hf_name, const std::vector<std::int64_t>& shape) {
+    const std::string name = resolve(hf_name);
+    bound_.insert(name);
+    const io::TensorView* t = ckpt_.find(name);
+    if (!t) problems_.push_back(name + ": missing");
+    else if (t->shape != shape) problems_.push_back(name + ": expected " + io::shape_string(shape) + ", got " + io::shape_string(t->shape));
+    else if (!info(t->dtype).runnable)
+      problems_.push_back(name + ": dtype " + std::string(dtype_name(t->dtype)) + " is not supported here (BF16, F16, F32 are)");
+    else return t;
+    return nullptr;
   }
 
   bool has(const std::string& name) const { return ckpt_.find(resolve(name)) != nullptr; }
@@ -218,73 +312,206 @@ class Binder {
   std::optional<Fp8Config> fp8_;
   BindMode mode_;
   std::shared_ptr<Fp8Weights> fp8_weights_;  // the F8_E4M3 weights bound
+  std::shared_ptr<std::deque<std::vector<float>>> owned_;  // f32 tensors made here (bind_norm)
   std::vector<std::string> problems_;
   std::unordered_set<std::string> bound_;  // every name bind() asked for, present or not
 };
 
+// One layer's attention (p: its "....layers.i." prefix): q/k/v/o (+ q/k norms or biases); gated attention's
+// q_proj holds [query | gate] per head.
+inline void bind_attention(Binder& b, const ModelConfig& c, const ArchInfo& arch, const std::string& p, LayerWeights& L) {
+  const std::int64_t H = c.hidden_size, D = c.head_dim;
+  L.q_proj = b.bind(p + "self_attn.q_proj.weight", {arch.attention_output_gate ? 2 * c.q_dim() : c.q_dim(), H});
+  L.k_proj = b.bind(p + "self_attn.k_proj.weight", {c.kv_dim(), H});
+  L.v_proj = b.bind(p + "self_attn.v_proj.weight", {c.kv_dim(), H});
+  L.o_proj = b.bind(p + "self_attn.o_proj.weight", {H, c.q_dim()});
+  if (arch.has_qk_norm()) {
+    L.q_norm = b.bind_norm(p + "self_attn.q_norm.weight", D, arch.norm_scale);
+    L.k_norm = b.bind_norm(p + "self_attn.k_norm.weight", D, arch.norm_scale);
+  }
+  if (arch.has_qkv_bias()) {
+    L.q_bias = b.bind_f32(p + "self_attn.q_proj.bias", c.q_dim());
+    L.k_bias = b.bind_f32(p + "self_attn.k_proj.bias", c.kv_dim());
+    L.v_bias = b.bind_f32(p + "self_attn.v_proj.bias", c.kv_dim());
+  } else if (c.attention_bias) {  // transformers would add these; absent, it zero-initialises them
+    for (const char* proj : {"q", "k", "v", "o"})
+      b.refuse(p + "self_attn." + proj + "_proj.bias", std::string(arch.name) + " attention with biases is not supported");
+  }
+}
+
+// One Gated DeltaNet layer (p: its "....layers.i.linear_attn." prefix).
+inline void bind_linear_attention(Binder& b, const ModelConfig& c, const ArchInfo& arch, const std::string& p, LinearAttentionWeights& L) {
+  const LinearAttentionConfig& g = *c.linear;
+  const std::int64_t H = c.hidden_size, nv = g.linear_num_value_heads, C = g.conv_dim();
+  if (arch.linear_projections == LinearProjections::fused_per_key_head) {
+    L.in_proj_qkvz = b.bind(p + "in_proj_qkvz.weight", {2 * g.key_dim() + 2 * g.value_dim(), H});
+    L.in_proj_ba = b.bind(p + "in_proj_ba.weight", {2 * nv, H});
+  } else {
+    L.in_proj_qkv = b.bind(p + "in_proj_qkv.weight", {C, H});
+    L.in_proj_z = b.bind(p + "in_proj_z.weight", {g.value_dim(), H});
+    L.in_proj_b = b.bind(p + "in_proj_b.weight", {nv, H});
+    L.in_proj_a = b.bind(p + "in_proj_a.weight", {nv, H});
+  }
+  const std::int64_t K = g.linear_conv_kernel_dim;
+  const std::vector<float> conv = b.bind_f32(p + "conv1d.weight", {C, 1, K});  // [C, 1, K]
+  if (!conv.empty()) {
+    L.conv1d.resize(static_cast<std::size_t>(K * C));  // tap-major [K, C], so that a tap reads its channels contiguously
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t j = 0; j < K; ++j) L.conv1d[static_cast<std::size_t>(j * C + c)] = conv[static_cast<std::size_t>(c * K + j)];
+  }
+  L.neg_exp_a = b.bind_f32(p + "A_log", nv);
+  for (float& a : L.neg_exp_a) a = static_cast<float>(-std::exp(static_cast<double>(a)));
+  L.dt_bias = b.bind_f32(p + "dt_bias", nv);
+  L.norm = b.bind_widened(p + "norm.weight", g.linear_value_head_dim);
+  L.out_proj = b.bind(p + "out_proj.weight", {H, g.value_dim()});
+  b.refuse(p + "conv1d.bias", "a Gated DeltaNet conv1d with a bias is not supported (transformers' has none)");
+}
+
+// A sparse layer's router, experts (per expert or fused) and shared expert (p: "....layers.i.mlp.").
+inline void bind_experts(Binder& b, const ModelConfig& c, const ArchInfo& arch, const std::string& p, LayerWeights& L) {
+  const std::int64_t H = c.hidden_size, E = c.moe->num_experts, M = c.moe->moe_intermediate_size;
+  L.router = b.bind(p + "gate.weight", {E, H});
+  // Qwen3.5-MoE checkpoints store the experts fused; quantized third-party exports of it keep them per expert.
+  if (arch.expert_storage == ExpertStorage::fused && !b.has(p + "experts.0.gate_proj.weight")) {
+    const io::TensorView* gu = b.bind_view(p + "experts.gate_up_proj", {E, 2 * M, H});
+    const io::TensorView* dn = b.bind_view(p + "experts.down_proj", {E, H, M});
+    if (gu && dn) {
+      const std::size_t gsize = dtype_size(gu->dtype), dsize = dtype_size(dn->dtype);
+      for (std::int64_t e = 0; e < E; ++e) {
+        const std::byte* g0 = gu->data + static_cast<std::size_t>(e * 2 * M * H) * gsize;  // rows [0, M): gate, [M, 2M): up
+        L.experts.push_back({MatRef{gu->dtype, g0, M, H}, MatRef{gu->dtype, g0 + static_cast<std::size_t>(M * H) * gsize, M, H},
+                             MatRef{dn->dtype, dn->data + static_cast<std::size_t>(e * H * M) * dsize, H, M}});
+      }
+    }
+  } else {
+    for (std::int64_t e = 0; e < E; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      L.experts.push_back({b.bind(x + "gate_proj.weight", {M, H}), b.bind(x + "up_proj.weight", {M, H}), b.bind(x + "down_proj.weight", {H, M})});
+    }
+  }
+  if (!arch.shared_expert) return;
+  const std::int64_t S = c.moe->shared_expert_intermediate_size;
+  L.shared_expert = {b.bind(p + "shared_expert.gate_proj.weight", {S, H}), b.bind(p + "shared_expert.up_proj.weight", {S, H}),
+                     b.bind(p + "shared_expert.down_proj.weight", {H, S}), b.bind(p + "shared_expert_gate.weight", {1, H})};
+}
+
 // Every tensor of config `c`, by HF name; what the architecture adds comes from its ArchInfo.
 inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
   const ArchInfo& arch = arch_info(c.model_type);
-  const std::int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const std::string P(arch.tensor_prefix);
   ModelWeights w;
-  w.embed_tokens = b.bind("model.embed_tokens.weight", {V, H});
+  w.embed_tokens = b.bind(P + "embed_tokens.weight", {V, H});
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string p = P + "layers." + std::to_string(l) + ".";
     LayerWeights& L = w.layers.emplace_back();
-    L.input_layernorm = b.bind(p + "input_layernorm.weight", {H});
-    L.q_proj = b.bind(p + "self_attn.q_proj.weight", {c.q_dim(), H});
-    L.k_proj = b.bind(p + "self_attn.k_proj.weight", {c.kv_dim(), H});
-    L.v_proj = b.bind(p + "self_attn.v_proj.weight", {c.kv_dim(), H});
-    L.o_proj = b.bind(p + "self_attn.o_proj.weight", {H, c.q_dim()});
-    if (arch.has_qk_norm()) {
-      L.q_norm = b.bind(p + "self_attn.q_norm.weight", {D});
-      L.k_norm = b.bind(p + "self_attn.k_norm.weight", {D});
-    }
-    if (arch.has_qkv_bias()) {
-      L.q_bias = b.bind_f32(p + "self_attn.q_proj.bias", c.q_dim());
-      L.k_bias = b.bind_f32(p + "self_attn.k_proj.bias", c.kv_dim());
-      L.v_bias = b.bind_f32(p + "self_attn.v_proj.bias", c.kv_dim());
-    } else if (c.attention_bias) {  // transformers would add these; absent, it zero-initialises them
-      for (const char* proj : {"q", "k", "v", "o"})
-        b.refuse(p + "self_attn." + proj + "_proj.bias", std::string(arch.name) + " attention with biases is not supported");
-    }
-    L.post_attention_layernorm = b.bind(p + "post_attention_layernorm.weight", {H});
+    L.input_layernorm = b.bind_norm(p + "input_layernorm.weight", H, arch.norm_scale);
+    if (c.is_linear_layer(l)) bind_linear_attention(b, c, arch, p + "linear_attn.", L.linear);
+    else bind_attention(b, c, arch, p, L);
+    L.post_attention_layernorm = b.bind_norm(p + "post_attention_layernorm.weight", H, arch.norm_scale);
     if (c.is_sparse_layer(l)) {
-      const std::int64_t E = c.moe->num_experts, M = c.moe->moe_intermediate_size;
-      L.router = b.bind(p + "mlp.gate.weight", {E, H});
-      for (std::int64_t e = 0; e < E; ++e) {
-        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-        L.experts.push_back({b.bind(x + "gate_proj.weight", {M, H}), b.bind(x + "up_proj.weight", {M, H}),
-                             b.bind(x + "down_proj.weight", {H, M})});
-      }
+      bind_experts(b, c, arch, p + "mlp.", L);
       continue;
     }
     L.gate_proj = b.bind(p + "mlp.gate_proj.weight", {I, H});
     L.up_proj = b.bind(p + "mlp.up_proj.weight", {I, H});
     L.down_proj = b.bind(p + "mlp.down_proj.weight", {H, I});
   }
-  w.norm = b.bind("model.norm.weight", {H});
+  w.norm = b.bind_norm(P + "norm.weight", H, arch.norm_scale);
   switch (lm_head_source(b.checkpoint(), c)) {
     case LmHead::own: w.lm_head = b.bind("lm_head.weight", {V, H}); break;
     case LmHead::tied: w.lm_head = w.embed_tokens; break;
     case LmHead::none: break;
   }
   w.fp8 = b.fp8_weights();
+  w.owned = b.owned();
   return w;
 }
 
 }  // namespace detail
 
-// Every weight matrix of w (embedding, LM head, projections, router, experts); fn(MatRef&).
+// One expert's matrix inside a fused expert tensor: its per-expert name, byte offset and shape.
+struct TensorPart {
+  std::string name;       // "....mlp.experts.<e>.gate_proj.weight", as a per-expert checkpoint names it
+  std::size_t offset;     // bytes from the tensor's start
+  std::int64_t rows, cols;
+};
+
+// The experts' matrices of a fused expert tensor (gate_up_proj [E, 2M, H]: gate rows then up rows per
+// expert; down_proj [E, H, M]) in memory order, named as bind_experts binds the per-expert layout;
+// empty for any other tensor. `kylin quantize` saves fused experts per expert, quantized one by one.
+inline std::vector<TensorPart> fused_expert_parts(const io::TensorView& t) {
+  std::vector<TensorPart> parts;
+  if (t.shape.size() != 3) return parts;
+  const std::int64_t E = t.shape[0], R = t.shape[1], C = t.shape[2];
+  const std::size_t size = dtype_size(t.dtype);
+  const auto base = [&](std::string_view fused) { return t.name.substr(0, t.name.size() - fused.size()) + "experts."; };
+  if (t.name.ends_with("experts.gate_up_proj") && R % 2 == 0)
+    for (std::int64_t e = 0; e < E; ++e)
+      for (const auto& [half, which] : {std::pair{0, "gate_proj"}, std::pair{1, "up_proj"}})
+        parts.push_back({base("experts.gate_up_proj") + std::to_string(e) + "." + which + ".weight",
+                         static_cast<std::size_t>((e * R + half * R / 2) * C) * size, R / 2, C});
+  else if (t.name.ends_with("experts.down_proj"))
+    for (std::int64_t e = 0; e < E; ++e)
+      parts.push_back({base("experts.down_proj") + std::to_string(e) + ".down_proj.weight", static_cast<std::size_t>(e * R * C) * size, R, C});
+  return parts;
+}
+
+// Every weight matrix of w (embedding, LM head, projections, router, experts, DeltaNet and shared expert); fn(MatRef&).
 template <class Fn>
 void for_each_matrix(ModelWeights& w, Fn fn) {
   fn(w.embed_tokens);
   fn(w.lm_head);
-  for (LayerWeights& L : w.layers) {
-    for (MatRef* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj, &L.router}) fn(*m);
-    for (ExpertWeights& x : L.experts)
-      for (MatRef* m : {&x.gate_proj, &x.up_proj, &x.down_proj}) fn(*m);
+  for (LayerWeights& L : w.layers) L.each_matrix(fn);
+}
+
+// Where an MoE model's routed experts are held. held: as the other weights (quantized, packed, paged in
+// at load). mapped: read in place from the mapped checkpoint as the router picks them, the page cache
+// keeping the recent ones: for checkpoints larger than memory (`kylin quantize` them first for q8/q4).
+enum class ExpertMemory { held, mapped };
+
+inline std::string_view expert_memory_name(ExpertMemory e) { return e == ExpertMemory::held ? "held" : "mapped"; }
+inline std::optional<ExpertMemory> parse_expert_memory(std::string_view s) {
+  for (ExpertMemory e : {ExpertMemory::held, ExpertMemory::mapped})
+    if (expert_memory_name(e) == s) return e;
+  return std::nullopt;
+}
+
+// Every layer's routed experts, taken out of `w` (ExpertMemory::mapped: the passes that quantize, pack or
+// page in weights pass them by), and put back marked as mapped.
+using LayerExperts = std::vector<std::vector<ExpertWeights>>;  // [layers][num_experts]
+inline LayerExperts take_experts(ModelWeights& w) {
+  LayerExperts out;
+  for (LayerWeights& L : w.layers) out.push_back(std::exchange(L.experts, {}));
+  return out;
+}
+inline ModelWeights put_experts(ModelWeights w, LayerExperts experts) {
+  for (std::size_t l = 0; l < experts.size(); ++l) {
+    w.layers[l].experts_mapped = !experts[l].empty();
+    w.layers[l].experts = std::move(experts[l]);
   }
+  return w;
+}
+
+// Bytes of a matrix as a matmul reads it: quantized blocks, 16-row panels (the last padded) or rows.
+inline std::size_t held_bytes(const MatRef& m) {
+  if (!m.data) return 0;
+  if (kernels::is_quantized(m.dtype)) return kernels::quant_bytes(m.dtype, m.rows, m.cols);
+  const std::int64_t elements = m.layout == kernels::Layout::panels ? kernels::panel_elements(m.rows, m.cols) : m.rows * m.cols;
+  return static_cast<std::size_t>(elements) * dtype_size(m.dtype);
+}
+
+// Pages in what the forward reads of the checkpoint, every bound matrix and norm, and not the tensors it
+// skips (a Qwen3.5 checkpoint's vision tower and MTP head are never read) nor mapped experts.
+inline void populate_bound(ModelWeights w, const io::Checkpoint& ckpt) {
+  for (LayerWeights& L : w.layers)
+    if (L.experts_mapped) L.experts.clear();  // read as routed (ExpertMemory::mapped)
+  auto page_in = [&](MatRef& m) {
+    if (m.data) ckpt.advise(io::AccessHint::populate, m.data, held_bytes(m));
+  };
+  for_each_matrix(w, page_in);
+  for (LayerWeights& L : w.layers) L.each_norm(page_in);
+  page_in(w.norm);
 }
 
 // Points every F8_E4M3 matrix still in w at its BF16 widening (made once per tensor); returns w.
@@ -314,13 +541,24 @@ inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& 
 struct WeightCheck {
   std::vector<std::string> problems;    // "<name>: missing" | "<name>: expected [..], got [..]" | "<name>: dtype .."
   std::vector<std::string> unexpected;  // tensor names, checkpoint order
+  std::vector<std::pair<std::string, std::size_t>> skipped;  // ArchInfo::skipped_tensors prefixes and how many tensors each has
   bool loads() const { return problems.empty(); }
 };
 
 inline WeightCheck check_weights(const io::Checkpoint& ckpt, const ModelConfig& c) {
   detail::Binder b(ckpt, c.fp8, detail::BindMode::check);
   detail::bind_all(b, c);
-  return {b.problems(), b.unbound()};
+  WeightCheck check{b.problems(), {}, {}};
+  const ArchInfo& arch = arch_info(c.model_type);
+  for (std::string_view prefix : arch.skipped_tensors)
+    if (!prefix.empty()) check.skipped.emplace_back(std::string(prefix), 0);
+  for (std::string& name : b.unbound()) {
+    auto skip = std::find_if(check.skipped.begin(), check.skipped.end(), [&](const auto& s) { return name.starts_with(s.first); });
+    if (skip != check.skipped.end()) ++skip->second;
+    else check.unexpected.push_back(std::move(name));
+  }
+  std::erase_if(check.skipped, [](const auto& s) { return s.second == 0; });
+  return check;
 }
 
 }  // namespace kylin

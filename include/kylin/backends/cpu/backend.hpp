@@ -15,6 +15,7 @@
 #include "kylin/core/thread_pool.hpp"
 #include "kylin/kernels/attention.hpp"
 #include "kylin/kernels/draw_row.hpp"
+#include "kylin/kernels/linear_attention.hpp"
 #include "kylin/kernels/matmul.hpp"
 #include "kylin/kernels/ops.hpp"
 
@@ -22,6 +23,7 @@ namespace kylin {
 
 class CpuBackend {
  public:
+  static constexpr bool reads_host_weights = true;  // matmuls read weights where they lie, mapped file pages too (--experts mapped)
   // Everything the kernels need is allocated here, never per call: GEMM panels for the widest
   // matrix input, attention scratch for the largest GQA group.
   CpuBackend(const ModelConfig& c, const BackendOptions& o)
@@ -33,6 +35,11 @@ class CpuBackend {
         sum_rows_(std::max<std::int64_t>(1, o.max_pass_rows)),
         sum_(allocate(static_cast<std::size_t>(sum_rows_ * c.hidden_size) * sizeof(float))),
         prefill_(o.prefill_activations) {
+    if (c.linear)
+      delta_scratch_ = kernels::DeltaNetScratch(pool_.size(), sum_rows_,
+                                                {.nk = c.linear->linear_num_key_heads, .nv = c.linear->linear_num_value_heads,
+                                                 .dk = c.linear->linear_key_head_dim, .dv = c.linear->linear_value_head_dim,
+                                                 .conv_kernel = c.linear->linear_conv_kernel_dim});
     if (prefill_ == kernels::PrefillActivations::bf16 && !kernels::bf16_gemm_supported())
       throw no_bf16_prefill("a CPU with AVX512_BF16 and the AVX-512 kernels (these: " + std::string(kernel_set()) + ")");
     draw_.ids.reserve(static_cast<std::size_t>(c.vocab_size));
@@ -90,9 +97,16 @@ class CpuBackend {
     matmul(x, w, nullptr, sum_.as<float>(), plan);
     kernels::add_inplace(acc, sum_.as<float>(), plan.rows * w.rows);
   }
-  // Products sharing the input x (q/k/v, gate/up): one fork-join streams all their weights.
+  // Products sharing the input x (q/k/v, gate/up): one fork-join streams all their weights, one per run of
+  // products held alike (Gated DeltaNet's quantized in_proj_qkv/z beside its BF16 in_proj_b/a: the kernels
+  // take one dtype and layout a call).
   void matmul_fused(const float* x, std::span<const kernels::MatmulOut> outs, const kernels::RowPlan& plan) {
-    kernels::matmul_fused(x, outs, plan, pool_, matmul_scratch_, prefill_);
+    for (std::size_t i = 0; i < outs.size();) {
+      std::size_t j = i + 1;
+      while (j < outs.size() && outs[j].w.dtype == outs[i].w.dtype && outs[j].w.layout == outs[i].w.layout) ++j;
+      kernels::matmul_fused(x, outs.subspan(i, j - i), plan, pool_, matmul_scratch_, prefill_);
+      i = j;
+    }
   }
   void swiglu(const float* x, const SwiGLUProduct& p, const kernels::RowPlan& plan) {
     const kernels::MatmulOut gate_up[] = {{p.gate, nullptr, p.y}, {p.up, nullptr, p.up_y}};
@@ -130,6 +144,17 @@ class CpuBackend {
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     kernels::attention(q, out, seqs, h, pool_, attention_scratch_);
   }
+  // A Gated DeltaNet layer's conv, gates, delta rule and gated norm over every sequence of the pass.
+  void gated_delta_net(const kernels::DeltaNetRows& rows, const kernels::DeltaNetLayer& layer, std::span<const kernels::DeltaNetSeq> seqs) {
+    kernels::gated_delta_net(rows, layer, seqs, pool_, delta_scratch_);
+  }
+  void sigmoid_mul(float* x, const float* gate, std::int64_t n) {
+    pool_.parallel_for(n, 4096, [&](std::int64_t i0, std::int64_t i1) { kernels::sigmoid_mul(x + i0, gate + i0, i1 - i0); });
+  }
+  static void gather_columns(const float* in, std::int64_t in_width, std::span<const kernels::ColumnRun> runs, float* out,
+                             std::int64_t out_width, std::int64_t rows) {
+    kernels::gather_columns(in, in_width, runs, out, out_width, rows);
+  }
   void silu_mul(float* gate, const float* up, std::int64_t n) {
     pool_.parallel_for(n, 4096, [&](std::int64_t i0, std::int64_t i1) { kernels::silu_mul(gate + i0, up + i0, i1 - i0); });
   }
@@ -152,9 +177,11 @@ class CpuBackend {
   std::int64_t sum_rows_;
   Memory sum_;  // [max_pass_rows, hidden] a residual product before matmul_add adds it
   kernels::DrawScratch draw_;  // draw_rows' kept tokens and top-p histogram
+  kernels::DeltaNetScratch delta_scratch_;  // Gated DeltaNet layers (hybrid configs only)
   kernels::PrefillActivations prefill_;  // what the GEMM rows of BF16 weights multiply
 };
 
 static_assert(Backend<CpuBackend>, "CpuBackend must model the Backend concept");
+static_assert(HybridBackend<CpuBackend>, "CpuBackend runs the hybrid (Gated DeltaNet) layers");
 
 }  // namespace kylin
