@@ -51,7 +51,12 @@ const Pair pairs[] = {{"tiny-qwen3-untied", "tiny-qwen3-yarn", TestTokenizer::by
                       {"tiny-qwen3-moe", "tiny-qwen3-yarn", TestTokenizer::bytes_im_end},
                       {"tiny-qwen3-yarn", "tiny-qwen3-moe", TestTokenizer::bytes_im_end},
                       {"e2e-qwen3-fullvocab", "e2e-qwen3-chat", TestTokenizer::qwen3},
-                      {"e2e-qwen3-chat", "e2e-qwen3-fullvocab", TestTokenizer::qwen3}};
+                      {"e2e-qwen3-chat", "e2e-qwen3-fullvocab", TestTokenizer::qwen3},
+                      // hybrid targets (rejections roll the Gated DeltaNet state back) and drafts (theirs too)
+                      {"tiny-qwen35", "tiny-qwen3-yarn", TestTokenizer::bytes_im_end},
+                      {"tiny-qwen3-yarn", "tiny-qwen35", TestTokenizer::bytes_im_end},
+                      {"tiny-qwen35-moe", "tiny-qwen3-next", TestTokenizer::bytes_im_end},
+                      {"tiny-qwen3-next", "tiny-qwen35-moe", TestTokenizer::bytes_im_end}};
 
 // 12 random tokens of the tokenizer's bytes, twice: prompt lookup finds n-grams from the start.
 std::vector<int> repeating_prompt(std::mt19937& rng) {

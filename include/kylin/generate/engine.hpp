@@ -44,6 +44,7 @@ struct EngineOptions {
   WeightLayout weight_layout = WeightLayout::packed;  // stored: matmuls read the checkpoint's bytes in place (docs/PERFORMANCE.md)
   io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
   kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: faster prefill, not exact (docs/PERFORMANCE.md)
+  ExpertMemory experts = ExpertMemory::held;  // mapped: MoE experts read from the mapped file as routed (docs/PERFORMANCE.md)
 };
 
 class Engine {
@@ -62,6 +63,8 @@ class Engine {
   // Logit rows that are tokens (computed once): Sessions sample only these.
   const SampleableIds& sampleable_ids() const { return sampleable_ids_; }
   bool is_eos(int id) const { return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end(); }
+  // The id of the token that opens a chat turn (ArchInfo::turn_start), -1 when the tokenizer has none.
+  int turn_start_id() const { return turn_start_id_; }
   std::int64_t context_length() const { return context_length_; }
   double load_ms() const { return load_ms_; }
   const std::filesystem::path& dir() const { return dir_; }
@@ -100,7 +103,7 @@ class Engine {
         started_(std::chrono::steady_clock::now()),
         model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_pass_rows = o.max_pass_rows, .kv_dtype = o.kv_dtype, .weights = o.weights,
                                .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory,
-                               .prefill_activations = o.prefill_activations})),
+                               .prefill_activations = o.prefill_activations, .experts = o.experts})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     sampleable_ids_ = kylin::sampleable_ids(tokenizer_);
@@ -109,6 +112,7 @@ class Engine {
     const json::Value& gen = model_.generation_config();
     default_sampling_ = from_generation_config(gen.is_null() ? json::Value(json::Object{}) : gen);
     collect_eos_ids();
+    turn_start_id_ = tokenizer_.token_to_id(arch_info(model_.config().model_type).turn_start).value_or(-1);
     embedding_ = io::load_embedding_info(dir);
     if (embedding_ && embedding_->dimension != model_.hidden_size())
       throw Error(ErrorCategory::config, (dir / "modules.json").string(), "the Pooling module's word_embedding_dimension " +
@@ -153,6 +157,7 @@ class Engine {
   std::unique_ptr<ChatTemplate> template_;
   SamplingParams default_sampling_;
   std::vector<int> eos_ids_;
+  int turn_start_id_ = -1;
   SampleableIds sampleable_ids_;
   std::int64_t context_length_ = 0;
   std::optional<io::EmbeddingInfo> embedding_;  // a sentence-transformers directory's pooling and prompts

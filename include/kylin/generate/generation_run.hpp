@@ -3,6 +3,7 @@
 // one alone. Speculative decoding's draft and verification steps live here too.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <optional>
@@ -62,9 +63,13 @@ class GenerationRun {
   SequenceInput input() {
     if (prefilling()) {
       const auto n = std::min<std::int64_t>(chunk_, static_cast<std::int64_t>(rest_.size()) - fed_);
-      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, outputs()};
+      // the snapshots this chunk's positions (cache.size(), cache.size() + n] hold
+      const auto first = std::upper_bound(snapshots_.begin(), snapshots_.end(), s_.cache_.size());
+      const auto last = std::upper_bound(first, snapshots_.end(), s_.cache_.size() + n);
+      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, outputs(), false,
+              std::span<const std::int64_t>(first, last)};
     }
-    if (!verifying()) return {std::span<const int>(&g_.tokens.back(), 1), s_.cache_, outputs()};
+    if (!verifying()) return {unfed(), s_.cache_, outputs()};
     verify_feed_.assign(1, g_.tokens.back());
     verify_feed_.insert(verify_feed_.end(), spec_->drafts().begin(), spec_->drafts().end());
     const std::size_t rows = verify_feed_.size() * s_.logits_.size();
@@ -143,18 +148,45 @@ class GenerationRun {
                       std::to_string(cache.capacity()) + " tokens");
     // Reuse the shared prefix; at least the last prompt token is re-run to get its logits.
     const auto last = static_cast<std::int64_t>(prompt_.size()) - 1;
-    std::int64_t reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
+    std::int64_t reuse = cache.restorable(std::min<std::int64_t>(cache.common_prefix(prompt_), last));
     if (o_.prompt_cache) {
       const auto t_load = clock::now();
       if (o_.prompt_cache->load(prompt_, cache, reuse) > 0) g_.stats.cache_load_ms = ms_since(t_load);
       reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
     }
     cache.truncate(reuse);
+    reuse = cache.size();  // a cache with recurrent states lands on its last kept state at or below it
     rest_ = prompt_.subspan(static_cast<std::size_t>(reuse));
+    plan_snapshots(reuse);
     g_.stats.prompt_tokens = static_cast<std::int64_t>(prompt_.size());
     g_.stats.cached_tokens = reuse;
     g_.stats.prefill_tokens = static_cast<std::int64_t>(rest_.size());
     t_prefill_ = clock::now();
+  }
+
+  // Where the prefill of a cache with recurrent states keeps snapshots (positions): before each of the last
+  // turn openers (the next request of the conversation shares the prompt up to one of them) and before the
+  // prompt's last token (the same prompt again, sibling choices, a stored prompt: each re-runs only that
+  // token for its logits), within the cache's snapshot limit. The passes compute them on the side.
+  void plan_snapshots(std::int64_t reuse) {
+    snapshots_.clear();
+    if (!s_.cache_.has_states()) return;
+    const std::int64_t keep = s_.cache_.states().retention().snapshots, open = s_.engine_->turn_start_id(),
+                       last = static_cast<std::int64_t>(prompt_.size()) - 1;
+    if (last > reuse) snapshots_.push_back(last);
+    for (std::int64_t p = last - 1; p > reuse && open >= 0 && static_cast<std::int64_t>(snapshots_.size()) < keep; --p)
+      if (prompt_[static_cast<std::size_t>(p)] == open) snapshots_.push_back(p);
+    std::reverse(snapshots_.begin(), snapshots_.end());
+  }
+  // The context's tokens the cache does not hold yet: the last sampled token, or more after a cache with
+  // recurrent states was cut back below what verification kept (Speculator and RecurrentStates: rarely).
+  std::span<const int> unfed() {
+    const auto have = static_cast<std::size_t>(s_.cache_.size()), total = prompt_.size() + g_.tokens.size();
+    if (have + 1 == total) return {&g_.tokens.back(), 1};
+    const TokenContext ctx = context();
+    unfed_.clear();
+    for (std::size_t i = have; i < total; ++i) unfed_.push_back(ctx[i]);
+    return unfed_;
   }
 
   void end_prefill() {
@@ -175,7 +207,8 @@ class GenerationRun {
   void plan_step() {
     if (!spec_ || done_) return;
     std::int64_t most = 0;
-    if (!prefilling())
+    const bool caught_up = static_cast<std::size_t>(s_.cache_.size()) + 1 >= prompt_.size() + g_.tokens.size();
+    if (!prefilling() && caught_up)  // a cache cut back below the context catches up in a plain step first
       most = std::min<std::int64_t>({o_.speculative.max_draft, o_.max_new_tokens - static_cast<std::int64_t>(g_.tokens.size()) - 1,
                                      s_.cache_.remaining() - 1});
     spec_->begin(context(), {.max_drafts = most, .prefilling = prefilling(), .chunk = draft_chunk_}, o_.constraint);
@@ -277,6 +310,8 @@ class GenerationRun {
   bool eos_token_ = false;          // ended by an EOS token (which the context does not hold)
   std::optional<Speculator> spec_;  // with GenerateOptions::speculative enabled
   std::vector<int> verify_feed_;    // [drafts + 1] the last token and the drafts
+  std::vector<std::int64_t> snapshots_;  // positions whose recurrent states the prefill keeps (plan_snapshots)
+  std::vector<int> unfed_;          // context tokens a cut-back cache still lacks (unfed())
   bool greedy_only_ = false;        // plain steps hand back greedy ids, not logit rows (outputs())
   int greedy_id_ = -1;              // the last plain step's greedy id
   std::vector<kernels::RankedLogit> top_;  // [top_k] the last plain step's top-k, where sampling needs only that

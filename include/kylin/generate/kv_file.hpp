@@ -104,22 +104,28 @@ inline constexpr std::array<char, 8> kv_file_magic{'K', 'Y', 'L', 'N', 'K', 'V',
 
 // What a KV state belongs to. `identity` hashes config.json, the safetensors headers and file
 // sizes (model_identity), and the engine's backend, the instruction set of its kernels, its weight
-// format and layout (engine_identity); the rest must match the cache.
+// format and layout (engine_identity); the rest must match the cache. n_layers counts the layers with
+// keys and values; state_floats is the recurrent state of a hybrid model's linear layers (0 without).
 struct KVFileMeta {
   std::uint64_t identity = 0;
   DType dtype = DType::f32;
   std::int64_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
+  std::int64_t state_floats = 0;
   bool operator==(const KVFileMeta&) const = default;
 };
 
 // The fixed 64-byte header; token ids ([n_tokens] int32), the payload ([layers][k|v][kv heads]
-// [n_tokens][head_dim] in dtype) and the checksum (XXH64 of all bytes before it) follow.
+// [n_tokens][head_dim] in dtype), for a hybrid model (state_floats > 0) the recurrent states (a u64 count,
+// then per state a u64 position and [state_floats] f32: each linear layer's conv inputs and delta-rule
+// matrices, RecurrentStates' layout; positions ascending, the last one n_tokens) and the checksum (XXH64
+// of all bytes before it) follow. Files of attention-only models have state_floats 0 and no states
+// section, as every file before it had.
 struct KVFileHeader {
   std::array<char, 8> magic = kv_file_magic;
   std::uint32_t version = kv_file_version;
   std::uint32_t dtype = 0;  // DType's value
   std::uint64_t identity = 0;
-  std::uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0, reserved = 0;
+  std::uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0, state_floats = 0;
   std::uint64_t n_tokens = 0;
   std::uint64_t tokens_hash = 0;  // XXH64 of the token ids: also the file name's second half
   std::uint64_t payload_bytes = 0;
@@ -165,7 +171,7 @@ inline std::uint64_t model_identity(const std::filesystem::path& dir) {
 
 // The identity of a loaded engine: model_identity of its files, then what it computes the KV values
 // with beyond them: the backend and its kernels' instruction set (the CPU's sum in different orders),
-// the weight format (q8/q4 quantize at load, and the order their kernels sum in), the weight layout
+// the weight format (q8/q4 quantize at load, and the order their kernels sum in), the weight layout, mapped experts
 // and BF16 prefill activations where asked for. A q4 server sharing a directory with a stored-weights one
 // never loads the other's states.
 inline std::uint64_t engine_identity(const Engine& engine) {
@@ -175,6 +181,10 @@ inline std::uint64_t engine_identity(const Engine& engine) {
   for (const std::string_view part : {m.backend_name(), m.kernel_set(), weight_format_name(m.weight_format()), weight_layout_name(m.weight_layout())})
     h.add(part.size()).update(std::as_bytes(std::span(part)));
   if (m.weight_format() != WeightFormat::stored) h.add(kernels::quant_order_version);
+  if (m.expert_memory() == ExpertMemory::mapped) {  // the experts row-major beside packed weights
+    const std::string_view name = expert_memory_name(ExpertMemory::mapped);
+    h.add(name.size()).update(std::as_bytes(std::span(name)));
+  }
   if (m.prefill_activations() != kernels::PrefillActivations::f32) {  // KV values from rounded activations
     const std::string_view name = kernels::prefill_activations_name(m.prefill_activations());
     h.add(name.size()).update(std::as_bytes(std::span(name)));
@@ -184,7 +194,8 @@ inline std::uint64_t engine_identity(const Engine& engine) {
 
 inline KVFileMeta kv_file_meta(const Engine& engine) {
   const ModelConfig& c = engine.model().config();
-  return {engine_identity(engine), engine.model().kv_dtype(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim};
+  return {engine_identity(engine), engine.model().kv_dtype(), c.attention_layers(), c.num_key_value_heads, c.head_dim,
+          static_cast<std::int64_t>(KVCache::state_bytes(c) / sizeof(float))};
 }
 
 // A KV file the disk refused: error_number() is the errno of the call that failed (ENOSPC: the
@@ -200,12 +211,30 @@ class KVWriteError : public Error {
   int errno_;
 };
 
+// One recurrent state of a file: the state after `position` tokens, meta.state_floats floats' bytes.
+struct KVFileState {
+  std::int64_t position = 0;
+  std::span<const std::byte> bytes;
+};
+
+// The most states a file holds (a cache's snapshots and its live state).
+inline constexpr std::uint64_t max_kv_file_states = 64;
+
 // Writes tokens [0, n) of `cache` to `path` through a temporary file beside it (`path` + ".tmp."
 // + pid + random), created exclusively (never through an existing name or symlink) and renamed
 // into place: readers see the old file, no file, or the whole new one; a symlink at `path` is
-// replaced, not written through. Returns the bytes written; KVWriteError when the disk refuses.
+// replaced, not written through. `states`: a hybrid model's recurrent states (the last one after all the
+// tokens), none for an attention-only model. Returns the bytes written; KVWriteError when the disk refuses.
 inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, std::span<const int> tokens,
-                                 const std::function<std::span<const std::byte>(std::int64_t layer, int kv, std::int64_t head)>& rows) {
+                                 const std::function<std::span<const std::byte>(std::int64_t layer, int kv, std::int64_t head)>& rows,
+                                 std::span<const KVFileState> states = {}) {
+  const std::size_t state_bytes = static_cast<std::size_t>(meta.state_floats) * sizeof(float);
+  bool states_ok = meta.state_floats <= 0xFFFFFFFFll && (meta.state_floats == 0) == states.empty() && states.size() <= max_kv_file_states;
+  for (std::size_t i = 0; i < states.size(); ++i)
+    states_ok = states_ok && states[i].bytes.size() == state_bytes && states[i].position > (i == 0 ? 0 : states[i - 1].position) &&
+                (i + 1 < states.size() ? states[i].position < static_cast<std::int64_t>(tokens.size()) : states[i].position == static_cast<std::int64_t>(tokens.size()));
+  if (!states_ok && !(meta.state_floats > 0 && tokens.empty() && states.empty()))
+    throw Error(ErrorCategory::runtime, path.string(), "recurrent states that do not fit the model or the tokens");
   static std::atomic<std::uint64_t> counter{0};
   std::random_device rd;
   const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd()) + "." +
@@ -215,6 +244,7 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
   h.identity = meta.identity;
   h.n_layers = static_cast<std::uint32_t>(meta.n_layers), h.n_kv_heads = static_cast<std::uint32_t>(meta.n_kv_heads);
   h.head_dim = static_cast<std::uint32_t>(meta.head_dim);
+  h.state_floats = static_cast<std::uint32_t>(meta.state_floats);
   h.n_tokens = tokens.size();
   h.tokens_hash = tokens_hash(tokens);
   h.payload_bytes = kv_payload_bytes(meta, tokens.size());
@@ -237,6 +267,17 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
   for (std::int64_t l = 0; l < meta.n_layers; ++l)
     for (int kv = 0; kv < 2; ++kv)
       for (std::int64_t head = 0; head < meta.n_kv_heads; ++head) put(rows(l, kv, head));
+  std::size_t states_section = 0;
+  if (meta.state_floats > 0) {
+    const std::uint64_t count = states.size();
+    put(std::as_bytes(std::span(&count, 1)));
+    for (const KVFileState& st : states) {
+      const auto position = static_cast<std::uint64_t>(st.position);
+      put(std::as_bytes(std::span(&position, 1)));
+      put(st.bytes);
+    }
+    states_section = 8 + states.size() * (8 + state_bytes);
+  }
   const std::uint64_t checksum = sum.digest();
   put(std::as_bytes(std::span(&checksum, 1)));
   if (std::fclose(out) != 0 && err == 0) err = errno;
@@ -245,15 +286,35 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
     std::remove(tmp.c_str());
     throw KVWriteError(path, err);
   }
-  return sizeof h + tokens.size_bytes() + h.payload_bytes + 8;
+  return sizeof h + tokens.size_bytes() + h.payload_bytes + states_section + 8;
 }
 
-inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, const KVCache& cache, std::int64_t n) {
+// n must be a position the cache can restore (KVCache::restorable): the state there goes with the rows, and
+// with `snapshots`, every snapshot below n too (Session::save: a restored session resumes from them).
+inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, const KVCache& cache, std::int64_t n,
+                                 bool snapshots = false) {
   std::vector<std::byte> rows(cache.head_bytes(n));  // one head's rows at a time, through the host
-  return write_kv_file(path, meta, cache.tokens().first(static_cast<std::size_t>(n)), [&](std::int64_t l, int kv, std::int64_t head) {
-    cache.read_rows(l, kv, head, n, rows);
-    return std::span<const std::byte>(rows);
-  });
+  std::vector<std::int64_t> at;
+  if (cache.has_states() && n > 0) {
+    if (snapshots)
+      for (std::int64_t p : cache.states().snapshots())
+        if (p < n) at.push_back(p);
+    if (at.size() >= max_kv_file_states) at.erase(at.begin(), at.end() - static_cast<std::ptrdiff_t>(max_kv_file_states - 1));
+    at.push_back(n);
+  }
+  std::vector<std::vector<std::byte>> bytes(at.size(), std::vector<std::byte>(cache.state_bytes()));
+  std::vector<KVFileState> states;
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    cache.read_state(at[i], bytes[i]);
+    states.push_back({at[i], bytes[i]});
+  }
+  return write_kv_file(
+      path, meta, cache.tokens().first(static_cast<std::size_t>(n)),
+      [&](std::int64_t l, int kv, std::int64_t head) {
+        cache.read_rows(l, kv, head, n, rows);
+        return std::span<const std::byte>(rows);
+      },
+      states);
 }
 
 // Whether every element of `bytes` (KV rows in `dtype`) is finite: an exponent of all ones is NaN
@@ -296,18 +357,27 @@ class KVFileReader {
     if (h_.dtype != static_cast<std::uint32_t>(expected.dtype)) fail("KV dtype differs from the cache's " + std::string(dtype_name(expected.dtype)));
     if (h_.n_layers != expected.n_layers || h_.n_kv_heads != expected.n_kv_heads || h_.head_dim != expected.head_dim)
       fail("layer/head geometry differs from the model's");
+    if (h_.state_floats != expected.state_floats) fail("recurrent state size differs from the model's");
     meta_ = expected;
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (h_.n_tokens > size / 4 || h_.payload_bytes != kv_payload_bytes(meta_, h_.n_tokens) ||
-        size != sizeof h_ + 4 * h_.n_tokens + h_.payload_bytes + 8)
+        size < sizeof h_ + 4 * h_.n_tokens + h_.payload_bytes + (h_.state_floats > 0 ? 8 : 0) + 8)
       fail("size " + std::to_string(size) + " does not match its header (truncated or damaged)");
+    if (h_.state_floats > 0) {  // the states' count sits after the payload
+      const auto at = static_cast<off_t>(sizeof h_ + 4 * h_.n_tokens + h_.payload_bytes);
+      if (::pread(fd_.fd, &states_, 8, at) != 8 || states_ > max_kv_file_states || (states_ == 0) != (h_.n_tokens == 0))
+        fail("recurrent states damaged (their count)");
+    }
+    if (size != file_bytes()) fail("size " + std::to_string(size) + " does not match its header (truncated or damaged)");
     tokens_.resize(static_cast<std::size_t>(h_.n_tokens));
     if (!read(std::as_writable_bytes(std::span(tokens_))) || tokens_hash(tokens_) != h_.tokens_hash) fail("token ids are damaged");
   }
 
   const std::filesystem::path& path() const { return path_; }
   std::span<const int> tokens() const { return tokens_; }
-  std::size_t file_bytes() const { return sizeof h_ + tokens_.size() * 4 + h_.payload_bytes + 8; }
+  std::size_t file_bytes() const { return sizeof h_ + h_.n_tokens * 4 + h_.payload_bytes + states_bytes() + 8; }
+  std::size_t state_bytes() const { return static_cast<std::size_t>(h_.state_floats) * sizeof(float); }
+  std::size_t states_bytes() const { return h_.state_floats > 0 ? 8 + static_cast<std::size_t>(states_) * (8 + state_bytes()) : 0; }
 
   // Reads the keys and values into `cache` (all of them; the cache must have room) and verifies
   // the checksum; then the cache holds tokens(). A NaN or infinite key or value is refused: the
@@ -317,20 +387,12 @@ class KVFileReader {
     if (static_cast<std::int64_t>(tokens_.size()) > cache.capacity())
       fail("holds " + std::to_string(tokens_.size()) + " tokens; the context is " + std::to_string(cache.capacity()));
     cache.reset();
-    const auto n = static_cast<std::int64_t>(tokens_.size());
-    std::vector<std::byte> rows(cache.head_bytes(n));  // one head's rows at a time, through the host
-    for (std::int64_t l = 0; l < meta_.n_layers; ++l)
-      for (int kv = 0; kv < 2; ++kv)
-        for (std::int64_t head = 0; head < meta_.n_kv_heads; ++head) {
-          if (!read(rows)) fail("truncated while reading");
-          if (!all_finite(rows, meta_.dtype))
-            fail("holds a non-finite " + std::string(kv == 0 ? "key" : "value") + " (NaN or infinity) in layer " + std::to_string(l));
-          cache.write_rows(l, kv, head, n, rows);
-        }
-    std::uint64_t checksum = 0;
-    const std::uint64_t expected = sum_.digest();
-    if (::pread(fd_.fd, &checksum, 8, static_cast<off_t>(file_bytes() - 8)) != 8 || checksum != expected) fail("checksum mismatch (damaged)");
-    cache.restore(tokens_);
+    try {
+      read_payload(cache);
+    } catch (...) {
+      cache.reset();  // no rows or states of a damaged file stay behind
+      throw;
+    }
   }
 
   // Deletes the file if `path` still names the file this reader opened (another process may
@@ -341,6 +403,42 @@ class KVFileReader {
   }
 
  private:
+  void read_payload(KVCache& cache) {
+    const auto n = static_cast<std::int64_t>(tokens_.size());
+    std::vector<std::byte> rows(cache.head_bytes(n));  // one head's rows at a time, through the host
+    for (std::int64_t l = 0; l < meta_.n_layers; ++l)
+      for (int kv = 0; kv < 2; ++kv)
+        for (std::int64_t head = 0; head < meta_.n_kv_heads; ++head) {
+          if (!read(rows)) fail("truncated while reading");
+          if (!all_finite(rows, meta_.dtype))
+            fail("holds a non-finite " + std::string(kv == 0 ? "key" : "value") + " (NaN or infinity) in layer " + std::to_string(l));
+          cache.write_rows(l, kv, head, n, rows);
+        }
+    if (h_.state_floats > 0) read_states(cache);
+    std::uint64_t checksum = 0;
+    const std::uint64_t expected = sum_.digest();
+    if (::pread(fd_.fd, &checksum, 8, static_cast<off_t>(file_bytes() - 8)) != 8 || checksum != expected) fail("checksum mismatch (damaged)");
+    cache.restore(tokens_);
+  }
+
+  // The recurrent states into `cache`: positions ascending, the last after all the tokens, every value finite;
+  // the ones before the last are kept as snapshots.
+  void read_states(KVCache& cache) {
+    std::uint64_t count = 0, last = 0;
+    if (!read(std::as_writable_bytes(std::span(&count, 1))) || count != states_) fail("truncated while reading");
+    std::vector<std::byte> state(state_bytes());
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint64_t position = 0;
+      if (!read(std::as_writable_bytes(std::span(&position, 1))) || !read(state)) fail("truncated while reading");
+      if (position <= last || position > h_.n_tokens || (i + 1 == count) != (position == h_.n_tokens))
+        fail("recurrent state positions damaged (ascending, the last after every token)");
+      if (!all_finite(state, DType::f32)) fail("holds a non-finite recurrent state (NaN or infinity)");
+      cache.write_state(static_cast<std::int64_t>(position), state);
+      if (i + 1 < count) cache.states().pin(static_cast<std::int64_t>(position));
+      last = position;
+    }
+  }
+
   // Closes on every path, the constructor's throws included. Move-only.
   struct Fd {
     int fd = -1;
@@ -387,6 +485,7 @@ class KVFileReader {
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   KVFileHeader h_;
+  std::uint64_t states_ = 0;  // recurrent states in the file
   KVFileMeta meta_;
   std::vector<int> tokens_;
   Xxh64 sum_;

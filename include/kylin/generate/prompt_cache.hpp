@@ -57,9 +57,10 @@ class PromptCache {
     if (!std::filesystem::is_directory(o_.dir))
       throw Error(ErrorCategory::io, o_.dir.string(), "cannot create the prompt cache directory" + (ec ? ": " + ec.message() : ""));
     char key[17];
-    std::snprintf(key, sizeof key, "%016llx",
-                  static_cast<unsigned long long>(Xxh64().add(meta.identity).add(meta.dtype).add(meta.n_layers).add(meta.n_kv_heads)
-                                                      .add(meta.head_dim).digest()));
+    Xxh64 model_key;
+    model_key.add(meta.identity).add(meta.dtype).add(meta.n_layers).add(meta.n_kv_heads).add(meta.head_dim);
+    if (meta.state_floats > 0) model_key.add(meta.state_floats);  // (attention-only models keep their keys)
+    std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(model_key.digest()));
     key_ = key;
     writer_ = std::thread([this] { write_loop(); });
   }
@@ -95,8 +96,8 @@ class PromptCache {
   }
 
   // Loads into `cache` the entry sharing the longest prefix with `prompt` (at most all but its last
-  // token), if that is more than the `have` tokens the cache already shares with it and at least
-  // min_tokens. Returns the prompt tokens it covers, or 0: then the cache is unchanged, or empty
+  // token; for a cache with recurrent states, whole entries only), if that is more than the `have`
+  // tokens the cache already shares with it and at least min_tokens. Returns the prompt tokens it covers, or 0: then the cache is unchanged, or empty
   // when the chosen file turned out damaged (it is deleted, with a warning).
   std::int64_t load(std::span<const int> prompt, KVCache& cache, std::int64_t have) {
     const auto limit = static_cast<std::int64_t>(prompt.size()) - 1;
@@ -108,7 +109,9 @@ class PromptCache {
         KVFileReader r(path, meta_);
         if (static_cast<std::int64_t>(r.tokens().size()) > cache.capacity()) continue;
         const auto [a, b] = std::mismatch(r.tokens().begin(), r.tokens().end(), prompt.begin(), prompt.end());
-        const std::int64_t n = std::min<std::int64_t>(a - r.tokens().begin(), limit);
+        std::int64_t n = std::min<std::int64_t>(a - r.tokens().begin(), limit);
+        // a recurrent state serves only the whole entry: an entry the prompt leaves early is of no use
+        if (cache.has_states() && n < static_cast<std::int64_t>(r.tokens().size())) n = 0;
         if (n > best_n) best.emplace(std::move(r)), best_n = n;
       } catch (const Error& e) {
         drop_unreadable(path, e);
@@ -128,11 +131,14 @@ class PromptCache {
     return best_n;
   }
 
-  // Queues tokens [0, n) of `cache` for writing: the rows are copied now, the file is written by
-  // the background thread. False when nothing was queued: fewer than min_tokens, already stored
-  // (its use time is refreshed), larger than the whole cache, or the writer still busy.
+  // Queues tokens [0, n) of `cache` for writing (of a cache with recurrent states, the first
+  // cache.restorable(n), with the state there): the rows are copied now, the file is written by the
+  // background thread. False when nothing was queued: fewer than min_tokens, already stored (its use
+  // time is refreshed), larger than the whole cache, or the writer still busy.
   bool store(const KVCache& cache, std::int64_t n) {
-    if (n < o_.min_tokens || n > cache.size()) return false;
+    if (n > cache.size()) return false;
+    n = cache.restorable(n);
+    if (n < o_.min_tokens) return false;
     const auto tokens = cache.tokens().first(static_cast<std::size_t>(n));
     const auto path = entry_path(tokens);
     const std::size_t payload = kv_payload_bytes(meta_, static_cast<std::uint64_t>(n));
@@ -143,7 +149,8 @@ class PromptCache {
       std::lock_guard lock(mutex_);
       if (!queue_.empty()) return ++dropped_, false;
     }
-    Pending p{path, {tokens.begin(), tokens.end()}, std::vector<std::byte>(payload)};
+    Pending p{path, {tokens.begin(), tokens.end()}, std::vector<std::byte>(payload), std::vector<std::byte>(cache.state_bytes())};
+    if (!p.state.empty()) cache.read_state(n, p.state);
     std::byte* out = p.payload.data();
     for (std::int64_t l = 0; l < meta_.n_layers; ++l)
       for (int kv = 0; kv < 2; ++kv)
@@ -210,6 +217,7 @@ class PromptCache {
     std::filesystem::path path;
     std::vector<int> tokens;
     std::vector<std::byte> payload;  // [layers][k|v][kv heads][n][head_dim] in meta_.dtype
+    std::vector<std::byte> state;    // [state_floats] f32: the recurrent state after the tokens (hybrid models)
   };
 
   // Regular files of the directory whose name starts with `prefix`.
@@ -261,10 +269,14 @@ class PromptCache {
     const auto n = static_cast<std::int64_t>(p.tokens.size());
     const std::size_t block = static_cast<std::size_t>(n * meta_.head_dim) * dtype_size(meta_.dtype);
     try {
-      write_kv_file(p.path, meta_, p.tokens, [&](std::int64_t l, int kv, std::int64_t h) {
-        const auto index = static_cast<std::size_t>((l * 2 + kv) * meta_.n_kv_heads + h);
-        return std::span<const std::byte>(p.payload).subspan(index * block, block);
-      });
+      const KVFileState state{n, p.state};
+      write_kv_file(
+          p.path, meta_, p.tokens,
+          [&](std::int64_t l, int kv, std::int64_t h) {
+            const auto index = static_cast<std::size_t>((l * 2 + kv) * meta_.n_kv_heads + h);
+            return std::span<const std::byte>(p.payload).subspan(index * block, block);
+          },
+          p.state.empty() ? std::span<const KVFileState>{} : std::span(&state, 1));
       ++stores_;
       evict();
     } catch (const std::exception& e) {

@@ -142,10 +142,11 @@ class Session {
   // Starts from the first n positions of `other`'s cache (same model), copied instead of prefilled.
   void copy_prefix(const Session& other, std::int64_t n) { cache_.copy_prefix(other.cache_, n); }
 
-  // The whole KV state (cache().tokens() and their keys/values) to `path`, atomically, in the
-  // format of docs/PROMPT_CACHE.md; returns the bytes written. kylin::Error (io) on failure.
+  // The whole KV state (cache().tokens() and their keys/values, and a hybrid model's recurrent state with
+  // its snapshots) to `path`, atomically, in the format of docs/PROMPT_CACHE.md; returns the bytes written.
+  // kylin::Error (io) on failure.
   std::size_t save(const std::filesystem::path& path) const {
-    return write_kv_file(path, kv_file_meta(*engine_), cache_, cache_.size());
+    return write_kv_file(path, kv_file_meta(*engine_), cache_, cache_.size(), true);
   }
   // Replaces the KV state with the one saved in `path`; returns its tokens. A file of another model,
   // weight format, KV dtype or format, damaged, holding a NaN or infinity, too long for the context,
@@ -158,7 +159,12 @@ class Session {
   }
   // Hands the KV of the prompt's tokens that this session's cache holds to `cache`'s background
   // writer (after generate() with store_prompt false, once the answer went out).
-  bool store_prompt(PromptCache& cache, std::span<const int> prompt) const { return cache.store(cache_, cache_.common_prefix(prompt)); }
+  // With recurrent states, the prefix stored is the last snapshot short of the prompt's end (before its last
+  // turn opener): what a later prompt sharing this one's turns can resume from.
+  bool store_prompt(PromptCache& cache, std::span<const int> prompt) const {
+    const std::int64_t shared = cache_.common_prefix(prompt);
+    return cache.store(cache_, cache_.has_states() ? std::min<std::int64_t>(shared, static_cast<std::int64_t>(prompt.size()) - 1) : shared);
+  }
   Engine& engine() { return *engine_; }
 
   // A prompt that ends inside an unclosed <think> makes the model continue its reasoning.

@@ -153,6 +153,8 @@ class Speculator {
                  o.draft ? o.draft->sampleable_ids() : SampleableIds{}),
         logits_(o.draft ? static_cast<std::size_t>(o.draft->model().vocab_size()) : 0) {
     drafts_.reserve(static_cast<std::size_t>(o.max_draft));
+    // a draft with recurrent states keeps one per drafted token, so rolling back a rejection recomputes nothing
+    if (cache_) cache_->states().keep_recent(o.max_draft + 1);
   }
 
   // Plans the drafts of the next target pass.
@@ -172,6 +174,7 @@ class Speculator {
     std::size_t keep = ctx.common_prefix(cache_->tokens());
     if (!step.prefilling && keep == ctx.size()) --keep;
     cache_->truncate(static_cast<std::int64_t>(keep));
+    keep = static_cast<std::size_t>(cache_->size());  // a draft with recurrent states lands on a kept state
     const std::size_t lag = ctx.size() - keep;
     const auto chunk = static_cast<std::size_t>(std::max<std::int64_t>(1, step.chunk));
     want_logits_ = !step.prefilling && lag <= chunk;
