@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates include/kylin/tokenizer/unicode_tables.hpp from python3's unicodedata.
 
-The tokenizer needs, per code point: the regex classes of the Qwen2 pre-tokenizer pattern
-(\\p{L}, \\p{N}, \\s = White_Space, \\w for single_word added tokens), and the data of NFC
+The tokenizer needs, per code point: the regex classes of the pre-tokenizer patterns (\\p{L},
+\\p{N}, \\p{M} for Qwen3.5's, \\s = White_Space, \\w for single_word added tokens), and the data of NFC
 (canonical combining class, canonical decompositions, primary composites, NFC_QC).
 Run: python3 tools/gen_unicode_tables.py > include/kylin/tokenizer/unicode_tables.hpp
 """
@@ -18,7 +18,7 @@ OTHER_ALPHA_SO = set(range(0x24B6, 0x24EA)) | set(range(0x1F130, 0x1F14A)) | set
     range(0x1F150, 0x1F16A)) | set(range(0x1F170, 0x1F18A))
 HANGUL_S = range(0xAC00, 0xAC00 + 11172)
 
-LETTER, NUMBER, SPACE, WORD, NFC_UNSURE, CCC_NONZERO = 1, 2, 4, 8, 16, 32
+LETTER, NUMBER, SPACE, WORD, NFC_UNSURE, CCC_NONZERO, MARK = 1, 2, 4, 8, 16, 32, 64
 
 
 def canonical_decomposition(cp):
@@ -51,6 +51,8 @@ def main():
             f |= LETTER
         if cat[0] == 'N':
             f |= NUMBER
+        if cat[0] == 'M':
+            f |= MARK
         if cp in WHITE_SPACE:
             f |= SPACE
         if cat[0] in 'LM' or cat in ('Nd', 'Nl', 'Pc') or cp in (0x200C, 0x200D) or cp in OTHER_ALPHA_SO:
@@ -86,8 +88,8 @@ def main():
     w('// Per-code-point classes for the pre-tokenizer regex and the data of NFC (UAX #15).\n')
     w('#pragma once\n\n#include <cstdint>\n\nnamespace kylin::detail::unicode_tables {\n\n')
     w('inline constexpr const char* unicode_version = "%s";\n\n' % ud.unidata_version)
-    w('enum : std::uint8_t { letter = %d, number = %d, space = %d, word = %d, nfc_unsure = %d, ccc_nonzero = %d };\n\n'
-      % (LETTER, NUMBER, SPACE, WORD, NFC_UNSURE, CCC_NONZERO))
+    w('enum : std::uint8_t { letter = %d, number = %d, space = %d, word = %d, nfc_unsure = %d, ccc_nonzero = %d, mark = %d };\n\n'
+      % (LETTER, NUMBER, SPACE, WORD, NFC_UNSURE, CCC_NONZERO, MARK))
 
     def emit(decl, items, per_line):
         w(decl + ' = {\n')

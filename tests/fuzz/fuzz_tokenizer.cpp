@@ -1,6 +1,7 @@
 // libFuzzer target, two modes picked by the first byte. Even: the rest, as arbitrary bytes, is
-// encoded by the real Qwen3 tokenizer (tests/data/qwen3-tokenizer, loaded once): invalid UTF-8 is
-// a kylin::Error, valid text round-trips to its NFC form, and streaming decode equals decode.
+// encoded by the real Qwen3 tokenizer (tests/data/qwen3-tokenizer, loaded once), or with bit 1
+// set by the same BPE behind the Qwen3.5 split: invalid UTF-8 is a kylin::Error, valid text
+// round-trips to its NFC form, and streaming decode equals decode.
 // Odd: the rest is a tokenizer.json; loading throws kylin::Error or gives a tokenizer that
 // encodes (with and without its post-processor) and decodes without crashing. A crash, hang or
 // sanitizer report is a bug.
@@ -20,7 +21,7 @@ void require(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-std::unique_ptr<kylin::Tokenizer> qwen3;
+std::unique_ptr<kylin::Tokenizer> qwen3, qwen3_bpe_qwen35_split;
 
 bool valid_ids(const kylin::Tokenizer& t, const std::vector<int>& ids) {
   for (int id : ids)
@@ -37,20 +38,21 @@ void check_stream(const kylin::Tokenizer& t, const std::vector<int>& ids) {
   require(text == t.decode(ids));
 }
 
-void encode_real(std::string_view text) {
+void encode_real(const kylin::Tokenizer& t, std::string_view text) {
   const bool valid = kylin::detail::find_invalid_utf8(text) == std::string_view::npos;
   std::vector<int> ids;
   try {
-    ids = qwen3->encode(text);
+    ids = t.encode(text);
   } catch (const kylin::Error&) {
     require(!valid);  // the only refusal is invalid UTF-8
     return;
   }
-  require(valid && valid_ids(*qwen3, ids));
-  check_stream(*qwen3, ids);
-  // Without added tokens the whole text is NFC'd, then byte-level BPE, which loses nothing.
-  const auto plain = qwen3->encode(text, {.parse_special = false, .parse_added = false});
-  require(valid_ids(*qwen3, plain) && qwen3->decode(plain) == kylin::nfc(text));
+  require(valid && valid_ids(t, ids));
+  check_stream(t, ids);
+  // Without added tokens the whole text is NFC'd, split (the pieces must tile it), then
+  // byte-level BPE: nothing is lost.
+  const auto plain = t.encode(text, {.parse_special = false, .parse_added = false});
+  require(valid_ids(t, plain) && t.decode(plain) == kylin::nfc(text));
 }
 
 void load_and_use(std::string_view json) {
@@ -78,14 +80,17 @@ void load_and_use(std::string_view json) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  qwen3 = std::make_unique<kylin::Tokenizer>(kylin::Tokenizer::from_dir(KYLIN_FUZZ_DATA "/qwen3-tokenizer"));
+  auto spec = kylin::detail::load_tokenizer_json(KYLIN_FUZZ_DATA "/qwen3-tokenizer/tokenizer.json");
+  qwen3 = std::make_unique<kylin::Tokenizer>(spec);
+  spec.split = kylin::SplitPattern::qwen35;
+  qwen3_bpe_qwen35_split = std::make_unique<kylin::Tokenizer>(std::move(spec));
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  if (data[0] % 2 == 0) encode_real(rest);
+  if (data[0] % 2 == 0) encode_real(data[0] & 2 ? *qwen3_bpe_qwen35_split : *qwen3, rest);
   else load_and_use(rest);
   return 0;
 }

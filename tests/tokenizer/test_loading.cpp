@@ -1,5 +1,6 @@
 // Loading: the vocab.json + merges.txt fallback gives the same encodings as tokenizer.json;
-// merges in "a b" and ["a", "b"] forms are the same; unsupported pipelines are refused by name.
+// merges in "a b" and ["a", "b"] forms are the same; the Split regex picks the Qwen2 or Qwen3.5
+// split; unsupported pipelines (another regex among them) are refused by name.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -47,8 +48,8 @@ std::string tiny_tokenizer_json(bool string_merges, const std::string& pre_token
          kylin::json::dump(kylin::json::Value(std::move(model))) + "}";
 }
 
-std::string qwen2_pre_tokenizer() {
-  std::string pattern = kylin::json::dump(kylin::json::Value(kylin::detail::qwen2_split_pattern));
+std::string split_pre_tokenizer(std::string_view regex) {
+  std::string pattern = kylin::json::dump(kylin::json::Value(std::string(regex)));
   return "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": " + pattern +
          "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false,"
          " \"trim_offsets\": false, \"use_regex\": false}]}";
@@ -58,8 +59,8 @@ std::string qwen2_pre_tokenizer() {
 
 TEST_CASE("merges given as \"a b\" strings and as [\"a\", \"b\"] pairs load to the same tokenizer") {
   const fs::path dir = scratch("merge_forms");
-  write(dir / "strings.json", tiny_tokenizer_json(true, qwen2_pre_tokenizer()));
-  write(dir / "pairs.json", tiny_tokenizer_json(false, qwen2_pre_tokenizer()));
+  write(dir / "strings.json", tiny_tokenizer_json(true, split_pre_tokenizer(kylin::detail::qwen2_split_pattern)));
+  write(dir / "pairs.json", tiny_tokenizer_json(false, split_pre_tokenizer(kylin::detail::qwen2_split_pattern)));
   const auto strings = kylin::Tokenizer::from_file(dir / "strings.json");
   const auto pairs = kylin::Tokenizer::from_file(dir / "pairs.json");
   for (const char* text : {"hello", "hell hello<eos>", "shelled", "h e l l"}) {
@@ -71,7 +72,28 @@ TEST_CASE("merges given as \"a b\" strings and as [\"a\", \"b\"] pairs load to t
   fs::remove_all(dir);
 }
 
-TEST_CASE("a pre_tokenizer other than the Qwen2 split is refused with an error naming it") {
+TEST_CASE("the Split regex of tokenizer.json selects the split, Qwen2's or Qwen3.5's") {
+  const fs::path dir = scratch("split_patterns");
+  for (auto pattern : {kylin::SplitPattern::qwen2, kylin::SplitPattern::qwen35}) {
+    write(dir / "tokenizer.json", tiny_tokenizer_json(true, split_pre_tokenizer(kylin::detail::split_pattern_regex(pattern))));
+    CHECK(kylin::detail::load_tokenizer_json(dir / "tokenizer.json").split == pattern);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a Split regex other than the two known patterns is refused with an error naming it") {
+  const fs::path dir = scratch("unknown_split");
+  // GPT-2's pattern, as Llama-style byte-level tokenizers carry it
+  const std::string gpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+  write(dir / "tokenizer.json", tiny_tokenizer_json(true, split_pre_tokenizer(gpt2)));
+  const std::string what = error_text([&] { (void)kylin::Tokenizer::from_dir(dir); });
+  CHECK(what.find("[kylin.tokenizer] " + (dir / "tokenizer.json").string()) != std::string::npos);
+  CHECK(what.find("unsupported pre_tokenizer: Split pattern is neither the Qwen2 nor the Qwen3.5 pattern: " + gpt2) !=
+        std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a pre_tokenizer other than Split + ByteLevel is refused with an error naming it") {
   const fs::path dir = scratch("bad_pre_tokenizer");
   write(dir / "tokenizer.json",
         tiny_tokenizer_json(true, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}"));

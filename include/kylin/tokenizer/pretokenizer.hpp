@@ -1,21 +1,54 @@
-// The Qwen2 pre-tokenizer split, hand-written over code points: exactly the regex
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// with leftmost-first alternation and backtracking resolved by hand (tested against PCRE2).
+// The pre-tokenizer splits of Qwen's tokenizer.json, hand-written over code points: exactly the
+// Qwen2/Qwen3 regex or the Qwen3.5 one (below), with leftmost-first alternation and backtracking
+// resolved by hand (tested against PCRE2). One splitter serves both: they differ only in \p{M}.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "kylin/tokenizer/unicode.hpp"
+
+namespace kylin {
+
+// The Split regex of a tokenizer.json; any other regex is refused at load.
+enum class SplitPattern {
+  qwen2,   // Qwen2, Qwen2.5, Qwen3: a combining mark ends a word
+  qwen35,  // Qwen3.5, Qwen3.6: combining marks stay with their letters
+};
+
+}  // namespace kylin
 
 namespace kylin::detail {
 
 inline constexpr std::string_view qwen2_split_pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// huggingface/transformers src/transformers/models/qwen3_5/tokenization_qwen3_5.py (Qwen3_5Tokenizer,
+// PRETOKENIZE_REGEX); Qwen3.5's tokenizer.json carries the same. llama.cpp's pre-tokenizer "qwen35".
+inline constexpr std::string_view qwen35_split_pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-class Qwen2Splitter {
+// The pattern a tokenizer.json's Split regex spells (byte for byte), or nullopt.
+inline std::optional<SplitPattern> split_pattern_of(std::string_view regex) {
+  if (regex == qwen2_split_pattern) return SplitPattern::qwen2;
+  if (regex == qwen35_split_pattern) return SplitPattern::qwen35;
+  return std::nullopt;
+}
+
+inline std::string_view split_pattern_regex(SplitPattern pattern) {
+  return pattern == SplitPattern::qwen35 ? qwen35_split_pattern : qwen2_split_pattern;
+}
+
+// The two patterns differ only in their word class, `word_`: \p{L} in Qwen2's, [\p{L}\p{M}] in
+// Qwen3.5's, whose punctuation run [^\s\p{L}\p{M}\p{N}] leaves the marks out in turn. The optional
+// prefix [^\r\n\p{L}\p{N}] is the same in both; in Qwen3.5's a mark there is also a word
+// character, so a word that starts with a mark ends at the same place whether the mark is taken
+// as the prefix or not.
+class Splitter {
  public:
-  explicit Qwen2Splitter(std::string_view text) : s_(text) {}
+  Splitter(std::string_view text, SplitPattern pattern)
+      : s_(text), word_(pattern == SplitPattern::qwen35 ? letter_or_mark : letter) {}
 
   // Calls emit(std::string_view piece) for each match, in order; the pieces tile the text.
   template <class Emit>
@@ -34,8 +67,9 @@ class Qwen2Splitter {
     std::uint8_t flags;
     std::size_t len;  // 0 at the end of the text
   };
-  static constexpr std::uint8_t letter = unicode_tables::letter, number = unicode_tables::number,
-                                space = unicode_tables::space;
+  static constexpr std::uint8_t letter = unicode_tables::letter, mark = unicode_tables::mark,
+                                number = unicode_tables::number, space = unicode_tables::space,
+                                letter_or_mark = letter | mark;
 
   Cp at(std::size_t i) const {
     if (i >= s_.size()) return {0, 0, 0};
@@ -51,7 +85,8 @@ class Qwen2Splitter {
     if (b == ' ' || (b >= 0x09 && b <= 0x0D)) return space;
     return b == '_' ? unicode_tables::word : 0;
   }
-  static bool is_other(const Cp& c) { return c.len != 0 && (c.flags & (letter | number | space)) == 0; }
+  // [^\s\p{L}\p{N}] or [^\s\p{L}\p{M}\p{N}]
+  bool is_other(const Cp& c) const { return c.len != 0 && (c.flags & (word_ | number | space)) == 0; }
   static bool is_newline(char32_t cp) { return cp == '\r' || cp == '\n'; }
   // Case-insensitive ASCII letter test; U+017F (long s) case-folds to 's' as in Oniguruma/PCRE2.
   static bool is_ci(char32_t cp, char lower) {
@@ -82,12 +117,12 @@ class Qwen2Splitter {
     const Cp c0 = at(pos);
     if (c0.cp == '\'')
       if (std::size_t end = contraction(pos)) return end;
-    if (c0.flags & letter) return skip_while(pos, letter);
+    if (c0.flags & word_) return skip_while(pos, word_);
     const Cp c1 = at(pos + c0.len);
-    if (!is_newline(c0.cp) && !(c0.flags & number) && (c1.flags & letter) && c1.len != 0)
-      return skip_while(pos + c0.len, letter);
+    if (!is_newline(c0.cp) && !(c0.flags & number) && (c1.flags & word_) && c1.len != 0)
+      return skip_while(pos + c0.len, word_);
     if (c0.flags & number) return pos + c0.len;
-    // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+    // ` ?[^\s\p{L}\p{N}]+[\r\n]*` (Qwen3.5: `[^\s\p{L}\p{M}\p{N}]`)
     std::size_t q = pos;
     if (c0.cp == ' ' && is_other(c1)) q = pos + 1;
     if (is_other(at(q))) {
@@ -109,6 +144,7 @@ class Qwen2Splitter {
   }
 
   std::string_view s_;
+  std::uint8_t word_;  // unicode_tables flags of a word character
 };
 
 }  // namespace kylin::detail

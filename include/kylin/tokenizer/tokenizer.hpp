@@ -1,7 +1,7 @@
 // kylin::Tokenizer: Qwen's byte-level BPE tokenizer, identical to HF tokenizers on its
-// tokenizer.json: added tokens -> NFC -> Qwen2 split -> byte level -> BPE (-> post-processor on
-// request); decode is the ByteLevel decoder. Invalid UTF-8 input is rejected (kylin::Error naming
-// the byte offset).
+// tokenizer.json: added tokens -> NFC -> Qwen2 or Qwen3.5 split -> byte level -> BPE
+// (-> post-processor on request); decode is the ByteLevel decoder. Invalid UTF-8 input is
+// rejected (kylin::Error naming the byte offset).
 #pragma once
 
 #include <algorithm>
@@ -55,7 +55,8 @@ class Tokenizer {
     return Tokenizer(detail::load_tokenizer_json(tokenizer_json));
   }
 
-  explicit Tokenizer(TokenizerSpec spec) : source_(std::move(spec.source)), nfc_(spec.nfc), ignore_merges_(spec.ignore_merges) {
+  explicit Tokenizer(TokenizerSpec spec)
+      : source_(std::move(spec.source)), nfc_(spec.nfc), split_(spec.split), ignore_merges_(spec.ignore_merges) {
     check_ids(spec);
     build_vocab(spec);
     build_merges(spec);
@@ -304,7 +305,7 @@ class Tokenizer {
   }
 
   void encode_words(std::string_view text, std::vector<int>& ids) const {
-    detail::Qwen2Splitter(text).run([&](std::string_view word) { encode_word(word, ids); });
+    detail::Splitter(text, split_).run([&](std::string_view word) { encode_word(word, ids); });
   }
 
   void encode_word(std::string_view word, std::vector<int>& ids) const {
@@ -324,6 +325,7 @@ class Tokenizer {
 
   std::string source_;
   bool nfc_ = true;
+  SplitPattern split_ = SplitPattern::qwen2;
   bool ignore_merges_ = false;
   std::vector<std::string> tokens_;       // [vocab_size] byte-level spelling; "" for holes
   std::vector<std::string> token_bytes_;  // [vocab_size] decoded bytes

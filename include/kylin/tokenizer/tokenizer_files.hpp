@@ -1,12 +1,14 @@
-// Reads a model directory's tokenizer files into a TokenizerSpec: tokenizer.json (BPE model,
-// NFC normalizer, Qwen2 Split + ByteLevel pre-tokenizer, ByteLevel decoder, post_processor), or
-// else the older vocab.json + merges.txt pair with added tokens from tokenizer_config.json.
+// Reads a model directory's tokenizer files into a TokenizerSpec: tokenizer.json (BPE model, NFC
+// normalizer, Split (Qwen2 or Qwen3.5 regex) + ByteLevel pre-tokenizer, ByteLevel decoder,
+// post_processor), or else the older vocab.json + merges.txt pair with added tokens from
+// tokenizer_config.json.
 #pragma once
 
 #include <simdjson.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -25,6 +27,7 @@ struct TokenizerSpec {
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
   std::vector<AddedToken> added_tokens;
   bool nfc = true;
+  SplitPattern split = SplitPattern::qwen2;  // chosen by the Split regex, never by the model type
   bool ignore_merges = false;
   PostProcessorSpec post_processor;  // vocab.json + merges.txt: none
   std::string source;  // the file it came from, for error messages
@@ -65,8 +68,9 @@ inline void check_normalizer(element e, const std::string& file, bool& nfc) {
   throw Error(ErrorCategory::tokenizer, file, "unsupported normalizer '" + type + "' (only NFC or none)");
 }
 
-// Accepts exactly Sequence[Split(Qwen2 pattern, Isolated), ByteLevel(use_regex=false)].
-inline void check_pre_tokenizer(element e, const std::string& file) {
+// Accepts exactly Sequence[Split(a known pattern, Isolated), ByteLevel(use_regex=false)] and
+// returns the pattern.
+inline SplitPattern read_pre_tokenizer(element e, const std::string& file) {
   auto fail = [&](const std::string& why) {
     throw Error(ErrorCategory::tokenizer, file, "unsupported pre_tokenizer: " + why);
   };
@@ -79,12 +83,14 @@ inline void check_pre_tokenizer(element e, const std::string& file) {
   if (component_type(split) != "Split" || split["pattern"]["Regex"].get(pattern) ||
       split["behavior"].get(behavior) || split["invert"].get(invert))
     fail("first step is not a Split with a Regex pattern");
-  if (pattern != qwen2_split_pattern) fail("Split pattern is not the Qwen2 pattern: " + std::string(pattern));
+  const std::optional<SplitPattern> known = split_pattern_of(pattern);
+  if (!known) fail("Split pattern is neither the Qwen2 nor the Qwen3.5 pattern: " + std::string(pattern));
   if (behavior != "Isolated" || invert) fail("Split must be Isolated and not inverted");
   bool use_regex = true, prefix_space = true;
   if (component_type(byte_level) != "ByteLevel" || byte_level["use_regex"].get(use_regex) ||
       byte_level["add_prefix_space"].get(prefix_space) || use_regex || prefix_space)
     fail("second step must be ByteLevel with use_regex=false and add_prefix_space=false");
+  return *known;
 }
 
 inline AddedToken parse_added_token(element e, int id, const std::string& file) {
@@ -183,7 +189,7 @@ inline TokenizerSpec parse_tokenizer_json(const simdjson::padded_string& text, c
   if (!root["normalizer"].get(normalizer)) check_normalizer(normalizer, file, spec.nfc);
   if (root["pre_tokenizer"].get(pre_tokenizer))
     throw Error(ErrorCategory::tokenizer, file, "no 'pre_tokenizer'");
-  check_pre_tokenizer(pre_tokenizer, file);
+  spec.split = read_pre_tokenizer(pre_tokenizer, file);
   if (!root["decoder"].get(decoder))
     if (std::string type = component_type(decoder); type != "ByteLevel" && type != "null")
       throw Error(ErrorCategory::tokenizer, file, "unsupported decoder '" + type + "' (only ByteLevel)");
