@@ -15,12 +15,41 @@ using kylin::test::error_of;
 
 TEST_CASE("unsupported tags, filters and tests are rejected at load time with their name and line") {
   CHECK(error_of("a\nb\n{% include 'other.jinja' %}") ==
-        "[kylin.template] chat template line 3: unsupported tag 'include'");
+        "[kylin.template] chat template line 3: unsupported tag 'include': a chat template cannot load other templates");
   CHECK(error_of("{{ x }}\n{{ x | wordwrap(3) }}") == "[kylin.template] chat template line 2: unsupported filter 'wordwrap'");
+  CHECK(error_of("{{ x|urlize }}") == "[kylin.template] chat template line 1: unsupported filter 'urlize'");
+  CHECK(error_of("{% filter wordwrap %}x{% endfilter %}").find("unsupported filter 'wordwrap'") != std::string::npos);
   CHECK(error_of("\n\n\n{% if x is prime %}{% endif %}") == "[kylin.template] chat template line 4: unsupported test 'prime'");
-  CHECK(error_of("{% for x in xs recursive %}{% endfor %}").find("unsupported construct 'recursive' loop") !=
-        std::string::npos);
   CHECK(error_of("{% extends 'base' %}").find("unsupported tag 'extends'") != std::string::npos);
+  CHECK(error_of("{% import 'm' as m %}").find("unsupported tag 'import'") != std::string::npos);
+  // transformers loads only the loopcontrols extension: no {% do %}
+  CHECK(error_of("\n{% do x %}") == "[kylin.template] chat template line 2: unsupported tag 'do'");
+  CHECK(error_of("{% autoescape true %}{{ '<' }}{% endautoescape %}").find("unsupported construct: autoescape true") !=
+        std::string::npos);
+  CHECK(error_of("{% call 5 %}{% endcall %}").find("expected a call after 'call'") != std::string::npos);
+}
+
+TEST_CASE("the sandbox's refusals are named: mutating methods and dunder attributes") {
+  CHECK(error_of("{% set xs = [1] %}\n{{ xs.append(2) }}") ==
+        "[kylin.template] chat template line 2: access to attribute 'append' of 'list' object is unsafe.");
+  CHECK(error_of("{{ {'a': 1}.update({'b': 2}) }}").find("access to attribute 'update' of 'dict' object is unsafe.") !=
+        std::string::npos);
+  CHECK(error_of("{{ ''.__class__.__mro__ }}").find("access to attribute '__class__' of 'str' object is unsafe.") !=
+        std::string::npos);
+  // looking one up is not an error (it is an undefined value), as in Jinja
+  CHECK(kylin::jinja::Template("{{ [1].append is defined }}|{{ [1].append }}|").render({}) == "False||");
+}
+
+TEST_CASE("recursive loops and caller() are bounded and refuse misuse") {
+  CHECK(error_of("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}").find("recursive loop calls nested deeper than 64") !=
+        std::string::npos);
+  CHECK(error_of("{% for x in [1] %}{{ loop([2]) }}{% endfor %}")
+            .find("The loop must have the 'recursive' marker to be called recursively.") != std::string::npos);
+  CHECK(error_of("{% macro m() %}x{% endmacro %}{% call m() %}y{% endcall %}")
+            .find("macro 'm' takes no keyword argument 'caller'") != std::string::npos);
+  CHECK(error_of("{% macro m() %}{{ caller(1) }}{% endmacro %}{% call m() %}y{% endcall %}")
+            .find("macro 'caller' takes not more than 0 argument(s)") != std::string::npos);
+  CHECK(error_of("{{ lipsum() }}").find("lipsum() (random lorem ipsum) is not supported") != std::string::npos);
 }
 
 TEST_CASE("syntax errors name the line where they are found") {

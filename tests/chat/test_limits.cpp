@@ -149,3 +149,30 @@ TEST_CASE("values cannot nest deep enough to overflow the stack, nor form cycles
   CHECK(render("{% set ns = namespace(l=[]) %}{% for i in range(100) %}{% set ns.l = [ns.l] %}{% endfor %}"
                "{{ (ns.l | string | length) }}") == "202");
 }
+
+TEST_CASE("formatting, padding and batching builtins stay inside the limits") {
+  CHECK(error_of("{{ '{:999999999999}'.format(1) }}").find("format width or precision too large") != std::string::npos);
+  CHECK(error_of("{{ '%*d' % (999999999999, 1) }}").find("format width or precision too large") != std::string::npos);
+  CHECK(error_of("{{ 'x'|indent(999999999999) }}").find("format width or precision too large") != std::string::npos);
+  CHECK(error_of("{{ 'x'.center(999999999999) }}").find("format width or precision too large") != std::string::npos);
+  CHECK(names_memory_budget(error_of("{{ [1]|batch(100000000, 0)|list }}", small_budget())));
+  CHECK(names_memory_budget(error_of("{{ [1]|slice(200000)|list }}", small_budget())));
+  CHECK(error_of("{{ [1]|slice(4000000000)|list }}").find("slice() count too large") != std::string::npos);
+  CHECK(names_memory_budget(error_of("{{ ('\\t' * 100000)|string|attr('expandtabs')(1000) }}", small_budget())));
+  CHECK(names_memory_budget(error_of("{{ '{:50000000}'.format('x') }}", small_budget())));
+  // recursion through caller() and recursive loops is bounded like macro recursion
+  CHECK(error_of("{% macro m() %}{% call m() %}{{ caller() }}{% endcall %}{% endmacro %}{{ m() }}")
+            .find("macro calls nested deeper than 64") != std::string::npos);
+}
+
+TEST_CASE("no builtin can close a reference cycle through a namespace") {
+  // a bound method keeps its object, which holds the namespace it would be stored into
+  CHECK(error_of("{% set ns = namespace() %}{% set d = {'n': [ns]} %}{% set ns.m = d.get %}")
+            .find("cannot assign a namespace() object into namespace attribute 'm'") != std::string::npos);
+  CHECK(error_of("{% set ns = namespace() %}{% set c = cycler(ns) %}{% set ns.n = c.next %}")
+            .find("cannot assign a namespace() object into namespace attribute 'n'") != std::string::npos);
+  CHECK(error_of("{% for x in [1] %}{{ loop.changed(loop) }}{% endfor %}")
+            .find("loop.changed() of a namespace or loop object is not supported") != std::string::npos);
+  // what carries no namespace may be stored
+  CHECK(render("{% set ns = namespace() %}{% set c = cycler(1, 2) %}{% set ns.n = c.next %}{{ ns.n() }}{{ ns.n() }}") == "12");
+}

@@ -56,11 +56,15 @@ struct Stmt {
     if_,        // branches (an else branch has a null condition)
     for_,       // for targets in expr [if cond] body [else else_body]
     set,        // set targets = expr, or set targets[0].attr = expr when attr is non-empty
-    set_block,  // set targets[0] %}body{% endset
+    set_block,  // set targets[0][.attr] [| filters in expr] %}body{% endset
     macro,      // macro text(params) body
     break_,
     continue_,
-    scope,      // body rendered in place ({% generation %}, transformers' assistant-mask marker)
+    scope,         // body in its own frame: {% generation %} (transformers' assistant-mask marker),
+                   // {% block %} (no template inheritance here), {% autoescape false %}
+    filter_block,  // expr (a filter chain applied to kFilterSubject) over the rendered body
+    call_block,    // expr: a call; params: the caller's parameters; body: caller()
+    with_,         // params: name = value assignments; body in its own frame
   };
   Kind kind;
   int line = 0;
@@ -73,6 +77,13 @@ struct Stmt {
   Body body;
   Body else_body;
   std::vector<std::pair<std::string, ExprPtr>> params;
+  bool recursive = false;  // for_: `recursive` loop, whose loop(...) renders the body again
+  // macro: the special names its body uses (Jinja passes extra arguments only to those)
+  bool uses_caller = false, uses_varargs = false, uses_kwargs = false;
 };
+
+// The name a {% filter %} chain or a filtered {% set %} block applies its filters to (not an
+// identifier, so no template can spell it).
+inline constexpr std::string_view kFilterSubject = "\x1f";
 
 }  // namespace kylin::jinja

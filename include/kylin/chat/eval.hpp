@@ -10,7 +10,18 @@ namespace kylin::jinja::detail {
 inline CallArgs Interpreter::eval_args(const Expr& e, std::size_t first_arg) {
   CallArgs call;
   for (std::size_t i = first_arg; i < e.args.size(); ++i) call.args.push_back(eval(*e.args[i]));
-  for (const auto& [k, v] : e.kwargs) call.kwargs.emplace_back(k, eval(*v));
+  for (const auto& [k, v] : e.kwargs) {
+    Value x = eval(*v);
+    if (k == "*") {  // f(*xs): the items as positional arguments
+      for (Value& item : iterate(x)) call.args.push_back(std::move(item));
+    } else if (k == "**") {  // f(**d): the mapping's items as keyword arguments
+      require_defined(x);
+      if (!x.is_dict()) fail("argument after ** must be a mapping, not " + std::string(x.type_name()));
+      for (const auto& [name, item] : x.as_dict().items) call.kwargs.emplace_back(name, item);
+    } else {
+      call.kwargs.emplace_back(k, std::move(x));
+    }
+  }
   return call;
 }
 
@@ -18,9 +29,7 @@ inline Value Interpreter::eval_call(const Expr& e, std::size_t first_arg) {
   const Value callee = eval(*e.args[0]);
   CallArgs call = eval_args(e, first_arg);
   line_ = e.line;
-  require_defined(callee);
-  if (!callee.is_function()) fail("'" + std::string(callee.type_name()) + "' object is not callable");
-  return callee.as_function().fn(call);
+  return invoke(callee, call);
 }
 
 inline Value Interpreter::eval_compare(const Expr& e) {

@@ -32,7 +32,7 @@ class Interpreter {
  public:
   Interpreter(const Limits& limits, DictData globals)
       : limits_(limits), budget_(limits.max_memory_bytes, limits.max_time) {
-    frames_.push_back({std::move(globals.items), false});
+    frames_.push_back({std::move(globals.items), false, 0});
   }
 
   void render(const Body& body, TaintedText& out) {
@@ -61,16 +61,31 @@ class Interpreter {
   enum class Flow { normal, break_, continue_ };
   struct Frame {
     std::vector<std::pair<std::string, Value>> vars;
-    bool barrier;  // a macro frame: names not found here resolve in the globals only
+    bool barrier = false;  // a macro frame: names not found here resolve from frame `parent` down
+    std::size_t parent = 0;  // the globals for a macro, the {% call %} site's frame for caller()
   };
 
   Value lookup(const std::string& name) const {
     for (std::size_t i = frames_.size(); i-- > 0;) {
       for (const auto& [k, v] : frames_[i].vars)
         if (k == name) return v;
-      if (frames_[i].barrier) i = 1;  // continue with frame 0
+      if (frames_[i].barrier) i = frames_[i].parent + 1;  // the loop's i-- lands on parent
     }
     return Undefined{"'" + name + "' is undefined"};
+  }
+  // A body in a frame of its own: for, with, block, generation, and filter chains.
+  Flow exec_scoped(const Body& body, TaintedText& out, std::vector<std::pair<std::string, Value>> vars = {}) {
+    frames_.push_back({std::move(vars)});
+    const Flow f = exec(body, out);
+    frames_.pop_back();
+    return f;
+  }
+  // `chain` (a filter chain over kFilterSubject) applied to `subject`.
+  Value apply_filters(const Expr& chain, Value subject) {
+    frames_.push_back({{{std::string(kFilterSubject), std::move(subject)}}});
+    Value v = eval(chain);
+    frames_.pop_back();
+    return v;
   }
   void assign(const std::string& name, Value v) {
     for (auto& [k, old] : frames_.back().vars)
@@ -127,23 +142,48 @@ class Interpreter {
       case Stmt::Kind::for_: return exec_for(s, out);
       case Stmt::Kind::set: exec_set(s); return Flow::normal;
       case Stmt::Kind::set_block: {
-        TaintedText captured;
-        if (exec(s.body, captured) != Flow::normal) fail("'break' or 'continue' inside a set block");
-        assign(s.targets[0], built(std::move(captured).value()));
+        Value v = capture(s);
+        if (s.expr) v = built(apply_filters(*s.expr, std::move(v)));
+        if (s.attr.empty()) assign(s.targets[0], std::move(v));
+        else set_attribute(s, std::move(v));
+        return Flow::normal;
+      }
+      case Stmt::Kind::filter_block: {
+        Value v = capture(s);
+        append(out, built(apply_filters(*s.expr, std::move(v))));
         return Flow::normal;
       }
       case Stmt::Kind::macro: assign(s.text, make_macro(s)); return Flow::normal;
       case Stmt::Kind::break_: return Flow::break_;
       case Stmt::Kind::continue_: return Flow::continue_;
-      case Stmt::Kind::scope: return exec(s.body, out);
+      case Stmt::Kind::scope: return exec_scoped(s.body, out);
+      case Stmt::Kind::call_block: exec_call_block(s, out); return Flow::normal;
+      case Stmt::Kind::with_: {
+        std::vector<std::pair<std::string, Value>> vars;
+        for (const auto& [name, e] : s.params) vars.emplace_back(name, eval(*e));
+        return exec_scoped(s.body, out, std::move(vars));
+      }
     }
     return Flow::normal;
+  }
+
+  // The rendered body of a set or filter block, in its own frame, as Jinja renders them.
+  Value capture(const Stmt& s) {
+    TaintedText captured;
+    if (exec_scoped(s.body, captured) != Flow::normal) fail("'break' or 'continue' inside a set or filter block");
+    line_ = s.line;
+    return built(std::move(captured).value());
   }
 
   void exec_set(const Stmt& s) {
     Value v = eval(*s.expr);
     line_ = s.line;
     if (s.attr.empty()) return assign_targets(s.targets, v);
+    set_attribute(s, std::move(v));
+  }
+
+  // {% set ns.attr = v %} and its block form.
+  void set_attribute(const Stmt& s, Value v) {
     const Value target = lookup(s.targets[0]);
     if (!target.is_namespace() || target.as_namespace().read_only)
       fail("cannot assign attribute '" + s.attr + "' on '" + s.targets[0] + "': not a namespace() object");
@@ -153,10 +193,15 @@ class Interpreter {
     target.as_namespace().attrs.set(s.attr, std::move(v));
   }
 
+  struct LoopState;
   Flow exec_for(const Stmt& s, TaintedText& out);
-  Value loop_object(const std::vector<Value>& items, std::size_t i) const;
+  Flow run_loop(const Stmt& s, const Value& iterable, int depth, TaintedText& out);
+  Value loop_object(const Stmt& s, const std::vector<Value>& items, std::size_t i, int depth,
+                    const std::shared_ptr<LoopState>& state);
   Value make_macro(const Stmt& s);
-  Value call_macro(const Stmt& s, CallArgs& call);
+  Value call_macro(const Stmt& s, CallArgs& call, std::size_t parent);
+  void exec_call_block(const Stmt& s, TaintedText& out);
+  static Value invoke(const Value& callee, CallArgs& call);
 
   Value eval(const Expr& e);
   Value eval_call(const Expr& e, std::size_t first_arg);
@@ -174,95 +219,8 @@ class Interpreter {
   int line_ = 0;
 };
 
-inline Interpreter::Flow Interpreter::exec_for(const Stmt& s, TaintedText& out) {
-  std::vector<Value> items = iterate(eval(*s.expr));
-  if (s.cond) {  // `for x in xs if cond`: loop.* then counts only the kept items, as in Jinja
-    std::vector<Value> kept;
-    for (auto& item : items) {
-      spend(1);
-      frames_.push_back({{}, false});
-      assign_targets(s.targets, item);
-      const bool keep = truthy(eval(*s.cond));
-      frames_.pop_back();
-      if (keep) kept.push_back(std::move(item));
-    }
-    items = std::move(kept);
-  }
-  if (items.empty()) {
-    frames_.push_back({{}, false});
-    const Flow f = exec(s.else_body, out);
-    frames_.pop_back();
-    return f;
-  }
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    spend(1);
-    frames_.push_back({{}, false});
-    assign("loop", loop_object(items, i));
-    assign_targets(s.targets, items[i]);
-    const Flow f = exec(s.body, out);
-    frames_.pop_back();
-    if (f == Flow::break_) break;
-  }
-  return Flow::normal;
-}
-
-inline Value Interpreter::loop_object(const std::vector<Value>& items, std::size_t i) const {
-  auto ns = std::make_shared<NamespaceData>();
-  ns->read_only = true;
-  const auto n = static_cast<std::int64_t>(items.size()), k = static_cast<std::int64_t>(i);
-  DictData& a = ns->attrs;
-  a.items.reserve(12);
-  a.set("index0", k);
-  a.set("index", k + 1);
-  a.set("revindex0", n - k - 1);
-  a.set("revindex", n - k);
-  a.set("first", k == 0);
-  a.set("last", k == n - 1);
-  a.set("length", n);
-  a.set("depth", 1);
-  a.set("depth0", 0);
-  a.set("previtem", k > 0 ? items[i - 1] : Value(Undefined{"there is no previous item"}));
-  a.set("nextitem", k + 1 < n ? items[i + 1] : Value(Undefined{"there is no next item"}));
-  a.set("cycle", Value("loop.cycle", [k](CallArgs& call) -> Value {
-          if (call.args.empty()) fail("no items for cycling given");
-          return call.args[static_cast<std::size_t>(k) % call.args.size()];
-        }));
-  return Value(std::move(ns));
-}
-
-inline Value Interpreter::make_macro(const Stmt& s) {
-  return Value(s.text, [this, &s](CallArgs& call) { return call_macro(s, call); });
-}
-
-inline Value Interpreter::call_macro(const Stmt& s, CallArgs& call) {
-  spend(1);
-  if (call.args.size() > s.params.size())
-    fail("macro '" + s.text + "' takes not more than " + std::to_string(s.params.size()) + " argument(s)");
-  if (++call_depth_ > limits_.max_call_depth)
-    fail("macro calls nested deeper than " + std::to_string(limits_.max_call_depth));
-  const int saved_line = line_;
-  frames_.push_back({{}, true});
-  for (const auto& [k, v] : call.kwargs) {
-    bool known = false;
-    for (const auto& p : s.params) known |= p.first == k;
-    if (!known) fail("macro '" + s.text + "' takes no keyword argument '" + k + "'");
-  }
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    const auto& [name, dflt] = s.params[i];
-    const Value* given = i < call.args.size() ? &call.args[i] : nullptr;
-    for (const auto& [k, v] : call.kwargs)
-      if (k == name) given = &v;
-    assign(name, given ? *given : dflt ? eval(*dflt) : Value(Undefined{"parameter '" + name + "' was not provided"}));
-  }
-  TaintedText out;
-  if (exec(s.body, out) != Flow::normal) fail("'break' or 'continue' outside a loop");
-  frames_.pop_back();
-  --call_depth_;
-  line_ = saved_line;
-  return built(std::move(out).value());
-}
-
 }  // namespace detail
 }  // namespace kylin::jinja
 
 #include "kylin/chat/eval.hpp"
+#include "kylin/chat/interpreter_blocks.hpp"

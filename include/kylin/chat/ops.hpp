@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kylin/chat/markup.hpp"
 #include "kylin/chat/value.hpp"
 
 namespace kylin::jinja {
@@ -20,6 +21,18 @@ inline Value undefined_attr(const Value& obj, std::string_view name) {
 }
 
 Value bound_method(const Value& obj, std::string_view name);  // builtins.hpp; Undefined if none
+Value percent_format(const Value& format, const Value& args);  // format.hpp: fmt % args
+
+// What jinja2's ImmutableSandboxedEnvironment refuses to look up: dunder attributes and the
+// methods that mutate a list or dict. Using the result fails with the sandbox's SecurityError text.
+inline bool unsafe_attribute(const Value& obj, std::string_view name) {
+  if (name.size() > 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__") return true;
+  static constexpr std::string_view list_mutators[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+  static constexpr std::string_view dict_mutators[] = {"clear", "pop", "popitem", "setdefault", "update"};
+  if (obj.is_list() && !obj.as_list().tuple)
+    return std::find(std::begin(list_mutators), std::end(list_mutators), name) != std::end(list_mutators);
+  return obj.is_dict() && std::find(std::begin(dict_mutators), std::end(dict_mutators), name) != std::end(dict_mutators);
+}
 
 // obj.name: Jinja tries the Python attribute (methods) first, then the item.
 inline Value get_attr(const Value& obj, std::string_view name) {
@@ -28,6 +41,10 @@ inline Value get_attr(const Value& obj, std::string_view name) {
     const Value* v = obj.as_namespace().attrs.find(name);
     return v ? *v : undefined_attr(obj, name);
   }
+  if (unsafe_attribute(obj, name))
+    return Undefined{"access to attribute '" + std::string(name) + "' of '" + std::string(obj.type_name()) + "' object is unsafe."};
+  if (obj.is_list() && obj.as_list().group && (name == "grouper" || name == "list"))
+    return obj.as_list().items[name == "grouper" ? 0 : 1];
   Value method = bound_method(obj, name);
   if (!method.is_undefined()) return method;
   if (obj.is_dict())
@@ -50,11 +67,12 @@ inline std::vector<std::size_t> codepoint_offsets(std::string_view s) {
   return out;
 }
 
-// Bytes [begin, end) of string `v` as a new string, keeping the taint of those bytes.
+// Bytes [begin, end) of string `v` as a new string, keeping the taint of those bytes (and a
+// Markup's markup: markupsafe's __getitem__ returns Markup).
 inline Value substring(const Value& v, std::size_t begin, std::size_t end) {
   TaintedText out;
   out.append(v.as_string(), v.taint(), begin, end);
-  return std::move(out).value();
+  return Value(std::move(out.text), std::move(out.taint), v.is_markup());
 }
 
 }  // namespace detail
@@ -67,7 +85,8 @@ inline std::int64_t to_index(const Value& key) {
 // obj[key]: Jinja tries the item first, then the attribute for string keys.
 inline Value get_item(const Value& obj, const Value& key) {
   require_defined(obj);
-  require_defined(key);
+  // jinja2's getitem turns the KeyError/TypeError of an undefined key into an undefined value
+  if (key.is_undefined()) return Undefined{"'" + std::string(obj.type_name()) + " object' has no item Undefined"};
   if (obj.is_dict() && key.is_string()) {
     if (const Value* v = obj.as_dict().find(key.as_string())) return *v;
     return get_attr(obj, key.as_string());
@@ -118,7 +137,7 @@ inline Value slice(const Value& obj, const Value& start, const Value& stop, cons
     else items.push_back(obj.as_list().items[k]);
     if (__builtin_add_overflow(i, step, &i)) break;
   }
-  if (is_str) return std::move(text).value();
+  if (is_str) return Value(std::move(text.text), std::move(text.taint), obj.is_markup());
   return Value(std::move(items), obj.as_list().tuple);
 }
 
@@ -139,7 +158,10 @@ inline std::vector<Value> iterate(const Value& v) {
   if (v.is_string()) {
     const std::vector<std::size_t> at = detail::codepoint_offsets(v.as_string());
     detail::charge(at.size() * (sizeof(Value) + 8));
-    for (std::size_t k = 0; k + 1 < at.size(); ++k) out.push_back(detail::substring(v, at[k], at[k + 1]));
+    for (std::size_t k = 0; k + 1 < at.size(); ++k) {
+      Value c = detail::substring(v, at[k], at[k + 1]);
+      out.push_back(c.is_markup() ? Value(c.as_string(), c.taint()) : std::move(c));  // Markup iterates as plain str
+    }
     return out;
   }
   fail("'" + std::string(v.type_name()) + "' object is not iterable");
@@ -176,7 +198,7 @@ inline Value repeat(const Value& seq, std::int64_t times) {
   if (seq.is_string()) {
     TaintedText out;
     for (std::int64_t i = 0; i < times; ++i) out.append(seq.as_string(), seq.taint());
-    return std::move(out).value();
+    return Value(std::move(out.text), std::move(out.taint), seq.is_markup());
   }
   std::vector<Value> out;
   for (std::int64_t i = 0; i < times; ++i)
@@ -243,6 +265,7 @@ inline Value binary(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "+" && a.is_string() && b.is_string()) {
     if (a.as_string().size() + b.as_string().size() > kMaxStringBytes) fail("string result too large");
+    if (a.is_markup() || b.is_markup()) return detail::markup_concat(a, b);
     TaintedText out;
     out.append(a.as_string(), a.taint());
     out.append(b.as_string(), b.taint());
@@ -256,7 +279,7 @@ inline Value binary(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "*" && (a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return detail::repeat(a, b.as_int());
   if (op == "*" && (b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return detail::repeat(b, a.as_int());
-  if (op == "%" && a.is_string()) fail("unsupported construct: printf-style string formatting with '%'");
+  if (op == "%" && a.is_string()) return percent_format(a, b);
   if (op == "+" && (a.is_string() || a.is_list()))
     fail("can only concatenate " + std::string(a.type_name()) + " (not \"" + std::string(b.type_name()) + "\") to " +
          std::string(a.type_name()));

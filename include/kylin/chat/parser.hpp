@@ -124,6 +124,13 @@ class Parser {
       s->body = parse_block_body({"endgeneration"});
       return s;
     }
+    if (tag == "filter") return parse_filter_block(line);
+    if (tag == "call") return parse_call_block(line);
+    if (tag == "with") return parse_with(line);
+    if (tag == "block") return parse_block(line);
+    if (tag == "autoescape") return parse_autoescape(line);
+    if (tag == "include" || tag == "import" || tag == "from" || tag == "extends")
+      throw SyntaxError(line, "unsupported tag '" + tag + "': a chat template cannot load other templates");
     throw SyntaxError(line, "unsupported tag '" + tag + "'");
   }
 
@@ -171,7 +178,7 @@ class Parser {
     if (!skip_name("in")) error("expected 'in', got " + describe(cur()));
     s->expr = parse_tuple(false);
     if (skip_name("if")) s->cond = parse_expression();
-    if (is_name("recursive")) error("unsupported construct 'recursive' loop");
+    s->recursive = skip_name("recursive");
     expect(Type::block_end, "'%}'");
     std::string ended;
     s->body = parse_body({"else", "endfor"}, ended);
@@ -194,28 +201,43 @@ class Parser {
       expect(Type::block_end, "'%}'");
       return s;
     }
-    if (!s->attr.empty() || s->targets.size() != 1) error("expected '='");
-    if (is_op("|")) error("unsupported construct: filtered block set");
+    if (s->targets.size() != 1) error("expected '='");  // a block set takes one name or ns.attr
+    if (skip_op("|")) s->expr = parse_filter_chain(line);  // {% set x | upper %}...{% endset %}
     s->kind = Stmt::Kind::set_block;
     expect(Type::block_end, "'%}'");
     s->body = parse_block_body({"endset"});
     return s;
   }
 
+  // (name, name=default, ...) of a macro or a call block's caller; "(" already consumed.
+  void parse_params(Stmt& s) {
+    while (!skip_op(")")) {
+      if (!s.params.empty()) expect_op(",");
+      std::string name = expect_name();
+      ExprPtr def = skip_op("=") ? parse_expression() : nullptr;
+      s.params.emplace_back(std::move(name), std::move(def));
+    }
+  }
+
   std::unique_ptr<Stmt> parse_macro(int line) {
     auto s = make_stmt(Stmt::Kind::macro, line);
     s->text = expect_name();
     expect_op("(");
-    while (!skip_op(")")) {
-      if (!s->params.empty()) expect_op(",");
-      std::string name = expect_name();
-      ExprPtr def = skip_op("=") ? parse_expression() : nullptr;
-      s->params.emplace_back(std::move(name), std::move(def));
-    }
+    parse_params(*s);
     expect(Type::block_end, "'%}'");
     s->body = parse_block_body({"endmacro"});
+    note_special_names(*s);
     return s;
   }
+
+  std::unique_ptr<Stmt> parse_filter_block(int line);
+  std::unique_ptr<Stmt> parse_call_block(int line);
+  std::unique_ptr<Stmt> parse_with(int line);
+  std::unique_ptr<Stmt> parse_block(int line);
+  std::unique_ptr<Stmt> parse_autoescape(int line);
+  ExprPtr parse_filter_chain(int line);
+  void skip_end_name();
+  static void note_special_names(Stmt& macro);
 
   // --- expressions -------------------------------------------------------------------------------
   static ExprPtr make(Expr::Kind kind, int line) {
@@ -306,3 +328,4 @@ class Parser {
 }  // namespace kylin::jinja::detail
 
 #include "kylin/chat/parser_expr.hpp"
+#include "kylin/chat/parser_tags.hpp"

@@ -167,7 +167,11 @@ inline void Parser::parse_call_args(Expr& call) {
       expect_op(",");
       if (skip_op(")")) return;
     }
-    if (is_op("*") || is_op("**")) error("unsupported construct: *args / **kwargs in a call");
+    if (is_op("*") || is_op("**")) {  // f(*args, **kwargs): kept as the keywords "*" and "**"
+      const std::string star = next().text;
+      call.kwargs.emplace_back(star, parse_expression());
+      continue;
+    }
     if (cur().type == Type::name && peek().type == Type::op && peek().text == "=") {
       std::string name = next().text;
       next();

@@ -3,23 +3,31 @@
 // Every failure is a kylin::Error (category chat_template) naming the template line.
 #pragma once
 
-// Supported subset (checked against Python Jinja2 by tests/data/reference/chat-jinja-unit.jsonl):
-//   tags      if/elif/else, for (tuple targets, `if` filter, else, loop.*), set (names, tuples,
-//             ns.attr, block set), macro (positional/keyword args, defaults), break, continue,
-//             raw, generation (rendered as its body); comments; -/+ whitespace control.
+// Supported (checked against Python jinja2 by tests/data/reference/chat-jinja-unit.jsonl and the
+// Hub templates of chat-hub-templates.jsonl):
+//   tags      if/elif/else, for (tuple targets, `if` filter, else, recursive, loop.* with cycle and
+//             changed), set (names, tuples, ns.attr, block set, filtered block set), macro
+//             (defaults, keyword args, varargs/kwargs/caller), call (with caller args), filter,
+//             with, block (rendered in place), autoescape false, break, continue, raw, generation
+//             (rendered as its body); comments; -/+ whitespace control.
 //   exprs     literals, lists, tuples, dicts, and/or/not, chained comparisons, in/not in, is [not],
-//             + - * / // % ** ~, unary -/+, x.attr, x[i], slices x[a:b:c], calls, inline if/else.
-//   filters   see filters() in filters.hpp; tests see tests() in builtins.hpp;
-//   methods   str: startswith endswith strip lstrip rstrip split replace upper lower title
-//             capitalize find count join; dict: items keys values get.
-//   globals   raise_exception, namespace, range, dict, strftime_now.
-// Known differences from Python Jinja2: case mapping is ASCII-only; select/reject/map give lists
-// (Python prints a generator object if they are output unconverted); integers are 64-bit
+//             + - * / // % ** ~, unary -/+, x.attr, x[i], slices, calls with *args/**kwargs,
+//             inline if/else; `str % args` printf-style formatting.
+//   filters   jinja2's builtin list (filters() in filters.hpp) but wordwrap and urlize;
+//   tests     jinja2's builtin list (tests() in builtins.hpp);
+//   methods   str (str_methods.hpp: the ones templates use, format included), list/tuple count/index,
+//             dict items/keys/values/get/copy; the sandbox's refusals (mutating methods, dunder
+//             attributes) as its SecurityError text.
+//   globals   raise_exception, namespace, range, dict, cycler, joiner, strftime_now.
+// Known differences from Python jinja2: case mapping is ASCII-only (isalpha/isnumeric use Unicode
+// tables); select/reject/map/batch/slice/unique/items() give lists and range() a list (Python prints
+// a generator, dict_items or range object if they are output unconverted); integers are 64-bit
 // (overflow is an error); dict literal keys must be strings; lists and dicts nest at most 2048
-// deep; a namespace() cannot be stored inside a namespace. Each render is bounded (Limits):
-// loop iterations, output bytes, bytes of values built, wall-clock time. Unsupported and rejected by name:
-// include/extends/import/block/call/filter/with tags, recursive loops, *args/**kwargs,
-// printf-style '%' formatting, str.format, and mutation methods (transformers' sandbox forbids them).
+// deep; a namespace() cannot be stored inside a namespace; pprint only for values that fit on one
+// line; a Markup's methods do not escape their arguments. Each render is bounded (Limits): loop
+// iterations, output bytes, bytes of values built, CPU time. Rejected by name: include/extends/
+// import/from (no loader), autoescape true, do (an extension transformers does not load),
+// wordwrap, urlize, lipsum.
 
 #include <ctime>
 #include <limits>
@@ -74,6 +82,67 @@ inline Value make_range(Interpreter& interp, CallArgs& call) {
   return Value(std::move(items));
 }
 
+// dict(mapping_or_pairs, **kwargs), as Python's dict().
+inline Value make_dict(CallArgs& call) {
+  if (call.args.size() > 1) fail("dict expected at most 1 argument, got " + std::to_string(call.args.size()));
+  DictData d;
+  if (!call.args.empty()) {
+    const Value& src = call.args[0];
+    if (src.is_dict()) {
+      d = src.as_dict();
+    } else {
+      std::size_t index = 0;
+      for (const Value& pair : iterate(src)) {
+        const std::vector<Value> kv = iterate(pair);
+        if (kv.size() != 2)
+          fail("dictionary update sequence element #" + std::to_string(index) + " has length " + std::to_string(kv.size()) + "; 2 is required");
+        ++index;
+        if (!kv[0].is_string()) fail("unsupported construct: dict() with a non-string key");
+        d.tainted_keys |= !kv[0].taint().empty();
+        d.set(kv[0].as_string(), kv[1]);
+      }
+    }
+  }
+  for (auto& [k, v] : call.kwargs) d.set(k, v);
+  return Value(std::move(d));
+}
+
+// jinja2.utils.Cycler: next() returns the current item and advances; reset(); current.
+inline Value make_cycler(CallArgs& call) {
+  if (call.args.empty()) fail("at least one item has to be provided");
+  auto ns = std::make_shared<NamespaceData>();
+  ns->read_only = true;
+  const std::vector<Value> items = call.args;
+  auto pos = std::make_shared<std::size_t>(0);
+  std::weak_ptr<NamespaceData> self = ns;
+  const bool holds = Value(items).holds_namespace();  // see Interpreter::exec_set: no cycles
+  ns->attrs.set("items", Value(items, true));
+  ns->attrs.set("current", items[0]);
+  ns->attrs.set("next", Value("cycler.next", [items, pos, self](CallArgs&) -> Value {
+                  const Value now = items[*pos];
+                  *pos = (*pos + 1) % items.size();
+                  if (auto ns = self.lock()) ns->attrs.set("current", items[*pos]);
+                  return now;
+                }, holds));
+  ns->attrs.set("reset", Value("cycler.reset", [items, pos, self](CallArgs&) -> Value {
+                  *pos = 0;
+                  if (auto ns = self.lock()) ns->attrs.set("current", items[0]);
+                  return None{};
+                }, holds));
+  return Value(std::move(ns));
+}
+
+// jinja2.utils.Joiner: "" the first time it is called, then the separator.
+inline Value make_joiner(CallArgs& call) {
+  Args a{call, "joiner"};
+  const Value sep = a.get(0, "sep") ? str_arg(a, 0, "sep") : Value(", ");
+  auto used = std::make_shared<bool>(false);
+  return Value("joiner", [sep, used](CallArgs&) -> Value {
+    if (!*used) return *used = true, Value("");
+    return sep;
+  });
+}
+
 inline Value strftime_now(CallArgs& call) {
   Args a{call, "strftime_now"};
   const std::time_t now = std::time(nullptr);
@@ -108,11 +177,10 @@ class Template {
   TaintedText render_marked(const DictData& variables) const {
     DictData globals;
     globals.set("namespace", Value("namespace", detail::make_namespace));
-    globals.set("dict", Value("dict", [](CallArgs& c) {
-                  DictData d;
-                  for (auto& [k, v] : c.kwargs) d.set(k, v);
-                  return Value(std::move(d));
-                }));
+    globals.set("dict", Value("dict", detail::make_dict));
+    globals.set("cycler", Value("cycler", detail::make_cycler));
+    globals.set("joiner", Value("joiner", detail::make_joiner));
+    globals.set("lipsum", Value("lipsum", [](CallArgs&) -> Value { fail("lipsum() (random lorem ipsum) is not supported"); }));
     globals.set("raise_exception", Value("raise_exception", [](CallArgs& c) -> Value {
                   throw TemplateException(c.args.empty() ? std::string() : to_str(c.args[0]));
                 }));

@@ -42,12 +42,15 @@ inline constexpr std::uint32_t kMaxValueDepth = 2048;
 struct ListData {
   std::vector<Value> items;
   bool tuple = false;  // only changes repr(): (1, 2) vs [1, 2]
+  bool group = false;  // a tuple from |groupby: items[0] is also .grouper, items[1] .list
   std::uint32_t depth = 1;
   bool holds_namespace = false;  // a namespace() inside, at any depth (see Interpreter::exec_set)
 };
 struct StringData {
   std::string text;
   Taint taint;
+  // markupsafe.Markup (from |safe, |escape): `+` escapes the other operand, repr is Markup('...').
+  bool markup = false;
 };
 struct DictData {
   std::vector<std::pair<std::string, Value>> items;  // insertion order kept, like Python dicts
@@ -61,10 +64,12 @@ struct DictData {
 struct NamespaceData {
   DictData attrs;
   bool read_only = false;
+  Function call;  // set for a recursive loop's `loop(...)`; empty: not callable
 };
 struct FunctionData {
   std::string name;
   Function fn;
+  bool holds_namespace = false;  // it captured a value holding a namespace() (a bound method of one)
 };
 
 class Value {
@@ -81,9 +86,9 @@ class Value {
   Value(const char* s) : v_(StringData{std::string(s), {}}) {}
   Value(std::string s) : v_(StringData{std::move(s), {}}) {}
   Value(std::string_view s) : v_(StringData{std::string(s), {}}) {}
-  Value(std::string s, Taint taint) : v_(StringData{std::move(s), std::move(taint)}) {}
-  Value(std::vector<Value> items, bool tuple = false) {
-    ListData l{std::move(items), tuple};
+  Value(std::string s, Taint taint, bool markup = false) : v_(StringData{std::move(s), std::move(taint), markup}) {}
+  Value(std::vector<Value> items, bool tuple = false, bool group = false) {
+    ListData l{std::move(items), tuple, group};
     for (const Value& item : l.items) nest(item, l.depth, l.holds_namespace);
     v_ = std::make_shared<const ListData>(std::move(l));
   }
@@ -93,10 +98,17 @@ class Value {
     v_ = std::make_shared<const DictData>(std::move(d));
   }
   Value(std::shared_ptr<NamespaceData> ns) : v_(std::move(ns)) {}
-  Value(std::string name, Function fn)
-      : v_(std::make_shared<const FunctionData>(FunctionData{std::move(name), std::move(fn)})) {}
+  Value(std::string name, Function fn, bool holds_namespace = false)
+      : v_(std::make_shared<const FunctionData>(FunctionData{std::move(name), std::move(fn), holds_namespace})) {}
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
+  // The shared object behind a list, dict, namespace or function (Python's id()); null otherwise.
+  const void* identity() const {
+    return std::visit([](const auto& x) -> const void* {
+      if constexpr (requires { x.get(); }) return x.get();
+      else return nullptr;
+    }, v_);
+  }
   bool is_undefined() const { return kind() == Kind::undefined; }
   bool is_none() const { return kind() == Kind::none; }
   bool is_bool() const { return kind() == Kind::boolean; }
@@ -114,6 +126,7 @@ class Value {
   std::int64_t as_int() const { return is_bool() ? std::int64_t{as_bool()} : std::get<std::int64_t>(v_); }
   double as_double() const { return is_float() ? std::get<double>(v_) : static_cast<double>(as_int()); }
   const std::string& as_string() const { return std::get<StringData>(v_).text; }
+  bool is_markup() const { return is_string() && std::get<StringData>(v_).markup; }
   // The user-data ranges of a string; empty for template text and for non-strings.
   const Taint& taint() const {
     static const Taint none;
@@ -128,7 +141,8 @@ class Value {
   std::string_view type_name() const;
   std::uint32_t depth() const { return is_list() ? as_list().depth : is_dict() ? as_dict().depth : 0; }
   bool holds_namespace() const {
-    return is_namespace() || (is_list() && as_list().holds_namespace) || (is_dict() && as_dict().holds_namespace);
+    return is_namespace() || (is_list() && as_list().holds_namespace) || (is_dict() && as_dict().holds_namespace) ||
+           (is_function() && as_function().holds_namespace);
   }
 
  private:
@@ -198,7 +212,9 @@ inline void repr_into(std::string& out, const Value& v, bool* tainted) {
     case K::floating: out += detail::python_float(v.as_double()); return;
     case K::string:
       if (tainted && !v.taint().empty()) *tainted = true;
+      if (v.is_markup()) out += "Markup(";
       out += detail::python_string_repr(v.as_string());
+      if (v.is_markup()) out += ")";
       return;
     case K::list: {
       const auto& l = v.as_list();
