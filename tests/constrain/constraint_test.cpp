@@ -212,6 +212,19 @@ TEST_CASE("masks are cached per parser state: a repeated state costs no walk") {
   CHECK(c.stats().cache_hits == 2);
 }
 
+TEST_CASE("warm() walks the start state's mask where it is called; the first decoding step finds it cached (issue 75)") {
+  const auto grammar = kylin::constrain::json_schema_grammar(kylin::json::parse(person_schema));
+  kylin::constrain::Constraint c(grammar, trie());
+  c.warm();
+  CHECK(c.stats().walks == 1);
+  std::vector<float> row(kVocab, 0.0f);  // [vocab]
+  c.begin(false);  // as a generation starts: the same start state, its mask kept
+  c.mask(row);
+  CHECK(c.stats().walks == 1);
+  CHECK(c.stats().cache_hits == 1);
+  CHECK(std::isfinite(row[static_cast<std::size_t>(id_of("{\""))]));
+}
+
 TEST_CASE("added tokens are never text unless the trie is built with them as text (<tool_call>)") {
   const int tool = *tokenizer().token_to_id("<tool_call>");
   auto grammar = kylin::constrain::parse_gbnf(R"(root ::= "<tool_call>" [a-z]+ "</tool_call>")");

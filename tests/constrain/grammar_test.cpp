@@ -265,6 +265,80 @@ TEST_CASE("GBNF: a repetition count above the limit names the limit; a repeated 
   CHECK(error_of("root ::= root \"a\" | \"b\"").find("left-recursive") != std::string::npos);  // real left recursion
 }
 
+// `root ::= ` and `depth` groups of `item` repeated {0,count} inside each other.
+std::string nested(int depth, int count, const std::string& item = "\"a\"") {
+  std::string g = item;
+  for (int k = 0; k < depth; ++k) g = "(" + g + "){0," + std::to_string(count) + "}";
+  return "root ::= " + g;
+}
+
+std::string gbnf_error(const std::string& text) {
+  try {
+    kylin::constrain::parse_gbnf(text);
+  } catch (const kylin::Error& e) {
+    CHECK(e.category() == kylin::ErrorCategory::request);
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("GBNF: nested repetitions of items that can match nothing multiply; past max_expansion they are refused when compiled (issue 75)") {
+  using kylin::constrain::detail::expansion_size;
+  using kylin::constrain::detail::nullable_rules;
+  kylin::constrain::GrammarLimits unlimited;
+  unlimited.max_expansion = std::size_t{1} << 40;
+  // The bound is what the parser pushes expanding the start (here exactly), whatever the shape.
+  kylin::constrain::ParserLimits no_budget;
+  no_budget.max_step_nodes = std::size_t{1} << 40;
+  for (const std::string& text : {nested(2, 1000), nested(3, 100), nested(14, 2), nested(4, 15, "[^x]"),
+                                  std::string("root ::= (\"a\"{1,1000}){1,1000}"), std::string("root ::= (line \"\\n\"){0,1000}\nline ::= [^\\n]{0,200}"),
+                                  std::string("root ::= x{0,50}\nx ::= y{0,50} \"b\"?\ny ::= z{0,50}\nz ::= \"a\"?")}) {
+    CAPTURE(text);
+    const auto g = kylin::constrain::parse_gbnf(text, unlimited);
+    kylin::constrain::StackArena arena(g, no_budget);
+    std::vector<int> start;  // [<= max_stacks]
+    arena.start(start);
+    CHECK(expansion_size(g, nullable_rules(g), std::size_t{1} << 40) == arena.size());
+  }
+  // The issue's grammar (2.3 s to construct its Constraint) and the same class spelled otherwise:
+  // named rules, optional items, many shallow levels. Refused by the compile, naming the limit.
+  for (const std::string& text : {nested(3, 1000), nested(3, 1000, "\"a\"?"), nested(20, 2), nested(5, 16),
+                                  std::string("root ::= x{0,100}\nx ::= y{0,100}\ny ::= z{0,100}\nz ::= \"a\"?"),
+                                  std::string("root ::= (\"a\"* \"b\"?){0,300} (\"c\"? (\"d\"?){0,300}){0,300}")}) {
+    CAPTURE(text);
+    const std::string e = gbnf_error(text);
+    CHECK(e.find("nested repetitions multiply") != std::string::npos);
+    CHECK(e.find("65536") != std::string::npos);
+  }
+  // Within it: nested counts whose items read a byte first cost a handful of nodes, and the
+  // shallow nests of real grammars stay far below.
+  for (const std::string& text : {std::string("root ::= (\"a\"{1,1000}){1,1000}"), nested(2, 1000), nested(3, 40),
+                                  std::string("root ::= (line \"\\n\"){0,1000}\nline ::= [^\\n]{0,200}")}) {
+    CAPTURE(text);
+    CHECK(gbnf_error(text).empty());
+  }
+}
+
+TEST_CASE("a step expands at most max_step_nodes nodes: 256 ambiguous parses each entering a large nest keep the first ones (issue 75)") {
+  // Within max_expansion one parse at a time, but all 256 alternatives enter the nest after "a"
+  // (5.8 s for the step without the budget).
+  std::string text = "root ::= ";
+  for (int i = 0; i < 256; ++i) text += std::string(i ? " | " : "") + "\"a\" n \"z\"";
+  text += "\n" + nested(3, 100, "\"b\"").replace(0, 4, "n");
+  const auto g = kylin::constrain::parse_gbnf(text);
+  const kylin::constrain::ParserLimits limits;
+  kylin::constrain::StackArena arena(g, limits);
+  std::vector<int> start, after;  // [<= max_stacks]
+  arena.start(start);
+  const std::size_t before = arena.size();
+  arena.step(start, 'a', after);
+  CHECK(arena.size() - before <= 2 * limits.max_step_nodes);  // an expanded reference also pushes its continuation
+  CHECK_FALSE(after.empty());
+  CHECK(complete(g, "az"));
+  CHECK(complete(g, "abbbz"));
+  CHECK_FALSE(viable(g, "ac"));
+}
+
 TEST_CASE("a schema's size is checked before compiling: too many values, or paths too long, are refused naming the limit (issue 39)") {
   const kylin::constrain::GrammarLimits limits{.max_schema_nodes = 1000};
   std::string wide = R"({"anyOf":[)";

@@ -96,6 +96,12 @@ TEST_CASE("numeric keywords that cannot be compiled are refused naming the keywo
   CHECK(error_of(R"({"type":"integer","multipleOf":0.5})").find("#/multipleOf") != std::string::npos);
   CHECK(error_of(R"({"type":"integer","multipleOf":0})").find("#/multipleOf") != std::string::npos);
   CHECK(error_of(R"({"type":"number","multipleOf":0.01})").find("#/multipleOf") != std::string::npos);
+  // a multipleOf that no schema may have says so, whatever the type (issue 75: "does not apply to type number")
+  for (const char* bad : {R"({"type":"number","multipleOf":0})", R"({"type":"integer","multipleOf":-3})", R"({"type":"string","multipleOf":"2"})"}) {
+    CAPTURE(bad);
+    CHECK(error_of(bad).find("multipleOf must be a number greater than 0") != std::string::npos);
+  }
+  CHECK(error_of(R"({"type":"number","multipleOf":0.01})").find("integer schemas only") != std::string::npos);
   CHECK(error_of(R"({"properties":{"n":{"type":"integer","multipleOf":1001}}})").find("#/properties/n/multipleOf") != std::string::npos);
   CHECK(error_of(R"({"type":"integer","exclusiveMinimum":true})").find("#/exclusiveMinimum") != std::string::npos);
   CHECK(error_of(R"({"type":"string","minimum":1})").find("#/minimum") != std::string::npos);

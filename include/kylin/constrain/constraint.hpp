@@ -62,6 +62,13 @@ class Constraint {
     failed_ = false;
   }
 
+  // Computes the start state's mask now, on the caller's thread (kylin-server: the request's, not
+  // the inference thread that decodes every slot): that first walk builds most of the DFA's
+  // states, so the first decoding step finds the mask cached.
+  void warm() {
+    if (state_ >= 0) (void)current_mask();
+  }
+
   // Sets every forbidden entry of `logits` ([model vocab]) to -inf. No allocation once warm.
   void mask(std::span<float> logits) {
     if (phase_ == Phase::reasoning) return;

@@ -27,6 +27,9 @@ struct GrammarLimits {
   std::size_t max_schema_path_bytes = 16u << 20;  // their JSON pointers together (rule names and error texts grow with them)
   std::size_t max_pattern_states = 4096;          // DFA states of one string's pattern/format/lengths (a rule each)
   std::size_t max_multiple_of = 1000;             // an integer multipleOf (about 15 rules per unit)
+  // Stack nodes the parser may push expanding references before it reads a byte (expansion_size):
+  // repetitions of items that can match nothing multiply when nested, as a pattern's copied counts.
+  std::size_t max_expansion = std::size_t{1} << 16;
 };
 
 // Rule names are for error texts; a name longer than this keeps its two ends, so a schema's long
@@ -247,11 +250,108 @@ inline void GrammarBuilder::check_left_recursion() const {
   }
 }
 
+// An upper bound on the stack nodes StackArena pushes expanding rule references before it reads
+// a byte: from the start, or from any position after a byte (a step; what the stacks above it
+// add when their rests are nullable comes on top, each bounded alike). Expanding rule r under a
+// continuation pushes N(r) = the sum over its alternatives e_0..e_{k-1} of from(0), where
+// from(i) = 1, plus for a reference to t: N(t) and, unless e_i is the last, from(i+1) when t can
+// match nothing (the parser goes on past it), else 1 (the continuation it pushes). So a nullable
+// repetition inside a repetition multiplies: (("a"{0,1000}){0,1000}){0,1000} pushes ~3e6 nodes
+// (2.3 s to construct its Constraint), ("a"{1,1000}){1,1000} a handful. Saturates at `cap`;
+// `at` gets the rule where the largest expansion begins. The grammar must not be left-recursive
+// (the references before a byte form no cycle).
+inline std::size_t expansion_size(const Grammar& g, const std::vector<char>& nullable, std::size_t cap, int* at = nullptr) {
+  const std::size_t n = g.names.size();
+  auto add = [cap](std::size_t a, std::size_t b) { return std::min(cap, a + b); };  // a, b <= cap
+  std::vector<std::size_t> cost(n, 0);  // [n_rules] N(r)
+  // from(i) for i = last down to begin of one alternative; last: where a byte is read first
+  // (all N needed then are known), or the alternative's last element (every N is known).
+  std::vector<std::size_t> from;  // [alternative length] from(i - begin)
+  auto alternative = [&](std::size_t begin, std::size_t last, std::size_t end) {
+    from.assign(last - begin + 1, 0);
+    for (std::size_t i = last + 1; i-- > begin;) {
+      const Element& e = g.elements[i];
+      std::size_t c = 1;
+      if (e.kind == Element::Kind::rule) {
+        const auto t = static_cast<std::size_t>(e.rule);
+        c = add(c, cost[t]);
+        if (i + 1 < end) c = add(c, nullable[t] && i < last ? from[i + 1 - begin] : 1);
+      }
+      from[i - begin] = c;
+    }
+  };
+  auto alt_end = [&](std::size_t begin) {
+    std::size_t e = begin;
+    while (g.elements[e].kind != Element::Kind::end) ++e;
+    return e;
+  };
+  // The references an expansion meets before a byte, and where a byte comes first.
+  auto prefix_last = [&](std::size_t begin, std::size_t end) {
+    std::size_t i = begin;
+    while (i + 1 < end && g.elements[i].kind == Element::Kind::rule && nullable[static_cast<std::size_t>(g.elements[i].rule)]) ++i;
+    return i;
+  };
+  std::vector<std::vector<std::size_t>> first(n);  // [n_rules] the references met before a byte
+  for (std::size_t r = 0; r < n; ++r)
+    for (int start : g.alternatives[r]) {
+      const auto b = static_cast<std::size_t>(start), e = alt_end(b);
+      for (std::size_t i = b; i < e && g.elements[i].kind == Element::Kind::rule; ++i) {
+        first[r].push_back(static_cast<std::size_t>(g.elements[i].rule));
+        if (!nullable[first[r].back()]) break;
+      }
+    }
+  std::vector<char> done(n, 0);                            // [n_rules] cost known
+  std::vector<std::pair<std::size_t, std::size_t>> stack;  // [depth] (rule, next edge): post-order, no cycle
+  for (std::size_t s = 0; s < n; ++s) {
+    if (done[s]) continue;
+    stack.push_back({s, 0});
+    while (!stack.empty()) {
+      auto& [r, edge] = stack.back();
+      if (edge < first[r].size()) {
+        const std::size_t t = first[r][edge++];
+        if (!done[t]) stack.push_back({t, 0});
+        continue;
+      }
+      std::size_t total = 0;
+      for (int start : g.alternatives[r]) {
+        const auto b = static_cast<std::size_t>(start), e = alt_end(b);
+        if (e == b) continue;
+        alternative(b, prefix_last(b, e), e);
+        total = add(total, from[0]);
+      }
+      cost[r] = total;
+      done[r] = 1;
+      stack.pop_back();
+    }
+  }
+  std::size_t best = g.root >= 0 ? cost[static_cast<std::size_t>(g.root)] : 0;
+  if (at) *at = g.root;
+  for (std::size_t r = 0; r < n; ++r)
+    for (int start : g.alternatives[r]) {
+      const auto b = static_cast<std::size_t>(start), e = alt_end(b);
+      if (e == b) continue;
+      alternative(b, e - 1, e);
+      const std::size_t c = *std::max_element(from.begin(), from.end());
+      if (c <= best) continue;
+      best = c;
+      if (at) *at = static_cast<int>(r);
+    }
+  return best;
+}
+
 inline Grammar GrammarBuilder::finish(int root) {
   for (std::size_t r = 0; r < g_.names.size(); ++r)
     if (g_.alternatives[r].empty()) throw grammar_error(g_.names[r], "rule has no definition");
   check_left_recursion();
   g_.root = root;
+  int at = root;
+  const std::size_t pushes = expansion_size(g_, nullable_rules(g_), limits_.max_expansion + 1, &at);
+  if (pushes > limits_.max_expansion)
+    throw grammar_error(g_.names[static_cast<std::size_t>(at)],
+                        "nested repetitions multiply: the parser would expand over " + std::to_string(limits_.max_expansion) +
+                            " stacks before reading a byte (a repeated item that can match nothing, inside another "
+                            "repetition, counts its count times the inner one's; give the inner item a minimum of 1 or "
+                            "lower the counts)");
   return std::move(g_);
 }
 

@@ -113,6 +113,11 @@ class SchemaCompiler {
     };
     for (const auto& [key, value] : s.as_object()) {
       const std::string& owner = schema_keywords().at(key);
+      // JSON Schema's multipleOf is a number > 0 under any type; kylin enforces it on integers only.
+      if (key == "multipleOf" && !(value.is_number() && value.as_double() > 0))
+        throw schema_error(path + "/" + key, "multipleOf must be a number greater than 0");
+      if (key == "multipleOf" && !has(owner))
+        throw schema_error(path + "/" + key, "multipleOf is supported on integer schemas only, not on type \"" + types[0] + "\"");
       if (!owner.empty() && !has(owner))
         throw schema_error(path + "/" + key, "keyword \"" + key + "\" does not apply to type \"" + types[0] + "\"");
     }
