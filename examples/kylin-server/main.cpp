@@ -27,6 +27,7 @@ struct Options {
   std::string kv_dtype = "f32";
   std::string weights = "stored";
   std::string weight_layout = "packed";
+  std::string experts = "held";
   std::string prefill_activations = "f32";
   std::string backend = "cpu";
   bool no_mmap = false;
@@ -34,7 +35,9 @@ struct Options {
   int parallel = 1;
   std::size_t queue = 16;
   std::size_t max_body = std::size_t{4} << 20;
-  std::string cors_origin;
+  std::vector<std::string> cors_origins;
+  std::string chat_template_kwargs;  // JSON object; empty: none
+  std::string reasoning = "auto";
   bool no_access_log = false;
   bool special_in_content = false;  // transformers' tokenization of message text (off: plain text)
   double shutdown_timeout = 5;
@@ -110,6 +113,8 @@ int serve(const Options& o) {
   // glibc's thresholds fixed before the model loads; outlives every thread that frees request memory.
   kylin_server::MemoryReturn memory;
 
+  const kylin::TemplateDefaults template_defaults = kylin::parse_template_defaults(o.chat_template_kwargs, o.reasoning);
+  const kylin::server::CorsPolicy cors(o.cors_origins);  // both checked before the model loads
   kylin::EngineOptions eo;
   eo.backend = o.backend;
   eo.threads = o.threads;
@@ -117,6 +122,7 @@ int serve(const Options& o) {
   eo.weights = *kylin::parse_weight_format(o.weights);
   eo.weight_layout = *kylin::parse_weight_layout(o.weight_layout);
   eo.checkpoint_memory = o.no_mmap ? kylin::io::FileMemory::copied : kylin::io::FileMemory::mapped;
+  eo.experts = *kylin::parse_expert_memory(o.experts);
   eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
   auto engine = kylin::Engine::load(o.model, eo);
@@ -141,7 +147,8 @@ int serve(const Options& o) {
                                   .served_names = o.served_names,
                                   .build_id = build_id(),
                                   .response_store = {.max_responses = o.response_store_count,
-                                                     .max_bytes = kylin::parse_byte_size(o.response_store_bytes)}});
+                                                     .max_bytes = kylin::parse_byte_size(o.response_store_bytes)},
+                                  .template_defaults = template_defaults});
 
   kylin::server::http::Limits limits = o.limits;
   limits.max_body = o.max_body;
@@ -149,7 +156,7 @@ int serve(const Options& o) {
   // A worker for every queued request (each waits for its generation) plus a few for health,
   // tokenize and refusals; incomplete requests never take one.
   limits.workers = std::max<std::size_t>(8, o.queue + static_cast<std::size_t>(o.parallel) + 4);
-  kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors_origin = o.cors_origin,
+  kylin::server::http::Server http(limits, kylin_server::make_handler(service, {.api_key = o.api_key, .cors = cors,
                                                                                  .access_log = !o.no_access_log, .memory = &memory}),
                                    kylin_server::transport_error);
   http.bind(o.host, o.port);
@@ -198,6 +205,7 @@ int main(int argc, char** argv) {
   app.add_option("--weights", o.weights, "Linear layers as stored, or quantized at load to q8 or q4 (docs/QUANTIZATION.md)")
       ->check(CLI::IsMember({"stored", "q8", "q4"}));
   app.add_option("--weight-layout", o.weight_layout, "How matmul weights are held: packed into the kernels' own layout at load, or stored (read in place from the mapped checkpoint; docs/PERFORMANCE.md)")->check(CLI::IsMember({"packed", "stored"}));
+  app.add_option("--experts", o.experts, "Where an MoE model's routed experts are held: with the other weights, or mapped (read in place from the checkpoint as the router picks them: for checkpoints larger than memory; docs/PERFORMANCE.md)")->check(CLI::IsMember({"held", "mapped"}));
   app.add_option("--prefill-activations", o.prefill_activations, "What the prefill GEMM of BF16 weights multiplies: f32 activations (exact, the default) or activations rounded to BF16 (faster where the CPU has AVX512_BF16, not exact; docs/PERFORMANCE.md)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag("--no-mmap", o.no_mmap, "Copy the checkpoint into memory in huge pages at load instead of mapping it (with --weight-layout stored; docs/PERFORMANCE.md)");
@@ -206,7 +214,7 @@ int main(int argc, char** argv) {
   app.add_option("--api-key", o.api_key, "Require Authorization: Bearer <key> (all routes but /health)")->envname("KYLIN_API_KEY");
   app.add_option("--parallel", o.parallel, "Slots: generations that run at once, batched into each forward pass (each keeps its KV cache warm)")
       ->check(CLI::Range(1, 64));
-  app.add_option("--queue", o.queue, "Most requests waiting; more get 503")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  app.add_option("--queue", o.queue, "Most choices waiting beyond the running ones (a request of n choices takes n places); more get 503, a request of more than --parallel + --queue choices 400")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413");
   app.add_flag("--special-tokens-in-content", o.special_in_content,
                "Tokenize control-token text in messages (<|im_start|>, <tool_call>, ...) as those tokens, as transformers "
@@ -231,7 +239,17 @@ int main(int argc, char** argv) {
                  "Default: the model directory's name. Other names get 404");
   app.add_option("--response-store-count", o.response_store_count, "Most stored Responses API responses (store: true); oldest evicted first");
   app.add_option("--response-store-bytes", o.response_store_bytes, "Most bytes of stored responses and their conversations (64MiB, ...)");
-  app.add_option("--cors-origin", o.cors_origin, "Send Access-Control-Allow-Origin: ORIGIN (and answer preflights for it)");
+  app.add_option("--cors-origin", o.cors_origins,
+                 "Browser origins allowed to read answers (repeatable, or comma-separated): scheme://host[:port], * (any), or "
+                 "localhost (any port of localhost, 127.0.0.1, [::1]); answered with Access-Control-Allow-Origin and preflights")
+      ->delimiter(',');
+  app.add_option("--chat-template-kwargs", o.chat_template_kwargs,
+                 "Template kwargs for every chat request, a JSON object (e.g. '{\"enable_thinking\": false}'); a request's own "
+                 "chat_template_kwargs are laid over them");
+  app.add_option("--reasoning", o.reasoning,
+                 "Whether the model thinks when a request does not say (reasoning_effort, chat_template_kwargs.enable_thinking, "
+                 "Anthropic's thinking, reasoning.effort): on, off, or auto (each API's default)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
   app.add_flag("--no-access-log", o.no_access_log, "Write no line per request on stderr");
   app.add_option("--shutdown-timeout", o.shutdown_timeout, "Seconds requests in flight get after SIGTERM before they end with 503")
       ->check(CLI::Range(0.0, 3600.0));

@@ -121,11 +121,23 @@ Route generating(std::string_view path, srv::Service& service, Generate member) 
   return {path, false, "POST", [&service, member](http::Request& q, std::string_view) { return generation((service.*member)(q.body, q.watch)); }};
 }
 
-// Paths are matched in order, so an exact path comes before a prefix that would cover it. The
-// OpenAI routes also answer without /v1, as llama.cpp's server does.
+// Every /v1 route also answers without /v1 (/models, /responses/input_tokens, /responses/{id}
+// ...), as llama.cpp's server does for the OpenAI routes, unless the table has that route itself.
+// Appended in table order, so an exact path still comes before a prefix that would cover it.
+void add_unversioned(std::vector<Route>& table) {
+  for (std::size_t i = 0, n = table.size(); i < n; ++i) {
+    const Route r = table[i];
+    if (!r.path.starts_with("/v1/")) continue;
+    const std::string_view bare = r.path.substr(3);
+    const auto same = [&](const Route& t) { return t.path == bare && t.method == r.method && t.prefix == r.prefix; };
+    if (std::none_of(table.begin(), table.end(), same)) table.push_back({bare, r.prefix, r.method, r.handle});
+  }
+}
+
+// Paths are matched in order, so an exact path comes before a prefix that would cover it.
 std::vector<Route> routes(srv::Service& service) {
   using S = srv::Service;
-  return {
+  std::vector<Route> table = {
       {"/health", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.health()); }},
       {"/metrics", false, "GET", [&service](http::Request&, std::string_view) { return metrics(service); }},
       {"/v1/models", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.models()); }},
@@ -135,6 +147,8 @@ std::vector<Route> routes(srv::Service& service) {
       generating("/v1/completions", service, &S::complete),
       generating("/completions", service, &S::complete),
       generating("/infill", service, &S::infill),
+      generating("/completion", service, &S::llama_completion),  // llama.cpp's native shape
+      {"/props", false, "GET", [&service](http::Request&, std::string_view) { return reply(service.props()); }},
       generating("/v1/messages", service, &S::messages),
       {"/v1/messages/count_tokens", false, "POST",
        [&service](http::Request& q, std::string_view) { return reply(service.count_message_tokens(q.body)); }},
@@ -155,6 +169,8 @@ std::vector<Route> routes(srv::Service& service) {
       {"/slots/", true, "POST",
        [&service](http::Request& q, std::string_view id) { return reply(service.slot(id, query_value(q.target, "action"), q.body)); }},
   };
+  add_unversioned(table);
+  return table;
 }
 
 bool matches(const Route& r, const std::string& path) {
@@ -182,7 +198,7 @@ http::Response preflight(const std::vector<const Route*>& routes, const http::Re
   http::Response r;
   r.status = 204;
   r.set_header("Allow", allowed(routes));
-  if (!o.cors_origin.empty()) {
+  if (o.cors.enabled()) {
     r.set_header("Access-Control-Allow-Methods", allowed(routes));
     const std::string asked = req.header_value("access-control-request-headers");
     r.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
@@ -264,10 +280,9 @@ http::Handler make_handler(srv::Service& service, const HttpOptions& options) {
   return [table, options, &service](http::Request& req) {
     const auto t0 = std::chrono::steady_clock::now();
     http::Response r = dispatch(*table, req, options);
-    if (!options.cors_origin.empty()) {
-      r.set_header("Access-Control-Allow-Origin", options.cors_origin);
-      if (options.cors_origin != "*") r.set_header("Vary", "Origin");
-    }
+    if (const std::string allow = options.cors.allow_origin(req.header_value("origin")); !allow.empty())
+      r.set_header("Access-Control-Allow-Origin", allow);
+    if (options.cors.varies()) r.set_header("Vary", "Origin");
     auto record = std::make_shared<RequestRecord>(service, req, endpoint_of(*table, req), r.status, options);
     record->start(t0);
     if (r.next) r.next = [next = std::move(r.next), record](std::string& out) mutable { return next(out); };

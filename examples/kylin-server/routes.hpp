@@ -6,7 +6,9 @@
 
 #include "kylin-server/memory.hpp"
 #include "kylin/server/anthropic_service.hpp"
+#include "kylin/server/cors.hpp"
 #include "kylin/server/http/server.hpp"
+#include "kylin/server/llama_endpoints.hpp"
 #include "kylin/server/openai_service.hpp"
 #include "kylin/server/responses_service.hpp"
 #include "kylin/server/retrieval.hpp"
@@ -17,7 +19,7 @@ namespace kylin_server {
 
 struct HttpOptions {
   std::string api_key;      // empty: no authentication
-  std::string cors_origin;  // empty: no Access-Control-* headers
+  kylin::server::CorsPolicy cors;  // none: no Access-Control-* headers
   bool access_log = true;   // one line per request on stderr
   MemoryReturn* memory = nullptr;  // told when a request with a body has been answered (null: never)
 };

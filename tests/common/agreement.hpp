@@ -49,12 +49,19 @@ Agreement quantized_agreement(M& model, const std::string& name) {
   const auto V = static_cast<std::size_t>(model.vocab_size());
   Agreement a;
   for (const Case& c : load_cases(name)) {
-    auto cache = model.new_cache(256);
+    const auto n = static_cast<std::int64_t>(c.tokens.size()) + 16;
+    auto cache = model.new_cache(std::max<std::int64_t>(256, n));
+    if (!c.positions.empty()) {  // listed positions of a long prompt: every row, the listed ones compared
+      std::vector<float> logits(c.tokens.size() * V);
+      model.forward(c.tokens, cache, logits, kylin::Positions::all);
+      for (std::size_t r = 0; r < c.logits.size(); ++r) a.add(logits.data() + c.positions[r] * V, V, c.logits[r]);
+      continue;
+    }
     std::vector<float> logits(c.logits.size() * V);
     model.forward(c.tokens, cache, logits, c.all_positions ? kylin::Positions::all : kylin::Positions::last);
     for (std::size_t r = 0; r < c.logits.size(); ++r) a.add(logits.data() + r * V, V, c.logits[r]);
     if (!c.all_positions) continue;
-    auto step_cache = model.new_cache(256);
+    auto step_cache = model.new_cache(std::max<std::int64_t>(256, n));
     std::vector<float> row(V);
     for (std::size_t t = 0; t < c.tokens.size(); ++t) {
       model.forward(std::span<const int>(&c.tokens[t], 1), step_cache, row);

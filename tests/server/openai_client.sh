@@ -1,61 +1,28 @@
 #!/usr/bin/env bash
-# ctest server_openai_client: starts kylin-server on a free loopback port with the e2e test
-# checkpoint (and one with --task embed on the embedding checkpoint), installs the pinned openai npm
-# client (npm ci) and runs check.mjs against them.
+# ctest server_openai_client: starts kylin-server on a free loopback port with each e2e test
+# checkpoint (Qwen3, and Qwen3.5 with its official template and XML tool calls; and one with --task
+# embed on the embedding checkpoint), installs the pinned openai npm client (npm ci) and runs
+# check.mjs against them.
 # Usage: openai_client.sh <kylin-server binary> <tests/data dir>
 set -euo pipefail
 bin="$1"
 data="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 [[ -x "$bin" ]] || { echo "kylin-server not built: $bin" >&2; exit 1; }
-
-work="$(mktemp -d)"
-pid=""
-embed_pid=""
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  if [[ -n "$embed_pid" ]] && kill -0 "$embed_pid" 2>/dev/null; then kill -KILL "$embed_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-model="$work/e2e-qwen3"
-mkdir "$model"
-ln -s "$data"/models/e2e-qwen3-fullvocab/* "$model"/
-ln -s "$data"/qwen3-tokenizer/tokenizer.json "$data"/qwen3-tokenizer/tokenizer_config.json "$model"/
-embed_model="$work/e2e-qwen3-embedding"
-mkdir "$embed_model"
-ln -s "$data"/models/e2e-qwen3-embedding/* "$embed_model"/
-
-# node is needed for the check anyway; it also picks the free port and polls /health.
-port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
-"$bin" --model "$model" --port "$port" --ctx 1024 --threads 2 >"$work/server.log" 2>&1 &
-pid=$!
-embed_port="$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')"
-"$bin" --model "$embed_model" --port "$embed_port" --ctx 256 --threads 2 >"$work/embed.log" 2>&1 &
-embed_pid=$!
-wait_healthy() {  # port pid log
-  for _ in $(seq 1 300); do
-    if node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
-         "http://127.0.0.1:$1/health"; then return 0; fi
-    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; echo "kylin-server exited early" >&2; exit 1; }
-    sleep 0.2
-  done
-  cat "$3" >&2; echo "kylin-server never became healthy" >&2; exit 1
-}
-wait_healthy "$port" "$pid" "$work/server.log"
-wait_healthy "$embed_port" "$embed_pid" "$work/embed.log"
+source "$here/client_servers.sh"
 
 cd "$here/openai-client"
 npm ci --no-audit --no-fund --loglevel=error
+serve e2e-qwen3-embedding --ctx 256
+embed_port=$port
+embed_pid=$pid
+serve e2e-qwen3 --ctx 1024
 KYLIN_SERVER_URL="http://127.0.0.1:$port/v1" KYLIN_EMBED_URL="http://127.0.0.1:$embed_port/v1" node check.mjs
-
-kill -TERM "$pid"
-status=0
-wait "$pid" || status=$?
-pid=""
-kill -TERM "$embed_pid"
-wait "$embed_pid" || true
-embed_pid=""
-[[ $status -eq 0 ]] || { echo "kylin-server exited with $status after SIGTERM" >&2; exit 1; }
+stop
+# Qwen3.5 thinks unless told not to: the check's plain answers ask for none
+serve e2e-qwen35 --ctx 1024
+KYLIN_SERVER_URL="http://127.0.0.1:$port/v1" KYLIN_NO_THINKING=1 node check.mjs
+stop
+pid=$embed_pid
+stop
 echo "openai client check passed"

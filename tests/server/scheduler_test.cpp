@@ -68,13 +68,41 @@ class Round {
   }
   // A greedy generation of exactly `tokens` tokens.
   std::shared_ptr<Job> generation(std::vector<int> prompt, int tokens) {
+    auto j = make_generation(std::move(prompt), tokens);
+    submit(j);
+    return j;
+  }
+  static std::shared_ptr<Job> make_generation(std::vector<int> prompt, int tokens) {
     auto j = std::make_shared<Job>();
     j->prompt = std::move(prompt);
     j->options.sampling.greedy = true;
     j->options.ignore_eos = true;
     j->options.max_new_tokens = tokens;
-    submit(j);
     return j;
+  }
+  // Counts `j` among the round's jobs (run() waits for it) and logs its end.
+  void watch(const std::shared_ptr<Job>& j) {
+    auto done = std::make_shared<std::promise<void>>();
+    done_.push_back(done->get_future());
+    j->on_done = [this, raw = j.get(), done](kylin::Generation&&, std::optional<kylin::server::Failure> error) {
+      CHECK_FALSE(error.has_value());
+      {
+        std::lock_guard lock(log_.m);
+        log_.events.push_back(raw);
+      }
+      done->set_value();
+    };
+  }
+  // One request of `k` choices (sibling jobs on one prompt, as the Service makes them), queued together.
+  std::vector<std::shared_ptr<Job>> choices(const std::vector<int>& prompt, int tokens, int k) {
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < k; ++i) {
+      jobs.push_back(make_generation(prompt, tokens));
+      if (i > 0) jobs.back()->prompt_leader = jobs.front();
+    }
+    for (const auto& j : jobs) watch(j);
+    REQUIRE(scheduler_.submit(jobs));
+    return jobs;
   }
   std::shared_ptr<Job> task(std::function<void()> f) {
     auto j = std::make_shared<Job>();
@@ -90,16 +118,7 @@ class Round {
 
  private:
   void submit(const std::shared_ptr<Job>& j) {
-    auto done = std::make_shared<std::promise<void>>();
-    done_.push_back(done->get_future());
-    j->on_done = [this, raw = j.get(), done](kylin::Generation&&, std::optional<kylin::server::Failure> error) {
-      CHECK_FALSE(error.has_value());
-      {
-        std::lock_guard lock(log_.m);
-        log_.events.push_back(raw);
-      }
-      done->set_value();
-    };
+    watch(j);
     REQUIRE(scheduler_.submit(j));
   }
 
@@ -250,4 +269,82 @@ TEST_CASE("scheduler: a job takes the free slot with the longest cached prefix, 
   three.run();
   CHECK(log.slot_of(v.get()) == 1);
   scheduler.shutdown();
+}
+
+TEST_CASE("scheduler: a request's choices share the slots: a free slot goes to the waiting request with the fewest choices running") {
+  Log log;
+  kylin::server::Scheduler* self = nullptr;
+  // C arrives while A's choices hold both slots: submitted from the step that shows it (on the
+  // inference thread, between forwards), so its arrival is an event of the schedule, not a time.
+  const auto c = Round::make_generation(ids(6000, 5), 4);
+  std::promise<void> c_done;
+  c->on_done = [&](kylin::Generation&&, std::optional<kylin::server::Failure> error) {
+    CHECK_FALSE(error.has_value());
+    c_done.set_value();
+  };
+  std::vector<std::shared_ptr<Job>> a;
+  bool c_sent = false;
+  auto o = options(2, log);
+  o.on_step = [&](std::span<const StepRow> rows) {
+    log.step(rows);
+    const auto of_a = std::count_if(rows.begin(), rows.end(), [&](const StepRow& r) {
+      return std::any_of(a.begin(), a.end(), [&](const auto& j) { return j.get() == r.job; });
+    });
+    if (!c_sent && of_a == 2) {
+      c_sent = true;
+      CHECK(self->submit(c));
+    }
+  };
+  kylin::server::Scheduler scheduler(engine(), o);
+  self = &scheduler;
+  Round round(scheduler, log);
+  a = round.choices(ids(1000, 5), 12, 6);
+  round.run();
+  REQUIRE(c_done.get_future().wait_for(std::chrono::minutes(5)) == std::future_status::ready);
+  scheduler.shutdown();
+  const auto first = [&](const Job* j) { return log.steps_of(j).front(); };
+  const auto last = [&](const Job* j) { return log.steps_of(j).back(); };
+  REQUIRE(c_sent);
+  // a[0] prefilled the prompt, a[1] started from it: both slots were A's when C came. The first
+  // slot to free went to C (no choice running), not to a[2] (A had one running).
+  CHECK(first(a[1].get()) == first(a[0].get()) + 1);
+  CHECK(first(c.get()) == last(a[0].get()) + 1);
+  CHECK(first(a[2].get()) == last(a[1].get()) + 1);
+  CHECK(first(c.get()) < first(a[2].get()));
+}
+
+TEST_CASE("scheduler: every choice takes a place: a free slot or one of max_queued; a request of more than max_choices never fits") {
+  kylin::server::SchedulerOptions o;
+  o.slots = 2;
+  o.max_queued = 4;
+  kylin::server::Scheduler scheduler(engine(), o);
+  CHECK(scheduler.max_choices() == 6);
+  // A gate holds the inference thread, so the queue only fills while the test submits.
+  std::promise<void> entered, open;
+  auto gate = std::make_shared<Job>();
+  gate->engine_task = [&, released = open.get_future().share()] { entered.set_value(), released.wait(); };
+  gate->on_done = [](kylin::Generation&&, std::optional<kylin::server::Failure>) {};
+  REQUIRE(scheduler.submit(gate));
+  entered.get_future().wait();
+  std::atomic<int> ended{0};
+  auto request = [&](int k) {
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < k; ++i) {
+      jobs.push_back(Round::make_generation(ids(1000, 5), 2));
+      jobs.back()->on_done = [&](kylin::Generation&&, std::optional<kylin::server::Failure> error) {
+        CHECK_FALSE(error.has_value());
+        ++ended;
+      };
+      if (i > 0) jobs.back()->prompt_leader = jobs.front();
+    }
+    return jobs;
+  };
+  CHECK_FALSE(scheduler.submit(request(7)));  // 2 slots + 4 places
+  CHECK(scheduler.submit(request(6)));
+  CHECK(scheduler.queued() == 6);
+  CHECK_FALSE(scheduler.submit(request(1)));  // every place is taken, the free slots included
+  open.set_value();
+  scheduler.shutdown();
+  CHECK(ended.load() == 6);
+  CHECK(scheduler.queued() == 0);
 }

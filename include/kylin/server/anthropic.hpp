@@ -56,7 +56,7 @@ inline std::string error_type(int http_status) {
 inline json::Value error_json(int http_status, const std::string& message) {
   json::Value e = json::Object{};
   e.set("type", error_type(http_status));
-  e.set("message", message);
+  e.set("message", shown(message, 4096));  // bounded as error_body's
   json::Value body = json::Object{};
   body.set("type", "error");
   body.set("error", std::move(e));
@@ -86,7 +86,7 @@ inline void check_fields(const json::Value& body, MessagesEndpoint endpoint) {
     const auto& known = endpoint == MessagesEndpoint::create ? std::span<const std::string_view>(create_fields)
                                                              : std::span<const std::string_view>(count_fields);
     if (std::find(known.begin(), known.end(), key) == known.end())
-      throw invalid(key, "'" + key + "' is not supported by this server (docs/SERVER.md lists the accepted fields)");
+      throw invalid(key, "'" + shown(key) + "' is not supported by this server (docs/SERVER.md lists the accepted fields)");
   }
 }
 
@@ -261,6 +261,7 @@ inline void thinking(const json::Value* t, ChatRequest& r, MessagesEndpoint endp
   if (t == nullptr) return;
   if (!t->is_object()) throw invalid("thinking", "'thinking' must be an object");
   const std::string& type = required_string(*t, "type", "thinking");
+  r.thinking_chosen = true;
   if (type == "disabled") {
     r.chat.enable_thinking = false;
   } else if (type == "enabled") {
@@ -272,6 +273,18 @@ inline void thinking(const json::Value* t, ChatRequest& r, MessagesEndpoint endp
   } else {
     throw invalid("thinking.type", "'thinking.type' must be enabled or disabled");
   }
+}
+
+// A final assistant turn is a prefill the answer continues (prefill.hpp), as Anthropic's API does;
+// its text may not end in whitespace, which Anthropic refuses too (the cut would drop it).
+inline void prefill(const json::Value& body, ChatRequest& r) {
+  const json::Array& messages = detail::field(body, "messages")->as_array();
+  if (messages.back().find("role")->as_string() != "assistant") return;
+  const std::string where = "messages[" + std::to_string(messages.size() - 1) + "].content";
+  const std::string& text = r.messages.as_array().back().find("content")->as_string();
+  if (detail::ends_with_space(text))
+    throw invalid(where, "final assistant content cannot end with trailing whitespace");
+  r.prompt_end = continuation(r.messages, where);
 }
 
 inline void sampling(const json::Value& body, ChatRequest& r, const SamplingParams& defaults) {
@@ -304,6 +317,7 @@ inline MessagesRequest parse_messages_request(std::string_view text, const Sampl
   if (const json::Value* meta = detail::field(body, "metadata"); meta && !meta->is_object())
     throw invalid("metadata", "'metadata' must be an object");
   r.chat.messages = anthropic::normalize_messages(body);
+  anthropic::prefill(body, r.chat);
   if (endpoint == MessagesEndpoint::create) anthropic::sampling(body, r.chat, defaults);
   anthropic::thinking(detail::field(body, "thinking"), r.chat, endpoint);
   anthropic::tool_choice(detail::field(body, "tool_choice"), r.chat);

@@ -20,13 +20,13 @@ namespace anthropic {
 class MessageAnswer final : public Answer {
  public:
   MessageAnswer(bool stream, ResponseHead head, bool tools, std::size_t max_calls, std::int64_t prompt_tokens,
-                std::vector<std::string> stops, const Tokenizer& tokenizer)
+                std::vector<std::string> stops, const Tokenizer& tokenizer, ToolCallDialect dialect = {})
       : Answer(stream), head_(std::move(head)), tools_(tools), max_calls_(max_calls), prompt_tokens_(prompt_tokens),
-        stops_(std::move(stops)), tokenizer_(tokenizer) {}
+        stops_(std::move(stops)), tokenizer_(tokenizer), dialect_(std::move(dialect)) {}
 
   std::string prefilled(std::size_t, std::int64_t cached_tokens) override {
     if (!stream || events_) return {};
-    events_.emplace(head_, tools_, prompt_tokens_, max_calls_, cached_tokens);
+    events_.emplace(head_, tools_, prompt_tokens_, max_calls_, cached_tokens, dialect_);
     return events_->take();
   }
 
@@ -45,7 +45,7 @@ class MessageAnswer final : public Answer {
 
   std::string finish(std::span<const Generation> all) override {
     if (stream) return {};  // message_stop came with the end
-    return json::dump(message_response(head_, all.front(), tools_, output(all.front()), stops_, max_calls_));
+    return json::dump(message_response(head_, all.front(), tools_, output(all.front()), stops_, max_calls_, dialect_));
   }
 
   std::string error_body(const Failure& f) const override { return anthropic::error_body(f); }
@@ -63,15 +63,17 @@ class MessageAnswer final : public Answer {
   std::int64_t prompt_tokens_;
   std::vector<std::string> stops_;
   const Tokenizer& tokenizer_;
+  ToolCallDialect dialect_;
   std::optional<MessageStream> events_;
 };
 
-inline OutputRules message_rules(const MessagesRequest& r) {
+inline OutputRules message_rules(const MessagesRequest& r, ToolCallFormat format) {
   return {.format = {},
           .tool_choice = r.chat.tool_choice,
           .tools = &r.chat.chat.tools,
           .max_calls = r.chat.parallel_tool_calls ? any_number_of_calls : 1,
           .thinking = r.chat.chat.enable_thinking,
+          .tool_format = format,
           .tool_schema_param = "input_schema"};
 }
 
@@ -82,6 +84,7 @@ inline Reply Service::count_message_tokens(std::string_view text) {
     require_task(options_.task, ServerTask::generate, "/v1/messages/count_tokens");
     MessagesRequest r = parse_messages_request(text, engine_.default_sampling(), MessagesEndpoint::count_tokens);
     check_model(r.chat.model);
+    apply_chat_defaults(r.chat);
     const PromptIds prompt = chat_prompt(r.chat, {}, "messages");
     json::Value out = json::Object{};
     out.set("input_tokens", static_cast<std::int64_t>(prompt.ids.size()));
@@ -94,10 +97,12 @@ inline Started Service::messages(std::string_view text, const std::shared_ptr<Cl
     require_task(options_.task, ServerTask::generate, "/v1/messages");
     MessagesRequest r = parse_messages_request(text, engine_.default_sampling(), MessagesEndpoint::create);
     check_model(r.chat.model);
-    const OutputRules rules = anthropic::message_rules(r);
+    apply_chat_defaults(r.chat);
+    const ToolCallFormat format = template_tool_format(engine_);
+    const OutputRules rules = anthropic::message_rules(r, format);
     Prepared p = prepare(r.chat, chat_prompt(r.chat, rules, "messages"), rules, anthropic::new_id("msg"), "messages");
     auto out = std::make_shared<anthropic::MessageAnswer>(r.chat.stream, p.head, r.tools_in_prompt, rules.max_calls, p.prompt_tokens,
-                                                          r.chat.stop, engine_.tokenizer());
+                                                          r.chat.stop, engine_.tokenizer(), ToolCallDialect{format, r.chat.chat.tools});
     return answer(std::move(p), std::move(out), watch);
   });
 }

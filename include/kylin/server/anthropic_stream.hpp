@@ -108,12 +108,14 @@ inline json::Value message_object(const ResponseHead& h, json::Value content, co
 }
 
 // The non-streamed answer. `output` is the decoded generated text (for the stop sequence).
-// `max_calls`: disable_parallel_tool_use keeps the first call only.
+// `max_calls`: disable_parallel_tool_use keeps the first call only; calls in the template's
+// format, `dialect`.
 inline json::Value message_response(const ResponseHead& h, const Generation& g, bool tools, std::string_view output,
-                                    const std::vector<std::string>& stops, std::size_t max_calls = any_number_of_calls) {
+                                    const std::vector<std::string>& stops, std::size_t max_calls = any_number_of_calls,
+                                    const ToolCallDialect& dialect = {}) {
   ParsedToolCalls parsed;
   parsed.content = parsed.whole = g.content;
-  if (tools) parsed = parse_tool_calls(g.content);
+  if (tools) parsed = parse_tool_calls(g.content, dialect);
   if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   bool objects = true;
   std::vector<ToolUse> uses = tool_uses(parsed.calls, objects);
@@ -130,12 +132,15 @@ inline std::string event(std::string_view name, const json::Value& payload) {
 }
 
 // The events of one streamed message, from message_start (made once the prompt ran, so its usage
-// counts the cached tokens). push() takes the pieces as they come; finish() the end.
+// counts the cached tokens). push() takes the pieces as they come; finish() the end. A tool_use
+// block opens when its call's name is known and gets an input_json_delta per piece of its input
+// (XML calls as they are written; Hermes ones whole at the end).
 class MessageStream {
  public:
   MessageStream(ResponseHead head, bool tools, std::int64_t prompt_tokens, std::size_t max_calls = any_number_of_calls,
-                std::int64_t cached_tokens = 0)
-      : head_(std::move(head)), tools_(tools), max_calls_(max_calls), prompt_tokens_(prompt_tokens), cached_tokens_(cached_tokens) {
+                std::int64_t cached_tokens = 0, ToolCallDialect dialect = {})
+      : head_(std::move(head)), tools_(tools), prompt_tokens_(prompt_tokens), cached_tokens_(cached_tokens),
+        calls_(std::move(dialect), max_calls, true) {
     json::Value start = block("message_start");
     start.set("message", message_object(head_, json::Array{}, std::nullopt, usage_json(prompt_tokens, cached_tokens, 0)));
     out_.push_back(event("message_start", start));
@@ -143,31 +148,17 @@ class MessageStream {
 
   void push(const Piece& piece) {
     if (piece.channel == Channel::reasoning) return delta(Kind::thinking, piece.text);
-    const std::string text = tools_ ? hold_.push(piece.text) : std::string(piece.text);
-    if (!text.empty()) delta(Kind::text, text);
+    if (tools_) return apply(calls_.push(piece.text));
+    if (!piece.text.empty()) delta(Kind::text, piece.text);
   }
 
   // The held tool calls (if any), the last block's stop, message_delta and message_stop.
   void finish(const Generation& g, std::string_view output, const std::vector<std::string>& stops) {
-    std::vector<ToolUse> uses;
-    if (tools_ && hold_.holding()) {
-      const std::string_view held = std::string_view(hold_.text()).substr(hold_.released());
-      ParsedToolCalls parsed = parse_tool_calls(held);
-      if (parsed.calls.size() > max_calls_) parsed.calls.resize(max_calls_);
-      bool objects = true;
-      uses = tool_uses(parsed.calls, objects);
-      if (!objects) uses.clear(), parsed.content = parsed.whole;
-      if (!parsed.content.empty()) delta(Kind::text, parsed.content);
-    }
-    if (open_ == Kind::none && uses.empty() && blocks_ == 0) delta(Kind::text, "");
-    for (const auto& u : uses) {
-      open(Kind::tool_use, tool_use_block(u, false));
-      json::Value d = block("input_json_delta");
-      d.set("partial_json", json::dump(u.input));
-      block_delta(std::move(d));
-    }
+    if (tools_) apply(calls_.finish());
+    const bool tool_use = calls_.calls() > 0;
+    if (open_ == Kind::none && !tool_use && blocks_ == 0) delta(Kind::text, "");
     close();
-    const Ending end = ending(g.stop_reason, !uses.empty(), output, stops);
+    const Ending end = ending(g.stop_reason, tool_use, output, stops);
     json::Value d = json::Object{};
     d.set("stop_reason", end.stop_reason);
     d.set("stop_sequence", end.stop_sequence ? json::Value(*end.stop_sequence) : json::Value());
@@ -188,6 +179,20 @@ class MessageStream {
 
  private:
   enum class Kind { none, thinking, text, tool_use };
+
+  // Text, then calls: a tool_use block per call, its input as it comes.
+  void apply(const ToolCallStep& step) {
+    if (!step.content.empty()) delta(Kind::text, step.content);
+    for (const ToolCallDelta& d : step.deltas) {
+      if (d.start) open(Kind::tool_use, tool_use_block({new_id("toolu"), d.name, json::Object{}}, false));
+      if (!d.arguments.empty()) {
+        json::Value j = block("input_json_delta");
+        j.set("partial_json", d.arguments);
+        block_delta(std::move(j));
+      }
+      if (d.end) close();
+    }
+  }
 
   void delta(Kind kind, std::string_view text) {
     if (open_ != kind) open(kind, kind == Kind::thinking ? thinking_block("") : text_block(""));
@@ -222,9 +227,8 @@ class MessageStream {
 
   ResponseHead head_;
   bool tools_;
-  std::size_t max_calls_;
   std::int64_t prompt_tokens_, cached_tokens_;
-  ToolCallHold hold_;
+  ToolCallStream calls_;
   Kind open_ = Kind::none;
   std::int64_t blocks_ = 0;
   std::vector<std::string> out_;

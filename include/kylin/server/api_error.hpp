@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "kylin/core/error.hpp"
 #include "kylin/core/json.hpp"
@@ -57,12 +58,22 @@ inline std::string error_type(int http_status) {
   }
 }
 
+// Client text an error repeats (an id, a model name, a field name) at most `max` bytes: cut at a
+// character boundary, its length said, so a 100 KB id is not sent back whole.
+inline std::string shown(std::string_view text, std::size_t max = 64) {
+  if (text.size() <= max) return std::string(text);
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
+// Whatever an error quotes, its message and param stay bounded (shown() cuts what is longer).
 inline std::string error_body(int http_status, const std::string& message, const std::string& param = {},
                               const std::string& code = {}) {
   json::Value e = json::Object{};
-  e.set("message", message);
+  e.set("message", shown(message, 4096));
   e.set("type", error_type(http_status));
-  e.set("param", param.empty() ? json::Value() : json::Value(param));
+  e.set("param", param.empty() ? json::Value() : json::Value(shown(param, 256)));
   e.set("code", code.empty() ? json::Value() : json::Value(code));
   json::Value body = json::Object{};
   body.set("error", std::move(e));

@@ -39,6 +39,11 @@ class Answer {
   virtual std::string error_events(const Failure& f) const { return sse(json::parse(error_body(f))) + std::string(sse_done); }
 };
 
+// How the served model writes tool calls: its chat template's format (Hermes JSON without one).
+inline ToolCallFormat template_tool_format(const Engine& engine) {
+  return engine.has_chat_template() ? tool_call_format(engine.chat_template().source()) : ToolCallFormat::json;
+}
+
 // A request's usage over its choices: the prompt once, every choice's generated tokens.
 inline GenerationStats combined_stats(std::span<const Generation> choices) {
   GenerationStats s = choices.front().stats;
@@ -105,6 +110,15 @@ inline Service::Prepared Service::prepare(const GenerationRequest& r, PromptIds 
     throw ApiError(status::bad_request, "this model's context is " + std::to_string(ctx) + " tokens; the prompt has " + std::to_string(n),
                    param, "context_length_exceeded");
   const auto choices = static_cast<std::size_t>(r.n);
+  if (choices > scheduler_.max_choices())  // before any grammar is compiled for them
+    throw ApiError(status::bad_request,
+                   "'n' is " + std::to_string(r.n) + ": this server runs " + std::to_string(scheduler_.slots()) +
+                       " generations at once and queues " + std::to_string(scheduler_.max_queued()) +
+                       " (--parallel, --queue), so one request fits at most " + std::to_string(scheduler_.max_choices()) + " choices",
+                   "n", "too_many_choices");
+  if (r.ignore_eos && (rules.format.type != ResponseFormat::Type::text || rules.tool_choice.forces_call()))
+    throw invalid("ignore_eos", "'ignore_eos' cannot go with a constrained answer (response_format, grammar, a forced tool call), "
+                                "which ends where its grammar does");
   auto constraints = constraints_.make(rules, choices);
   Prepared p;
   p.head = ResponseHead{std::move(id), unix_time(), served_name(r.model), fingerprint_};
@@ -122,7 +136,9 @@ inline Service::Prepared Service::prepare(const GenerationRequest& r, PromptIds 
       job->constraint = std::move(constraints[i]);
       job->options.constraint = job->constraint.get();
     }
-    p.logprobs.push_back(attach_logprobs(job->options, r.logprob, engine_.sampleable_ids()));
+    LogprobRequest logit_rules = r.logprob;
+    if (r.ignore_eos) logit_rules.masked = engine_.eos_ids();  // never drawn, so the answer runs to max_tokens
+    p.logprobs.push_back(attach_logprobs(job->options, logit_rules, engine_.sampleable_ids()));
     if (i > 0) job->prompt_leader = p.jobs.front();
     p.jobs.push_back(std::move(job));
   }

@@ -24,12 +24,14 @@ namespace kylin::server {
 
 inline constexpr int max_top_logprobs = 20;  // OpenAI's chat limit; the legacy API's is 5
 
-// What a request asks of the logit rows: additive biases, and logprobs with `top` alternatives.
+// What a request asks of the logit rows: additive biases, tokens never to sample, and logprobs
+// with `top` alternatives.
 struct LogprobRequest {
   bool logprobs = false;
   int top = 0;
   std::vector<std::pair<int, float>> logit_bias;  // (token id, bias in [-100, 100])
-  bool active() const { return logprobs || !logit_bias.empty(); }
+  std::vector<int> masked;                        // ids set to -inf (ignore_eos: the EOS and end-of-turn ids)
+  bool active() const { return logprobs || !logit_bias.empty() || !masked.empty(); }
 };
 
 struct TokenLogprob {
@@ -54,6 +56,8 @@ class LogprobRecorder {
   void see_row(std::span<float> row) {
     for (const auto& [id, bias] : request_.logit_bias)
       if (static_cast<std::size_t>(id) < row.size()) row[static_cast<std::size_t>(id)] += bias;
+    for (int id : request_.masked)
+      if (static_cast<std::size_t>(id) < row.size()) row[static_cast<std::size_t>(id)] = -std::numeric_limits<float>::infinity();
     if (!request_.logprobs) return;
     const std::size_t end = std::min(row.size(), sampleable_.end());
     row_.resize(end);  // allocates on the first row only

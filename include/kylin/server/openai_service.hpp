@@ -14,10 +14,11 @@
 
 namespace kylin::server {
 
-// How a chat answer is shaped: tool calls parsed (at most max_calls of them).
+// How a chat answer is shaped: tool calls parsed (at most max_calls of them) in `dialect`.
 struct ChatShape {
   bool tools = false;
   std::size_t max_calls = any_number_of_calls;
+  ToolCallDialect dialect{};
 };
 
 using Recorders = std::vector<std::shared_ptr<LogprobRecorder>>;  // [choices] null: no logprobs
@@ -26,12 +27,12 @@ using Recorders = std::vector<std::shared_ptr<LogprobRecorder>>;  // [choices] n
 class ChatAnswer final : public Answer {
  public:
   ChatAnswer(bool stream, ResponseHead head, ChatShape shape, Recorders logprobs, bool usage, const Tokenizer& tokenizer)
-      : Answer(stream), head_(std::move(head)), shape_(shape), logprobs_(std::move(logprobs)), usage_(usage), tokenizer_(tokenizer),
-        holds_(logprobs_.size()) {}
+      : Answer(stream), head_(std::move(head)), shape_(std::move(shape)), logprobs_(std::move(logprobs)), usage_(usage),
+        tokenizer_(tokenizer), calls_(logprobs_.size(), ToolCallStream(shape_.dialect, shape_.max_calls)) {}
 
   std::string start() override {
     std::string out;
-    for (std::size_t i = 0; i < holds_.size(); ++i) {
+    for (std::size_t i = 0; i < calls_.size(); ++i) {
       json::Value role = json::Object{};
       role.set("role", "assistant");
       role.set("content", "");
@@ -42,18 +43,16 @@ class ChatAnswer final : public Answer {
 
   std::string piece(std::size_t i, const Piece& p) override {
     if (!stream) return {};
-    const bool reasoning = p.channel == Channel::reasoning;
-    std::string out = reasoning || !shape_.tools ? std::string(p.text) : holds_[i].push(p.text);
-    if (out.empty()) return {};
-    return sse(chat_chunk(head_, delta(reasoning ? "reasoning_content" : "content", std::move(out)), std::nullopt, pending(i), index(i)));
+    if (p.channel == Channel::reasoning || !shape_.tools) {
+      const char* key = p.channel == Channel::reasoning ? "reasoning_content" : "content";
+      return p.text.empty() ? std::string() : sse(chat_chunk(head_, delta(key, std::string(p.text)), std::nullopt, pending(i), index(i)));
+    }
+    return chunks(i, calls_[i].push(p.text));
   }
 
   std::string end(std::size_t i, const Generation& g) override {
-    std::string out;
-    bool calls = false;
-    if (shape_.tools)
-      for (const auto& chunk : tool_call_chunks(head_, holds_[i], calls, shape_.max_calls, index(i))) out += sse(chunk);
-    json::Value last = chat_chunk(head_, json::Object{}, finish_reason(g.stop_reason, calls), pending(i), index(i));
+    std::string out = shape_.tools ? chunks(i, calls_[i].finish()) : std::string();
+    json::Value last = chat_chunk(head_, json::Object{}, finish_reason(g.stop_reason, calls_[i].calls() > 0), pending(i), index(i));
     last.set("timings", timings(g.stats));
     return out + sse(last);
   }
@@ -64,7 +63,7 @@ class ChatAnswer final : public Answer {
     for (std::size_t i = 0; i < all.size(); ++i) {
       json::Value lp;
       if (logprobs_[i] && logprobs_[i]->logprobs()) lp = chat_logprobs(tokenizer_, logprobs_[i]->all());
-      choices.push_back(chat_choice(index(i), all[i], shape_.tools, std::move(lp), shape_.max_calls));
+      choices.push_back(chat_choice(index(i), all[i], shape_.tools, std::move(lp), shape_.max_calls, shape_.dialect));
     }
     return json::dump(chat_completion(head_, std::move(choices), combined_stats(all)));
   }
@@ -79,12 +78,21 @@ class ChatAnswer final : public Answer {
     return entries.empty() ? json::Value() : chat_logprobs(tokenizer_, entries);
   }
 
+  // A step of choice i's answer: a content chunk, then one tool_calls chunk per call it moves.
+  std::string chunks(std::size_t i, const ToolCallStep& step) {
+    std::string out;
+    if (!step.content.empty()) out += sse(chat_chunk(head_, delta("content", step.content), std::nullopt, pending(i), index(i)));
+    for (const ToolCallDelta& d : step.deltas)
+      out += sse(chat_chunk(head_, delta("tool_calls", json::Array{tool_call_delta_json(d)}), std::nullopt, pending(i), index(i)));
+    return out;
+  }
+
   ResponseHead head_;
   ChatShape shape_;
   Recorders logprobs_;
   bool usage_;
   const Tokenizer& tokenizer_;
-  std::vector<ToolCallHold> holds_;  // [choices]
+  std::vector<ToolCallStream> calls_;  // [choices]
 };
 
 // text_completion objects and chunks. Raw completions return all generated text, reasoning
@@ -178,14 +186,16 @@ class InfillAnswer final : public Answer {
 
 namespace detail {
 
-// What a chat request demands of its answer, for ConstraintFactory.
-inline OutputRules chat_rules(const ChatRequest& r) {
+// What a chat request demands of its answer, for ConstraintFactory; forced calls in `format`.
+inline OutputRules chat_rules(const ChatRequest& r, ToolCallFormat format) {
   OutputRules rules{.format = r.response_format,
                     .tool_choice = r.tool_choice,
                     .tools = &r.chat.tools,
                     .max_calls = r.parallel_tool_calls ? any_number_of_calls : 1,
-                    .thinking = r.chat.enable_thinking};
+                    .thinking = r.chat.enable_thinking,
+                    .tool_format = format};
   if (r.response_format.type == ResponseFormat::Type::gbnf) rules.schema_param = "grammar";
+  if (r.response_format.schema_param) rules.schema_param = r.response_format.schema_param;
   return rules;
 }
 
@@ -196,10 +206,12 @@ inline Started Service::chat(std::string_view text, const std::shared_ptr<Client
     require_task(options_.task, ServerTask::generate, "/v1/chat/completions");
     ChatRequest r = parse_chat_request(text, engine_.default_sampling());
     check_model(r.model);
+    apply_chat_defaults(r);
     detail::check_logit_bias(r.logprob, engine_.tokenizer().vocab_size());
-    const OutputRules rules = detail::chat_rules(r);
+    const ToolCallFormat format = template_tool_format(engine_);
+    const OutputRules rules = detail::chat_rules(r, format);
     Prepared p = prepare(r, chat_prompt(r, rules, "messages"), rules, new_id("chatcmpl"), "messages");
-    const ChatShape shape{.tools = !r.chat.tools.is_null(), .max_calls = rules.max_calls};
+    const ChatShape shape{.tools = !r.chat.tools.is_null(), .max_calls = rules.max_calls, .dialect = {format, r.chat.tools}};
     auto out = std::make_shared<ChatAnswer>(r.stream, p.head, shape, p.logprobs, r.include_usage, engine_.tokenizer());
     return answer(std::move(p), std::move(out), watch);
   });
@@ -230,6 +242,32 @@ inline Started Service::complete(std::string_view text, const std::shared_ptr<Cl
   });
 }
 
+// The field of the FIM part (what is not trimmed) that errors about its size name: the largest.
+inline const char* largest_infill_field(const InfillRequest& r) {
+  if (r.prompt.size() > std::max(r.input_prefix.size(), r.input_suffix.size())) return "prompt";
+  return r.input_suffix.size() > r.input_prefix.size() ? "input_suffix" : "input_prefix";
+}
+
+// /infill's prompt: the FIM part whole (a 400 naming its largest field when it cannot fit), and
+// input_extra trimmed to the context it leaves beside the answer's room: max_tokens (n_predict),
+// or a quarter of the context when the request sets none (infill_context).
+inline std::vector<int> Service::infill_ids(const InfillRequest& r, const FimTokens& fim) const {
+  const char* field = largest_infill_field(r);
+  check_prompt_bytes(r.input_prefix.size() + r.prompt.size() + r.input_suffix.size(), field);
+  const bool plain = options_.content_tokens == ContentTokens::plain;
+  const std::vector<int> middle = infill_fim(engine_.tokenizer(), fim, r.input_prefix, r.prompt, r.input_suffix, plain);
+  const std::int64_t ctx = scheduler_.context_length(), n = static_cast<std::int64_t>(middle.size());
+  if (n >= ctx)
+    throw ApiError(status::bad_request, "input_prefix, prompt and input_suffix take " + std::to_string(n) + " tokens with the FIM tokens; this model's context is " +
+                                            std::to_string(ctx) + " (input_extra is trimmed to fit, these are not)",
+                   field, "context_length_exceeded");
+  const std::int64_t room = r.max_tokens.value_or(ctx / 4);
+  const std::size_t bytes_per_token = std::max<std::size_t>(1, max_prompt_bytes_ / static_cast<std::size_t>(ctx));  // see max_prompt_bytes
+  std::vector<int> ids = infill_context(engine_.tokenizer(), fim, r.input_extra, plain, ContextBudget{ctx - n - room, bytes_per_token});
+  ids.insert(ids.end(), middle.begin(), middle.end());
+  return ids;
+}
+
 inline Started Service::infill(std::string_view text, const std::shared_ptr<ClientWatch>& watch) {
   return guarded(error_body, [&]() -> Started {
     require_task(options_.task, ServerTask::generate, "/infill");
@@ -238,13 +276,8 @@ inline Started Service::infill(std::string_view text, const std::shared_ptr<Clie
     const auto fim = fim_tokens(engine_.tokenizer());
     if (!fim)
       throw invalid("input_suffix", "/infill needs a model whose tokenizer has <|fim_prefix|>, <|fim_suffix|> and <|fim_middle|>; this one has not");
-    std::size_t bytes = r.input_prefix.size() + r.prompt.size() + r.input_suffix.size();
-    for (const auto& f : r.input_extra) bytes += f.filename.size() + f.text.size();
-    check_prompt_bytes(bytes, "input_prefix");
-    PromptIds prompt{infill_prompt(engine_.tokenizer(), *fim, r.input_prefix, r.prompt, r.input_suffix, r.input_extra,
-                                   options_.content_tokens == ContentTokens::plain),
-                     Channel::answer};
-    Prepared p = prepare(r, std::move(prompt), {}, new_id("cmpl"), "input_prefix");
+    PromptIds prompt{infill_ids(r, *fim), Channel::answer};
+    Prepared p = prepare(r, std::move(prompt), {}, new_id("cmpl"), largest_infill_field(r));
     auto out = std::make_shared<InfillAnswer>(r.stream, p.head);
     return answer(std::move(p), std::move(out), watch);
   });

@@ -14,8 +14,10 @@
 #include "kylin/constrain/gbnf.hpp"
 #include "kylin/constrain/json_schema.hpp"
 #include "kylin/constrain/tool_call_grammar.hpp"
+#include "kylin/constrain/tool_call_xml_grammar.hpp"
 #include "kylin/generate/engine.hpp"
 #include "kylin/server/api_error.hpp"
+#include "kylin/server/tool_calls.hpp"
 
 namespace kylin::server {
 
@@ -24,6 +26,7 @@ struct ResponseFormat {
   Type type = Type::text;
   json::Value schema;  // json_schema: the schema; null: any JSON value
   std::string gbnf;    // gbnf: the grammar (llama.cpp's `grammar` field)
+  const char* schema_param = nullptr;  // where the request put the schema, when not OutputRules' default
 };
 
 enum class ToolChoiceMode { automatic, none, required, named };
@@ -43,6 +46,7 @@ struct OutputRules {
   const json::Value* tools = nullptr;
   std::size_t max_calls = constrain::any_number_of_calls;
   bool thinking = false;      // Qwen3 thinking on: a free <think> block may come first
+  ToolCallFormat tool_format = ToolCallFormat::json;  // how forced calls are written: the template's format
   std::string schema_param = "response_format.json_schema.schema";  // or "grammar" for a GBNF
   std::string tool_schema_param = "function.parameters";  // after "tools[i]."
 };
@@ -68,7 +72,12 @@ class ConstraintFactory {
     if (calls && formatted && !rules.tool_choice.forces_call()) g = constrain::either(g, answer_grammar(rules));
     const auto trie = calls ? tool_trie() : text_trie();
     std::vector<std::shared_ptr<constrain::Constraint>> out;
-    for (std::size_t i = 0; i < n; ++i) out.push_back(std::make_shared<constrain::Constraint>(g, trie, options));
+    // Built and warmed here, on the request's thread: the inference thread that decodes the other
+    // slots only looks the first mask up (Constraint::warm).
+    for (std::size_t i = 0; i < n; ++i) {
+      out.push_back(std::make_shared<constrain::Constraint>(g, trie, options));
+      out.back()->warm();
+    }
     return out;
   }
 
@@ -145,10 +154,24 @@ class ConstraintFactory {
   }
 
   static constrain::Grammar call_grammar(const OutputRules& rules) {
+    if (rules.tool_format == ToolCallFormat::xml) return xml_call_grammar(rules);
     std::vector<constrain::ToolGrammar> tools;
     for (const auto& t : offered_tools(rules))
       tools.push_back({t.name, t.schema == nullptr ? constrain::json_object_grammar() : compile(*t.schema, t.param)});
     return constrain::tool_calls_grammar(tools, {.min = 1, .max = rules.max_calls});
+  }
+
+  // The XML form (Qwen3.5, Qwen3-Coder): each tool's parameters compiled apart, so an error names it.
+  static constrain::Grammar xml_call_grammar(const OutputRules& rules) {
+    std::vector<constrain::XmlToolGrammar> tools;
+    for (const auto& t : offered_tools(rules)) {
+      try {
+        tools.push_back(constrain::xml_tool_grammar(t.name, t.schema));
+      } catch (const Error& e) {
+        throw invalid(t.param, "'" + t.param + "' cannot be enforced: " + client_text(e));
+      }
+    }
+    return constrain::xml_tool_calls_grammar(tools, {.min = 1, .max = rules.max_calls});
   }
 
   static constrain::Grammar compile(const json::Value& schema, const std::string& param) {

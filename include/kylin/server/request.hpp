@@ -14,6 +14,7 @@
 #include "kylin/generate/session.hpp"
 #include "kylin/server/api_error.hpp"
 #include "kylin/server/fill_in_middle.hpp"
+#include "kylin/server/prefill.hpp"
 #include "kylin/server/request_fields.hpp"
 #include "kylin/server/request_params.hpp"
 
@@ -30,11 +31,16 @@ struct GenerationRequest {
   bool include_usage = false;              // stream_options.include_usage
   LogprobRequest logprob;                  // logprobs, top_logprobs, logit_bias
   bool speculative = true;                 // false: no speculative decoding for this request (kylin's extension)
+  bool ignore_eos = false;                 // EOS and end-of-turn tokens masked: exactly max_tokens (llama.cpp's, vLLM's)
 };
 
 struct ChatRequest : GenerationRequest {
   json::Value messages;  // normalized: content is always a string, roles checked
   ChatOptions chat;      // enable_thinking, tools, other chat_template_kwargs
+  // The request chose enable_thinking (reasoning_effort, chat_template_kwargs, Anthropic's
+  // thinking, the Responses API's reasoning): the server's --reasoning default leaves it.
+  bool thinking_chosen = false;
+  PromptEnd prompt_end = PromptEnd::generation_prompt;  // vLLM's add_generation_prompt, continue_final_message
   bool parallel_tool_calls = true;  // false: at most one call (enforced when a call is forced)
   ResponseFormat response_format;   // text, or JSON or a GBNF grammar enforced by a constraint
   ToolChoice tool_choice;
@@ -77,8 +83,8 @@ constexpr std::size_t max_stop_strings = 16;
 constexpr std::int64_t max_choices = 128;  // OpenAI's limit on n
 
 inline std::int64_t parse_n(const json::Value& body) {
-  const auto n = int_field(body, "n").value_or(1);
-  if (n < 1 || n > max_choices) throw invalid("n", "'n' must be between 1 and " + std::to_string(max_choices) + ", got " + std::to_string(n));
+  const auto n = count_field(body, "n", 1).value_or(1);
+  if (n > max_choices) throw invalid("n", "'n' must be between 1 and " + std::to_string(max_choices) + ", got " + std::to_string(n));
   return n;
 }
 
@@ -124,10 +130,7 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
   }
   parse_sampling(body, r, defaults);
   for (const char* name : {"max_completion_tokens", "max_tokens"})
-    if (auto n = int_field(body, name)) {
-      if (*n < 1) throw invalid(name, std::string("'") + name + "' must be at least 1");
-      r.max_tokens = *n;
-    }
+    if (auto n = count_field(body, name, 1)) r.max_tokens = *n;
   if (const json::Value* stop = field(body, "stop")) {
     if (stop->is_string()) {
       r.stop.push_back(stop->as_string());
@@ -147,6 +150,10 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
     r.include_usage = bool_field(*so, "include_usage", "stream_options.include_usage").value_or(false);
   }
   r.n = parse_n(body);
+  r.ignore_eos = bool_field(body, "ignore_eos").value_or(false);
+  if (r.ignore_eos && !r.max_tokens)
+    throw invalid("max_tokens", "'ignore_eos' needs a token limit ('max_tokens'): without end-of-sequence tokens the answer "
+                                "would only end with the context");
   refuse_common(body);
 }
 
@@ -211,13 +218,15 @@ inline json::Value normalize_messages(const json::Value* messages) {
 
 // reasoning_effort: "none" and "minimal" turn Qwen3's thinking off, any other effort leaves it on;
 // chat_template_kwargs.enable_thinking, when given, wins.
-inline void parse_chat_options(const json::Value& body, ChatOptions& chat) {
+inline void parse_chat_options(const json::Value& body, ChatRequest& r) {
+  ChatOptions& chat = r.chat;
   if (const json::Value* e = field(body, "reasoning_effort")) {
     if (!e->is_string()) throw invalid("reasoning_effort", "'reasoning_effort' must be a string");
     const std::string& s = e->as_string();
     if (s != "none" && s != "minimal" && s != "low" && s != "medium" && s != "high")
       throw invalid("reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
     chat.enable_thinking = s != "none" && s != "minimal";
+    r.thinking_chosen = true;
   }
   if (const json::Value* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
@@ -226,6 +235,7 @@ inline void parse_chat_options(const json::Value& body, ChatOptions& chat) {
       if (k == "enable_thinking") {
         if (!v.is_bool()) throw invalid("chat_template_kwargs.enable_thinking", "must be true or false");
         chat.enable_thinking = v.as_bool();
+        r.thinking_chosen = true;
       } else if (k == "messages" || k == "tools" || k == "add_generation_prompt" || k == "documents") {
         throw invalid("chat_template_kwargs." + k, "'" + k + "' cannot be set through chat_template_kwargs");
       } else {
@@ -247,6 +257,16 @@ inline void parse_chat_options(const json::Value& body, ChatOptions& chat) {
   }
 }
 
+// vLLM's add_generation_prompt (default true) and continue_final_message (default false; the
+// final assistant message is continued, prefill.hpp). Both true is refused, as vLLM does.
+inline void parse_prompt_end(const json::Value& body, ChatRequest& r) {
+  const bool generation_prompt = bool_field(body, "add_generation_prompt").value_or(true);
+  const bool continue_final = bool_field(body, "continue_final_message").value_or(false);
+  if (continue_final && generation_prompt)
+    throw invalid("continue_final_message", "'continue_final_message' continues the final message: it needs 'add_generation_prompt': false");
+  r.prompt_end = continue_final ? continuation(r.messages, "messages") : generation_prompt ? PromptEnd::generation_prompt : PromptEnd::closed;
+}
+
 inline json::Value parse_body(std::string_view text) {
   json::Value body;
   try {
@@ -265,7 +285,8 @@ inline ChatRequest parse_chat_request(std::string_view text, const SamplingParam
   ChatRequest r;
   r.messages = detail::normalize_messages(body.find("messages"));
   detail::parse_common(body, r, defaults);
-  detail::parse_chat_options(body, r.chat);
+  detail::parse_chat_options(body, r);
+  detail::parse_prompt_end(body, r);
   detail::refuse_chat(body);
   detail::parse_chat_logprobs(body, r.logprob);
   r.response_format = detail::parse_response_format(body);
@@ -338,11 +359,14 @@ inline InfillRequest parse_infill_request(std::string_view text, const SamplingP
       r.input_extra.push_back({f ? f->as_string() : "tmp", t->as_string()});
     }
   }
-  if (auto n = detail::int_field(body, "n_predict"); n && *n >= 0) {
+  if (auto n = detail::count_field(body, "n_predict", -1); n && *n >= 0) {
     if (*n < 1) throw invalid("n_predict", "'n_predict' must be at least 1 (or -1: no limit)");
     r.max_tokens = *n;
   }
   detail::parse_common(body, r, defaults);
+  if (r.n != 1)  // else the choices' texts would run together into one `content`
+    throw ApiError(status::bad_request, "'n' is not supported by /infill: like llama.cpp's, it answers one completion in one 'content' "
+                                        "(send one request per completion)", "n", "unsupported_parameter");
   return r;
 }
 

@@ -21,6 +21,16 @@ inline std::string shortest_text(double v) {
   return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
+// The double whose shortest text is the float's shortest text: compact JSON that parses back to
+// the same float (0.8f is 0.8, not 0.800000011920929).
+inline double compact(float v) {
+  char buf[32];
+  const char* end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  double d = 0;
+  std::from_chars(buf, end, d);
+  return d;
+}
+
 inline const json::Value* field(const json::Value& body, std::string_view name) {
   const json::Value* v = body.find(name);
   return v == nullptr || v->is_null() ? nullptr : v;
@@ -41,6 +51,20 @@ inline std::optional<std::int64_t> int_field(const json::Value& body, std::strin
   if (!v->is_int() && v->is_number() && std::trunc(v->as_double()) == v->as_double() && std::abs(v->as_double()) >= 0x1p63)
     throw invalid(n, "'" + n + "' is out of range: it must be an integer between -2^63 and 2^63-1");
   if (!v->is_int()) throw invalid(n, "'" + n + "' must be an integer");
+  return v->as_int();
+}
+
+// A count (max_tokens, n, max_output_tokens, ...): an integer of at least `min`. Below it, or past
+// 64 bits, the refusal says the range the field takes, not the whole int64 range.
+inline std::optional<std::int64_t> count_field(const json::Value& body, std::string_view name, std::int64_t min) {
+  const json::Value* v = field(body, name);
+  if (v == nullptr) return std::nullopt;
+  const std::string n(name);
+  const std::string range = "'" + n + "' must be an integer >= " + std::to_string(min) + " (and at most 2^63-1), got ";
+  if (!v->is_int() && v->is_number() && std::trunc(v->as_double()) == v->as_double())
+    throw invalid(n, "'" + n + "' is out of range: " + range + shortest_text(v->as_double()));
+  if (!v->is_int()) throw invalid(n, "'" + n + "' must be an integer");
+  if (v->as_int() < min) throw invalid(n, range + std::to_string(v->as_int()));
   return v->as_int();
 }
 

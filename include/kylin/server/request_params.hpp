@@ -35,7 +35,7 @@ inline void parse_logit_bias(const json::Value& body, LogprobRequest& out) {
     throw invalid("logit_bias", "'logit_bias' may hold at most " + std::to_string(max_logit_bias_entries) + " entries");
   for (const auto& [key, value] : lb->as_object()) {
     const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) throw invalid("logit_bias", "'logit_bias' keys must be token ids (decimal strings), got '" + key + "'");
+    if (!digits) throw invalid("logit_bias", "'logit_bias' keys must be token ids (decimal strings), got '" + shown(key) + "'");
     if (!value.is_number() || !(value.as_double() >= -100.0 && value.as_double() <= 100.0))
       throw invalid("logit_bias", "'logit_bias' values must be numbers in [-100, 100] (token " + key + ")");
     out.logit_bias.emplace_back(std::stoi(key), static_cast<float>(value.as_double()));
@@ -104,9 +104,10 @@ inline void refuse_completion(const json::Value& body) {
   if (auto b = int_field(body, "best_of"); b && *b != 1) refuse("best_of", "must be 1: kylin does not generate candidates to rank (n gives several choices)");
 }
 
-// response_format: {"type": "text"}, {"type": "json_object"} (any JSON object), or
-// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (the
-// schema enforced whether strict or not; no schema: any JSON value). Compiled in ConstraintFactory.
+// response_format: {"type": "text"}, {"type": "json_object"} (any JSON object; with "schema",
+// llama.cpp's and vLLM's form, that schema), or {"type": "json_schema", "json_schema": {"name",
+// "schema", "strict", "description"}} (the schema enforced whether strict or not; no schema: any
+// JSON value). Compiled in ConstraintFactory.
 inline ResponseFormat parse_response_format(const json::Value& body) {
   ResponseFormat out;
   const json::Value* rf = field(body, "response_format");
@@ -117,6 +118,13 @@ inline ResponseFormat parse_response_format(const json::Value& body) {
   if (t == "text") return out;
   if (t == "json_object") {
     out.type = ResponseFormat::Type::json_object;
+    if (const json::Value* schema = field(*rf, "schema")) {
+      if (!schema->is_object() && !schema->is_bool())
+        throw invalid("response_format.schema", "'response_format.schema' must be a JSON schema object");
+      out.type = ResponseFormat::Type::json_schema;
+      out.schema = *schema;
+      out.schema_param = "response_format.schema";
+    }
     return out;
   }
   if (t != "json_schema") throw invalid("response_format", "'response_format.type' must be text, json_object or json_schema");

@@ -14,7 +14,7 @@
 
 #include "kylin/core/json.hpp"
 #include "kylin/generate/session.hpp"
-#include "kylin/server/tool_calls.hpp"
+#include "kylin/server/tool_call_stream.hpp"
 
 namespace kylin::server {
 
@@ -100,6 +100,22 @@ inline json::Value tool_call_json(const ToolCall& c, std::optional<std::size_t> 
   return call;
 }
 
+// One streamed step of a call as a chat.completion.chunk's tool_calls entry: the first carries
+// the id, type and name, the others only the next piece of the arguments.
+inline json::Value tool_call_delta_json(const ToolCallDelta& d) {
+  json::Value fn = json::Object{};
+  if (d.start) fn.set("name", d.name);
+  fn.set("arguments", d.arguments);
+  json::Value call = json::Object{};
+  call.set("index", static_cast<std::int64_t>(d.index));
+  if (d.start) {
+    call.set("id", new_id("call"));
+    call.set("type", "function");
+  }
+  call.set("function", std::move(fn));
+  return call;
+}
+
 inline json::Value head_object(const ResponseHead& h, std::string_view object) {
   json::Value o = json::Object{};
   o.set("id", h.id);
@@ -110,16 +126,16 @@ inline json::Value head_object(const ResponseHead& h, std::string_view object) {
   return o;
 }
 
-// One choice of a chat answer. With `tools`, <tool_call> blocks of the answer become tool_calls
-// (the first `max_calls` of them: parallel_tool_calls false keeps one). `logprobs`: the
-// choice's logprobs object (logprobs.hpp) or null.
+// One choice of a chat answer. With `tools`, the calls of the answer (in the template's format,
+// `dialect`) become tool_calls (the first `max_calls` of them: parallel_tool_calls false keeps
+// one). `logprobs`: the choice's logprobs object (logprobs.hpp) or null.
 inline json::Value chat_choice(std::int64_t index, const Generation& g, bool tools, json::Value logprobs = {},
-                               std::size_t max_calls = any_number_of_calls) {
+                               std::size_t max_calls = any_number_of_calls, const ToolCallDialect& dialect = {}) {
   json::Value message = json::Object{};
   message.set("role", "assistant");
   ParsedToolCalls parsed;
   parsed.content = parsed.whole = g.content;
-  if (tools) parsed = parse_tool_calls(g.content);
+  if (tools) parsed = parse_tool_calls(g.content, dialect);
   if (parsed.calls.size() > max_calls) parsed.calls.resize(max_calls);
   const bool calls = !parsed.calls.empty();
   message.set("content", calls && parsed.content.empty() ? json::Value() : json::Value(parsed.content));
@@ -149,8 +165,8 @@ inline json::Value chat_completion(const ResponseHead& h, json::Value choices, c
 
 // A chat answer of one choice.
 inline json::Value chat_completion(const ResponseHead& h, const Generation& g, bool tools, json::Value logprobs = {},
-                                   std::size_t max_calls = any_number_of_calls) {
-  return chat_completion(h, json::Array{chat_choice(0, g, tools, std::move(logprobs), max_calls)}, g.stats);
+                                   std::size_t max_calls = any_number_of_calls, const ToolCallDialect& dialect = {}) {
+  return chat_completion(h, json::Array{chat_choice(0, g, tools, std::move(logprobs), max_calls, dialect)}, g.stats);
 }
 
 // One chat.completion.chunk of choice `index`; `delta` is {"role"}, {"content"},
@@ -181,8 +197,10 @@ inline json::Value usage_chunk(const ResponseHead& h, std::string_view object, c
   return out;
 }
 
-// The end of a streamed answer with tools: the held text from the first <tool_call> on becomes
-// a content chunk (text outside valid blocks, if any) and one tool_calls chunk per call.
+// The end of a streamed answer with Hermes tools: the held text from the first <tool_call> on
+// becomes a content chunk (text outside valid blocks, if any) and one tool_calls chunk per call.
+// (ChatAnswer streams through ToolCallStream, which does the same at the end, and streams XML
+// calls as they come.)
 // Returns the chunks; `calls` tells whether any call was parsed (finish_reason "tool_calls").
 inline std::vector<json::Value> tool_call_chunks(const ResponseHead& h, const ToolCallHold& hold, bool& calls,
                                                 std::size_t max_calls = any_number_of_calls, std::int64_t index = 0) {

@@ -28,6 +28,7 @@ struct ResponseContext {
   const ResponsesRequest* request = nullptr;  // echo, instructions, previous_response_id, store
   double temperature = 1, top_p = 1;    // the effective sampling settings
   bool tools = false;                   // calls are parsed
+  ToolCallDialect dialect{};            // in the template's format; the tools type XML values
   std::size_t max_calls = any_number_of_calls;
   bool starts_reasoning = false;        // the prompt opened <think>: the answer starts in it
   int think_open = -1, think_close = -1;
@@ -107,21 +108,26 @@ inline json::Value response_object(const ResponseContext& c, json::Value output,
     const json::Value* v = r.echo.find(key);
     return v ? *v : fallback;
   };
+  // Cut by the token limit, or by the client leaving (a stream closed mid-answer, a whole answer
+  // whose connection closed): stored so, never as completed, so a continuation knows the turn is cut.
   const bool cut = g && (g->stop_reason == StopReason::max_tokens || g->stop_reason == StopReason::context_full);
+  const bool left = g && g->stop_reason == StopReason::cancelled;
   json::Value o = json::Object{};
   o.set("id", c.head.id);
   o.set("object", "response");
   o.set("created_at", c.head.created);
-  o.set("status", !g ? "in_progress" : cut ? "incomplete" : "completed");
+  o.set("status", !g ? "in_progress" : cut || left ? "incomplete" : "completed");
   o.set("background", false);
   o.set("error", json::Value());
   json::Value details;
-  if (cut) details = json::Object{}, details.set("reason", "max_output_tokens");
+  if (cut || left) details = json::Object{}, details.set("reason", cut ? "max_output_tokens" : "client_disconnected");
   o.set("incomplete_details", std::move(details));
   o.set("instructions", r.instructions.empty() ? json::Value() : json::Value(r.instructions));
   o.set("max_output_tokens", echoed("max_output_tokens", {}));
   o.set("max_tool_calls", echoed("max_tool_calls", {}));
   o.set("model", c.head.model);
+  if (left && output.size() > 0 && output.as_array().back().find("status"))  // the item the client left in
+    output.as_array().back().set("status", "incomplete");
   o.set("output", std::move(output));
   o.set("parallel_tool_calls", echoed("parallel_tool_calls", true));
   o.set("previous_response_id", r.previous_response_id.empty() ? json::Value() : json::Value(r.previous_response_id));
@@ -132,14 +138,20 @@ inline json::Value response_object(const ResponseContext& c, json::Value output,
   o.set("reasoning", std::move(reasoning));
   o.set("service_tier", "default");
   o.set("store", r.store);
-  o.set("temperature", c.temperature);
+  // the request's numbers as sent; the model's defaults (also for a null) as the floats the sampler
+  // holds, shortest
+  const auto sent_number = [&](std::string_view key, double used) {
+    const json::Value* v = r.echo.find(key);
+    return v && v->is_number() ? *v : json::Value(detail::compact(static_cast<float>(used)));
+  };
+  o.set("temperature", sent_number("temperature", c.temperature));
   json::Value text = json::Object{}, format = json::Object{};
   format.set("type", "text");
   text.set("format", std::move(format));
   o.set("text", echoed("text", std::move(text)));
   o.set("tool_choice", echoed("tool_choice", "auto"));
   o.set("tools", echoed("tools", json::Array{}));
-  o.set("top_p", c.top_p);
+  o.set("top_p", sent_number("top_p", c.top_p));
   o.set("truncation", "disabled");
   o.set("usage", g ? usage(g->stats, reasoning_tokens(g->tokens, c)) : json::Value());
   o.set("user", echoed("user", {}));
@@ -151,7 +163,7 @@ inline json::Value response_object(const ResponseContext& c, json::Value output,
 inline ParsedToolCalls answer_calls(std::string_view text, const ResponseContext& c) {
   ParsedToolCalls parsed;
   parsed.content = parsed.whole = std::string(text);
-  if (c.tools) parsed = parse_tool_calls(text);
+  if (c.tools) parsed = parse_tool_calls(text, c.dialect);
   if (parsed.calls.size() > c.max_calls) parsed.calls.resize(c.max_calls);
   return parsed;
 }

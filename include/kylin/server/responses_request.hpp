@@ -89,7 +89,7 @@ inline std::optional<json::Value> referenced_item(const json::Value& item, const
   const std::string& id = string_at(item, "id", at);
   std::optional<json::Value> found = find_item ? find_item(id) : std::nullopt;
   if (!found)
-    throw invalid(at + ".id", "item '" + id + "' is not an output item of a stored response (never made, made with store false, "
+    throw invalid(at + ".id", "item '" + shown(id) + "' is not an output item of a stored response (never made, made with store false, "
                               "deleted or evicted from the bounded store)");
   return found;
 }
@@ -261,6 +261,7 @@ inline void reasoning(const json::Value* r, ResponsesRequest& out) {
     if (s != "none" && s != "minimal" && s != "low" && s != "medium" && s != "high")
       throw invalid("reasoning.effort", "'reasoning.effort' must be none, minimal, low, medium or high");
     out.chat.chat.enable_thinking = s != "none" && s != "minimal";
+    out.chat.thinking_chosen = true;
   }
   for (const char* key : {"summary", "generate_summary"})
     if (const json::Value* s = detail::field(*r, key)) {
@@ -275,7 +276,7 @@ inline void check_fields(const json::Value& body, ResponsesEndpoint endpoint) {
                                                            : std::span<const std::string_view>(count_fields);
   for (const auto& [key, value] : body.as_object())
     if (std::find(known.begin(), known.end(), key) == known.end())
-      throw ApiError(status::bad_request, "'" + key + "' is not supported by kylin-server's Responses API (docs/SERVER.md lists the fields)",
+      throw ApiError(status::bad_request, "'" + shown(key) + "' is not supported by kylin-server's Responses API (docs/SERVER.md lists the fields)",
                      key, "unsupported_parameter");
 }
 
@@ -316,15 +317,14 @@ inline ResponsesRequest parse_responses_request(std::string_view text, const Sam
   }
   r.instructions = responses::string_at(body, "instructions", "", false);
   r.previous_response_id = responses::string_at(body, "previous_response_id", "", false);
+  if (detail::field(body, "previous_response_id") && r.previous_response_id.empty())  // not taken for "none": a client bug
+    throw invalid("previous_response_id", "'previous_response_id' is empty: give the id of a stored response, or leave the field out");
   const json::Value* input = detail::field(body, "input");
   if (input == nullptr && r.previous_response_id.empty()) throw invalid("input", "'input' is required");
   r.input = input ? responses::input_messages(*input, find_item) : json::Value(json::Array{});
   if (endpoint == ResponsesEndpoint::create) {
     detail::parse_sampling(body, r.chat, defaults);  // only temperature and top_p pass check_fields
-    if (auto n = detail::int_field(body, "max_output_tokens")) {
-      if (*n < 1) throw invalid("max_output_tokens", "'max_output_tokens' must be at least 1");
-      r.chat.max_tokens = *n;
-    }
+    if (auto n = detail::count_field(body, "max_output_tokens", 1)) r.chat.max_tokens = *n;
     r.chat.stream = detail::bool_field(body, "stream").value_or(false);
     r.store = detail::bool_field(body, "store").value_or(true);
   }
@@ -341,10 +341,7 @@ inline ResponsesRequest parse_responses_request(std::string_view text, const Sam
   for (const char* key : {"tools", "tool_choice", "text", "reasoning", "metadata", "parallel_tool_calls", "max_output_tokens",
                           "temperature", "top_p", "user", "safety_identifier", "prompt_cache_key", "service_tier", "truncation"})
     if (const json::Value* v = detail::field(body, key)) r.echo.set(key, *v);
-  if (auto m = detail::int_field(body, "max_tool_calls")) {
-    if (*m < 1) throw invalid("max_tool_calls", "'max_tool_calls' must be at least 1");
-    r.echo.set("max_tool_calls", *m);
-  }
+  if (auto m = detail::count_field(body, "max_tool_calls", 1)) r.echo.set("max_tool_calls", *m);
   return r;
 }
 

@@ -5,10 +5,12 @@
 // KV prefix a slot still holds.
 #pragma once
 
+#include <algorithm>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kylin/server/responses_api.hpp"
 
@@ -29,7 +31,8 @@ class ResponseAnswer final : public Answer {
  public:
   ResponseAnswer(bool stream, ResponseContext c, std::shared_ptr<const ResponsesRequest> request, ResponseStore* store,
                  json::Value conversation)
-      : Answer(stream), c_(std::move(c)), request_(std::move(request)), store_(store), conversation_(std::move(conversation)) {
+      : Answer(stream), c_(std::move(c)), request_(std::move(request)), store_(store), conversation_(std::move(conversation)),
+        calls_(c_.dialect, c_.max_calls) {
     c_.request = request_.get();
   }
 
@@ -43,19 +46,12 @@ class ResponseAnswer final : public Answer {
   std::string piece(std::size_t, const Piece& p) override {
     if (!stream) return {};
     if (p.channel == Channel::reasoning) return in_order({open(Kind::reasoning), delta(std::string(p.text))});
-    const std::string text = c_.tools ? hold_.push(p.text) : std::string(p.text);
-    return text.empty() ? std::string() : in_order({open(Kind::message), delta(text)});
+    if (c_.tools) return apply(calls_.push(p.text));
+    return p.text.empty() ? std::string() : in_order({open(Kind::message), delta(std::string(p.text))});
   }
 
-  std::string end(std::size_t, const Generation& g) override {
-    std::string out = close();
-    if (!c_.tools || !hold_.holding()) return out;
-    const ParsedToolCalls parsed = answer_calls(std::string_view(hold_.text()).substr(hold_.released()), c_);
-    if (!parsed.content.empty()) out += in_order({open(Kind::message), delta(parsed.content), close()});
-    for (const ToolCall& call : parsed.calls) out += function_call(call);
-    (void)g;
-    return out;
-  }
+  // Held text and calls come out here: a message item of the text outside calls, then calls.
+  std::string end(std::size_t, const Generation&) override { return c_.tools ? in_order({apply(calls_.finish()), close()}) : close(); }
 
   std::string finish(std::span<const Generation> all) override {
     const Generation& g = all.front();
@@ -77,14 +73,14 @@ class ResponseAnswer final : public Answer {
     json::Value e = json::Object{};
     e.set("type", "error");
     e.set("code", f.code.empty() ? json::Value() : json::Value(f.code));
-    e.set("message", f.message);
-    e.set("param", f.param.empty() ? json::Value() : json::Value(f.param));
+    e.set("message", shown(f.message, 4096));  // bounded as error_body's
+    e.set("param", f.param.empty() ? json::Value() : json::Value(shown(f.param, 256)));
     e.set("sequence_number", seq_);
     return "event: error\ndata: " + json::dump(e) + "\n\n";
   }
 
  private:
-  enum class Kind { none, reasoning, message };
+  enum class Kind { none, reasoning, message, call };
 
   static json::Value event(std::string_view type) {
     json::Value e = json::Object{};
@@ -128,6 +124,7 @@ class ResponseAnswer final : public Answer {
   }
 
   std::string close() {
+    if (open_ == Kind::call) return call_done();
     if (open_ == Kind::none) return {};
     const bool reasoning = open_ == Kind::reasoning;
     const std::string part_type = reasoning ? "reasoning_text" : "output_text";
@@ -173,24 +170,48 @@ class ResponseAnswer final : public Answer {
     return out;
   }
 
-  std::string function_call(const ToolCall& call) {
+  // A step of the answer: its text into the message item, each call as a function_call item
+  // (output_item.added once its name is known, an arguments delta per piece, .done at its end).
+  std::string apply(const ToolCallStep& step) {
+    std::string out;
+    if (!step.content.empty()) out += in_order({open(Kind::message), delta(step.content)});
+    for (const ToolCallDelta& d : step.deltas) {
+      if (d.start) out += call_added(d);
+      if (!d.arguments.empty()) {
+        json::Value e = about("response.function_call_arguments.delta", false);
+        e.set("delta", d.arguments);
+        out += emit(std::move(e));
+      }
+      if (d.end) out += call_done();
+    }
+    return out;
+  }
+
+  std::string call_added(const ToolCallDelta& d) {
+    std::string out = close();
+    open_ = Kind::call;
     made_call_ = true;
+    call_ = d.index;
     id_ = new_id("fc");
-    const std::string call_id = new_id("call");
+    call_id_ = new_id("call");
     json::Value added = event("response.output_item.added");
     added.set("output_index", static_cast<std::int64_t>(items_.size()));
-    added.set("item", function_call_item(id_, call_id, call, "in_progress", false));
-    json::Value d = about("response.function_call_arguments.delta", false);
-    d.set("delta", call.arguments);
+    added.set("item", function_call_item(id_, call_id_, {d.name, ""}, "in_progress", false));
+    return out + emit(std::move(added));
+  }
+
+  std::string call_done() {
+    const ToolCall& call = calls_.call(call_);
     json::Value done = about("response.function_call_arguments.done", false);
     done.set("name", call.name);
     done.set("arguments", call.arguments);
-    const json::Value item = function_call_item(id_, call_id, call, "completed", true);
+    const json::Value item = function_call_item(id_, call_id_, call, "completed", true);
     json::Value item_done = event("response.output_item.done");
     item_done.set("output_index", static_cast<std::int64_t>(items_.size()));
     item_done.set("item", item);
-    std::string out = in_order({emit(std::move(added)), emit(std::move(d)), emit(std::move(done)), emit(std::move(item_done))});
+    std::string out = in_order({emit(std::move(done)), emit(std::move(item_done))});
     items_.push_back(item);
+    open_ = Kind::none;
     return out;
   }
 
@@ -210,20 +231,43 @@ class ResponseAnswer final : public Answer {
   json::Value items_ = json::Array{};  // the finished output items, in order
   Kind open_ = Kind::none;
   std::string id_, text_;        // the open item's id and text
+  std::string call_id_;          // the open function_call's call_id
+  std::size_t call_ = 0;         // and its index among the calls
   bool made_message_ = false, made_call_ = false;
-  ToolCallHold hold_;
+  ToolCallStream calls_;
 };
 
-inline OutputRules rules_of(const ResponsesRequest& r) {
+inline OutputRules rules_of(const ResponsesRequest& r, ToolCallFormat format) {
   OutputRules rules{.format = r.chat.response_format,
                     .tool_choice = r.chat.tool_choice,
                     .tools = &r.chat.chat.tools,
                     .max_calls = r.chat.parallel_tool_calls ? any_number_of_calls : 1,
                     .thinking = r.chat.chat.enable_thinking,
+                    .tool_format = format,
                     .schema_param = "text.format.schema",
                     .tool_schema_param = "parameters"};
   if (const json::Value* m = r.echo.find("max_tool_calls")) rules.max_calls = std::min(rules.max_calls, static_cast<std::size_t>(m->as_int()));
   return rules;
+}
+
+}  // namespace responses
+
+namespace responses {
+
+// Every function_call_output answers a function call made before it in the conversation, as
+// OpenAI requires (its 400 says "No tool call found for function call output with call_id ...").
+inline void check_call_outputs(const json::Value& conversation) {
+  std::vector<std::string> calls;  // call ids so far
+  for (const json::Value& m : conversation.as_array()) {
+    if (const json::Value* list = m.find("tool_calls"); list && list->is_array())
+      for (const json::Value& c : list->as_array())
+        if (const json::Value* id = c.find("id"); id && id->is_string()) calls.push_back(id->as_string());
+    const json::Value* answered = m.find("tool_call_id");
+    if (answered && answered->is_string() && std::find(calls.begin(), calls.end(), answered->as_string()) == calls.end())
+      throw invalid("input", "No tool call found for function call output with call_id '" + shown(answered->as_string()) +
+                                 "': give the function_call item before its output (or continue, with previous_response_id, the "
+                                 "response that made the call)");
+  }
 }
 
 }  // namespace responses
@@ -235,11 +279,12 @@ inline json::Value Service::response_conversation(ResponsesRequest& r) const {
   if (!r.previous_response_id.empty()) {
     const auto previous = stored_.get(r.previous_response_id);
     if (!previous)
-      throw ApiError(status::bad_request, "previous response '" + r.previous_response_id + "' is not stored (never made, deleted, "
+      throw ApiError(status::bad_request, "previous response '" + shown(r.previous_response_id) + "' is not stored (never made, deleted, "
                      "made with store false, or evicted from the bounded store)", "previous_response_id", "previous_response_not_found");
     conversation = previous->messages;
   }
   for (const json::Value& m : r.input.as_array()) conversation.push_back(m);
+  responses::check_call_outputs(conversation);
   json::Value messages = json::Array{};
   if (!r.instructions.empty()) messages.push_back(responses::message("system", r.instructions));
   for (const json::Value& m : conversation.as_array()) messages.push_back(m);
@@ -253,8 +298,10 @@ inline Started Service::create_response(std::string_view text, const std::shared
     require_task(options_.task, ServerTask::generate, "/v1/responses");
     auto r = std::make_shared<ResponsesRequest>(parse_responses_request(text, engine_.default_sampling(), ResponsesEndpoint::create, stored_items()));
     check_model(r->chat.model);
+    apply_chat_defaults(r->chat);
     json::Value conversation = response_conversation(*r);
-    const OutputRules rules = responses::rules_of(*r);
+    const ToolCallFormat format = template_tool_format(engine_);
+    const OutputRules rules = responses::rules_of(*r, format);
     PromptIds prompt = chat_prompt(r->chat, rules, "input");
     const bool starts_reasoning = prompt.start == Channel::reasoning;
     Prepared p = prepare(r->chat, std::move(prompt), rules, responses::new_id("resp"), "input");
@@ -265,6 +312,7 @@ inline Started Service::create_response(std::string_view text, const std::shared
                                  .temperature = sampling.temperature,
                                  .top_p = sampling.top_p,
                                  .tools = r->tools_in_prompt,
+                                 .dialect = {format, r->chat.chat.tools},
                                  .max_calls = rules.max_calls,
                                  .starts_reasoning = starts_reasoning,
                                  .think_open = t.token_to_id("<think>").value_or(-1),
@@ -278,7 +326,7 @@ inline Started Service::create_response(std::string_view text, const std::shared
 inline Reply Service::response(std::string_view id) const {
   return guarded(error_body, [&] {
     const auto stored = stored_.get(std::string(id));
-    if (!stored) throw ApiError(status::not_found, "response '" + std::string(id) + "' not found", "response_id", "response_not_found");
+    if (!stored) throw ApiError(status::not_found, "response '" + shown(id) + "' not found", "response_id", "response_not_found");
     return Reply{status::ok, json::dump(stored->response)};
   });
 }
@@ -286,7 +334,7 @@ inline Reply Service::response(std::string_view id) const {
 inline Reply Service::delete_response(std::string_view id) {
   return guarded(error_body, [&] {
     if (!stored_.erase(std::string(id)))
-      throw ApiError(status::not_found, "response '" + std::string(id) + "' not found", "response_id", "response_not_found");
+      throw ApiError(status::not_found, "response '" + shown(id) + "' not found", "response_id", "response_not_found");
     json::Value out = json::Object{};
     out.set("id", std::string(id));
     out.set("object", "response");
@@ -301,8 +349,9 @@ inline Reply Service::response_input_tokens(std::string_view text) {
     require_task(options_.task, ServerTask::generate, "/v1/responses/input_tokens");
     ResponsesRequest r = parse_responses_request(text, engine_.default_sampling(), ResponsesEndpoint::input_tokens, stored_items());
     check_model(r.chat.model);
+    apply_chat_defaults(r.chat);
     (void)response_conversation(r);
-    const PromptIds prompt = chat_prompt(r.chat, responses::rules_of(r), "input");
+    const PromptIds prompt = chat_prompt(r.chat, responses::rules_of(r, template_tool_format(engine_)), "input");
     json::Value out = json::Object{};
     out.set("object", "response.input_tokens");
     out.set("input_tokens", static_cast<std::int64_t>(prompt.ids.size()));

@@ -1,6 +1,7 @@
 // The retrieval endpoints: POST /v1/embeddings (OpenAI's shape, float or base64) and POST
-// /v1/rerank (the Jina/Cohere shape). Bodies are validated and tokenized on the calling thread;
-// the forward passes run on the scheduler's inference thread, like generations.
+// /v1/rerank (the Jina/Cohere shape; with `texts` instead of `documents`, Hugging Face
+// text-embeddings-inference's: [{"index", "score", "text"}]). Bodies are validated and tokenized
+// on the calling thread; the forward passes run on the scheduler's inference thread, like generations.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +43,7 @@ struct RerankRequest {
   std::vector<std::string> documents;  // [documents]
   RerankOptions options;         // top_n; instruction (kylin's extension)
   bool return_documents = true;  // as Jina's API: each result carries its document's text
+  bool tei = false;              // TEI's shape: `texts` in, a bare array out (`return_text`, default false)
 };
 
 namespace detail {
@@ -123,12 +125,36 @@ inline std::string document_text(const json::Value& d, std::size_t i) {
   throw invalid("documents", "document " + std::to_string(i) + " must be a string or an object with a string 'text'");
 }
 
+// TEI's POST /rerank body (text-embeddings-inference's openapi): query, texts, return_text;
+// raw_scores and truncate only where they change nothing (kylin's scores are P(yes), and a text
+// too long for the context is a 400).
+inline void parse_tei_rerank(const json::Value& body, const json::Value& texts, RerankRequest& r) {
+  if (field(body, "documents") != nullptr) throw invalid("texts", "give 'documents' (Jina/Cohere) or 'texts' (TEI), not both");
+  if (!texts.is_array()) throw invalid("texts", "'texts' must be an array of strings");
+  check_input_count(texts.size(), "texts");
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    if (!texts.as_array()[i].is_string()) throw invalid("texts", "text " + std::to_string(i) + " must be a string");
+    r.documents.push_back(texts.as_array()[i].as_string());
+  }
+  if (bool_field(body, "raw_scores").value_or(false))
+    throw invalid("raw_scores", "'raw_scores' is not supported: a Qwen3-Reranker's score is P(yes), there is no raw logit to give");
+  if (bool_field(body, "truncate").value_or(false))
+    throw invalid("truncate", "'truncate' is not supported: kylin refuses a text longer than the context instead of cutting it");
+  r.tei = true;
+  r.return_documents = bool_field(body, "return_text").value_or(false);
+}
+
 inline RerankRequest parse_rerank_request(std::string_view text) {
   const json::Value body = parse_body(text);
   RerankRequest r;
   r.model = string_field(body, "model");
   r.query = string_field(body, "query");
   if (r.query.empty()) throw invalid("query", "'query' must be a non-empty string");
+  if (const json::Value* texts = field(body, "texts")) {
+    parse_tei_rerank(body, *texts, r);
+    if (field(body, "instruction") != nullptr) r.options.instruction = string_field(body, "instruction");
+    return r;
+  }
   const json::Value* documents = field(body, "documents");
   if (documents == nullptr || !documents->is_array())
     throw invalid("documents", "'documents' must be an array of strings or of {\"text\": ...} objects");
@@ -150,16 +176,6 @@ inline void check_context(std::span<const std::vector<int>> ids, std::int64_t co
                      item + " " + std::to_string(i) + " has " + std::to_string(ids[i].size()) + " tokens; this model's context is " +
                          std::to_string(context),
                      param, "context_length_exceeded");
-}
-
-// The double whose shortest text is the float's shortest text: compact JSON that parses back to
-// the same float.
-inline double compact(float v) {
-  char buf[32];
-  const char* end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-  double d = 0;
-  std::from_chars(buf, end, d);
-  return d;
 }
 
 inline json::Value usage(std::int64_t prompt_tokens) {
@@ -211,7 +227,21 @@ inline json::Value embeddings_response(const EmbedResult& r, EncodingFormat enco
   return out;
 }
 
+// TEI's answer: [{"index", "score", "text"?}], best first.
+inline json::Value tei_rerank_response(const Reranking& r, const RerankRequest& request) {
+  json::Value out = json::Array{};
+  for (const RerankResult& x : r.results) {
+    json::Value item = json::Object{};
+    item.set("index", x.index);
+    item.set("score", x.score);
+    if (request.return_documents) item.set("text", request.documents[static_cast<std::size_t>(x.index)]);
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
 inline json::Value rerank_response(const Reranking& r, const RerankRequest& request, const std::string& model) {
+  if (request.tei) return tei_rerank_response(r, request);
   json::Value results = json::Array{};
   for (const RerankResult& x : r.results) {
     json::Value item = json::Object{};
@@ -277,7 +307,8 @@ inline Reply Service::rerank(std::string_view text, const std::shared_ptr<Client
   r.options.content_tokens = options_.content_tokens;  // as chat content: plain text unless --special-tokens-in-content
   // A query or instruction too long for any document is blamed on itself, not on document 0.
   check_prompt_bytes(r.query.size() + r.options.instruction.size(), r.options.instruction.size() > r.query.size() ? "instruction" : "query");
-  for (const auto& d : r.documents) check_prompt_bytes(r.query.size() + r.options.instruction.size() + d.size(), "documents");
+  const char* documents = r.tei ? "texts" : "documents";  // the field the request gave them in
+  for (const auto& d : r.documents) check_prompt_bytes(r.query.size() + r.options.instruction.size() + d.size(), documents);
   auto ids = std::make_shared<TokenInputs>();  // [documents][tokens]
   try {
     check_rerank_query(engine_.tokenizer(), r.query, r.options, engine_.context_length());
@@ -288,9 +319,9 @@ inline Reply Service::rerank(std::string_view text, const std::shared_ptr<Client
     // No context bound here: check_context answers with the parameter and code.
     *ids = rerank_ids(engine_.tokenizer(), r.query, r.documents, r.options, std::numeric_limits<std::int64_t>::max());
   } catch (const Error& e) {
-    throw invalid(e.context() == "query" || e.context() == "instruction" ? e.context() : "documents", client_text(e));
+    throw invalid(e.context() == "query" || e.context() == "instruction" ? e.context() : documents, client_text(e));
   }
-  detail::check_context(*ids, engine_.context_length(), "documents", "document");
+  detail::check_context(*ids, engine_.context_length(), documents, r.tei ? "text" : "document");
   const RerankAnswerIds answer = rerank_answer_ids(engine_.tokenizer());
   auto result = std::make_shared<Reranking>();
   Reply reply = run_engine_task(

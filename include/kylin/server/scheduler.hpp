@@ -1,13 +1,15 @@
 // Scheduler: the bounded request queue in front of the model, with continuous batching. HTTP
-// threads submit jobs concurrently; one inference thread admits them in arrival order into free
-// slots (KV caches, each a Session; a job takes the free slot whose cache shares the longest
+// threads submit requests (a job per choice) concurrently; one inference thread admits jobs into
+// free slots (KV caches, each a Session; a job takes the free slot whose cache shares the longest
 // prefix with its prompt, least recently used on ties) and advances every running generation
 // together: each step is one batched forward over one token of each decoding slot and a prompt
 // chunk of each prefilling one, within a token budget, so a long prompt does not stall the others.
 // With speculative decoding, the draft model's forwards of all slots run batched before each step
 // and each slot's drafts are rows of that step's one verification pass.
 // The choices of one request (n > 1) are sibling jobs on one prompt: the first prefills it, the
-// others start from a copy of its KV prefix.
+// others start from a copy of its KV prefix. Every choice takes a place (a free slot or one of
+// max_queued), and a free slot goes to the waiting request with the fewest choices running (the
+// oldest on a tie), so one request of many choices shares the slots instead of holding them all.
 #pragma once
 
 #include <algorithm>
@@ -41,7 +43,7 @@ struct StepRow {
 
 struct SchedulerOptions {
   int slots = 1;                  // KV caches, each a Session: the generations that run at once
-  std::size_t max_queued = 16;    // jobs waiting beyond the running ones; more are refused
+  std::size_t max_queued = 16;    // jobs (choices) waiting beyond the running ones; more are refused
   std::optional<std::int64_t> context_length;  // per slot; default: the engine's
   // Disk cache of prompt prefixes (--cache-dir) or null: a job loads its longest stored prefix,
   // and its prompt's KV is queued for writing after on_done, off the request's path.
@@ -102,16 +104,24 @@ class Scheduler {
 
   // False when the queue is full or the scheduler is shutting down: the caller answers 503.
   bool submit(std::shared_ptr<Job> job) { return submit(std::vector<std::shared_ptr<Job>>{std::move(job)}); }
-  // The jobs of one request (its choices) queue together, all or none, as one request.
+  // The jobs of one request (its choices) queue together, all or none, as one request: each needs
+  // a place, a slot that no job queued before it will take or one of max_queued. A request of more
+  // than max_choices() jobs never fits (the caller answers 400 before compiling or queueing).
   bool submit(const std::vector<std::shared_ptr<Job>>& jobs) {
     {
       std::lock_guard lock(mutex_);
-      if (stopping_ || queue_.size() >= max_queued_) return false;
-      queue_.insert(queue_.end(), jobs.begin(), jobs.end());
+      const auto running = static_cast<std::size_t>(active_.load());  // counted under mutex_ as jobs start
+      const std::size_t free_slots = slots_.size() - std::min(running, slots_.size());
+      if (stopping_ || queue_.size() + jobs.size() > max_queued_ + free_slots) return false;
+      const std::uint64_t request = ++requests_;
+      for (const auto& j : jobs) queue_.push_back({j, request});
     }
     wake_.notify_one();
     return true;
   }
+  // The most jobs one request can have: every slot and every place in the queue.
+  std::size_t max_choices() const { return slots_.size() + max_queued_; }
+  std::size_t max_queued() const { return max_queued_; }
 
   // Runs everything already queued, then joins the inference thread.
   void shutdown() {
@@ -133,7 +143,7 @@ class Scheduler {
   // Queued jobs already cancelled (their client left): still in queued() until skipped.
   std::size_t queued_cancelled() const {
     std::lock_guard lock(mutex_);
-    return static_cast<std::size_t>(std::count_if(queue_.begin(), queue_.end(), [](const auto& j) { return j->cancelled.load(); }));
+    return static_cast<std::size_t>(std::count_if(queue_.begin(), queue_.end(), [](const Queued& q) { return q.job->cancelled.load(); }));
   }
   // Since start: jobs skipped because they were cancelled before they ran, and tokens generated.
   // Both are updated before the job's on_done, so a client that has its answer sees them.
@@ -153,18 +163,27 @@ class Scheduler {
     std::unique_ptr<Session> session;
     std::uint64_t last_used = 0;   // admission order of its latest job
     std::shared_ptr<Job> job;      // the generation running here, or null
+    std::uint64_t request = 0;     // the submit() it came in
     std::optional<GenerationRun> run;
     std::optional<Failure> error;  // the run failed; it ends this step
   };
 
+  // A queued job and the request (the submit() call) it came in; a request's jobs stay adjacent.
+  struct Queued {
+    std::shared_ptr<Job> job;
+    std::uint64_t request;
+  };
+
   bool free(const Slot& s) const { return s.job == nullptr; }
+  // Slot and engine tasks run alone, between generations; a cancelled engine task is only skipped.
+  static bool alone(const Job& j) { return j.slot_task || (j.engine_task && !j.cancelled.load()); }
 
   Slot& pick_free_slot(std::span<const int> prompt) {
     Slot* best = nullptr;
     std::int64_t best_prefix = -1;
     for (auto& s : slots_) {
       if (!free(s)) continue;
-      const std::int64_t p = s.session->cache().common_prefix(prompt);
+      const std::int64_t p = s.session->cache().reusable_prefix(prompt);
       if (p > best_prefix || (p == best_prefix && s.last_used < best->last_used)) best = &s, best_prefix = p;
     }
     best->last_used = ++clock_;
@@ -181,12 +200,12 @@ class Scheduler {
     }
   }
 
-  // Takes queued jobs in order while they can start: a generation needs a free slot; slot and
-  // engine tasks wait until no generation runs (they need a slot, or the model, to themselves).
-  // Blocks only when nothing runs. False once stopping with nothing queued or running.
+  // Takes queued jobs while they can start (next_job). Blocks only when nothing runs. False once
+  // stopping with nothing queued or running.
   bool admit() {
     while (true) {
-      std::shared_ptr<Job> job;
+      Queued next;
+      bool generation = false;
       {
         std::unique_lock lock(mutex_);
         if (active_ == 0) {
@@ -194,16 +213,40 @@ class Scheduler {
           wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         }
         if (queue_.empty()) return active_ > 0;
-        const Job& head = *queue_.front();
-        const bool alone = head.slot_task || (head.engine_task && !head.cancelled.load());
-        const bool generation = !alone && !head.cancelled.load();
-        if ((alone && active_ > 0) || (generation && (active_ == slots() || leader_prefilling(head)))) return true;
-        job = std::move(queue_.front());
-        queue_.pop_front();
+        const std::optional<std::size_t> at = next_job();
+        if (!at) return true;
+        next = std::move(queue_[*at]);
+        queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(*at));
         busy_ = true;
+        generation = !alone(*next.job) && !next.job->cancelled.load();
+        if (generation) ++active_;  // its slot is taken from now on (submit() counts it)
       }
-      start(job);
+      start(next.job, next.request, generation);
     }
+  }
+
+  // The queued job to start now, if one can (under mutex_). Tasks keep their place: one at the head
+  // runs once no generation does, and the jobs behind it wait for it. Before the first task, a
+  // cancelled job is skipped at once; otherwise, while a slot is free, the first job of the request
+  // with the fewest choices running starts (the oldest request on a tie), unless its prompt is
+  // still being prefilled by its leader.
+  std::optional<std::size_t> next_job() {
+    if (alone(*queue_.front().job)) return active_ == 0 ? std::optional<std::size_t>(0) : std::nullopt;
+    std::optional<std::size_t> best;
+    int best_running = 0;
+    for (std::size_t i = 0; i < queue_.size() && !alone(*queue_[i].job); ++i) {
+      const Queued& q = queue_[i];
+      if (q.job->cancelled.load()) return i;
+      const bool first_of_request = i == 0 || queue_[i - 1].request != q.request;
+      if (active_ == slots() || !first_of_request || (best && best_running == 0) || leader_prefilling(*q.job)) continue;
+      const int running = running_of(q.request);
+      if (!best || running < best_running) best = i, best_running = running;
+    }
+    return best;
+  }
+
+  int running_of(std::uint64_t request) const {
+    return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [&](const Slot& s) { return s.job && s.request == request; }));
   }
 
   // The slot running `job`, or null.
@@ -226,13 +269,13 @@ class Scheduler {
     const auto leader = job.prompt_leader.lock();
     const Slot* from = leader ? slot_of(leader.get()) : nullptr;
     if (from == nullptr || from == &slot) return;
-    const std::int64_t n = from->session->cache().common_prefix(job.prompt);
-    if (n > slot.session->cache().common_prefix(job.prompt)) slot.session->copy_prefix(*from->session, n);
+    const std::int64_t n = from->session->cache().reusable_prefix(job.prompt);
+    if (n > slot.session->cache().reusable_prefix(job.prompt)) slot.session->copy_prefix(*from->session, n);
   }
 
-  // Runs a task or a skip to its end now; starts a generation in a free slot.
-  void start(const std::shared_ptr<Job>& job) {
-    if (job->slot_task || job->engine_task || job->cancelled.load()) return execute(*job);
+  // Runs a task or a skip to its end now; starts a generation in a free slot (counted in active_).
+  void start(const std::shared_ptr<Job>& job, std::uint64_t request, bool generation) {
+    if (!generation) return execute(*job);
     Slot& slot = pick_free_slot(job->prompt);
     copy_leader_prefix(*job, slot);
     GenerateOptions o = job->options;
@@ -243,11 +286,12 @@ class Scheduler {
     try {
       slot.run.emplace(*slot.session, job->prompt, std::move(o), job->start, prefill_chunk_);
     } catch (...) {
+      --active_;
       job->on_done(Generation{}, current_failure());
       return;
     }
     slot.job = job;
-    ++active_;
+    slot.request = request;
   }
 
   void execute(Job& job) {
@@ -399,7 +443,8 @@ class Scheduler {
   std::vector<StepRow> rows_;         // [<= slots] what on_step_ is told
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<Queued> queue_;
+  std::uint64_t requests_ = 0;  // submit() calls so far
   bool stopping_ = false;
   std::atomic<bool> busy_{false};
   std::atomic<int> active_{0};

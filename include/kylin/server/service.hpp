@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kylin/chat/template_defaults.hpp"
+#include "kylin/chat/tool_arguments.hpp"
 #include "kylin/server/client_watch.hpp"
 #include "kylin/server/event_stream.hpp"
 #include "kylin/server/logprobs.hpp"
@@ -66,6 +68,8 @@ struct ServiceOptions {
   // changes with it, with the model files and with the weight format.
   std::string build_id;
   ResponseStoreLimits response_store;  // the Responses API's stored responses
+  // --chat-template-kwargs and --reasoning: under every chat request's own (apply_chat_defaults).
+  TemplateDefaults template_defaults;
 };
 
 class Service {
@@ -116,6 +120,10 @@ class Service {
                             .kv_tokens = scheduler_.kv_tokens(),
                             .kv_capacity = slots * scheduler_.context_length()});
   }
+
+  // llama.cpp's GET /props and POST /completion (server/llama_endpoints.hpp).
+  Reply props() const;
+  Started llama_completion(std::string_view text, const std::shared_ptr<ClientWatch>& watch = nullptr);
 
   // POST /tokenize, /detokenize, /apply-template in llama.cpp's shapes (server/text_endpoints.hpp).
   Reply tokenize(std::string_view text) const;
@@ -180,6 +188,7 @@ class Service {
   Prepared prepare(const GenerationRequest& r, PromptIds prompt, const OutputRules& rules, std::string id, const char* param) const;
   Started answer(Prepared p, std::shared_ptr<Answer> answer, const std::shared_ptr<ClientWatch>& watch);
   void wire(Job& job, std::size_t choice, const std::shared_ptr<AnswerState>& state, std::int64_t prompt_tokens);
+  std::vector<int> infill_ids(const InfillRequest& r, const FimTokens& fim) const;  // openai_service.hpp
 
   // The name a request's `model` is answered under: one of the served names (404 for any other;
   // `required`: an empty name is refused too), or the first when the request named none.
@@ -189,7 +198,7 @@ class Service {
     if (model.empty() && !required) return names_.front();
     std::string served;
     for (const auto& n : names_) served += (served.empty() ? "'" : ", '") + n + "'";
-    throw ApiError(status::not_found, "model '" + model + "' not found (this server serves " + served + ")", "model",
+    throw ApiError(status::not_found, "model '" + shown(model) + "' not found (this server serves " + served + ")", "model",
                    "model_not_found");
   }
   void check_model(const std::string& model) const { (void)served_name(model); }
@@ -201,15 +210,26 @@ class Service {
   }
 
   // The prompt of a chat request, as Session::render_chat_prompt makes it: the text and the byte
-  // ranges that came from the request.
-  RenderedPrompt render(const ChatRequest& r, bool generation_prompt = true) const {
+  // ranges that came from the request. Tool-call arguments sent as JSON strings reach the template
+  // as the mappings it expects (chat/tool_arguments.hpp).
+  // A continued final message (prefill.hpp) renders without the generation prompt and is cut.
+  RenderedPrompt render(const ChatRequest& r) const {
     json::Value kwargs = r.chat.extra_kwargs.is_object() ? r.chat.extra_kwargs : json::Value(json::Object{});
     kwargs.set("enable_thinking", r.chat.enable_thinking);
     RenderOptions options;
-    options.add_generation_prompt = generation_prompt;
+    options.add_generation_prompt = r.prompt_end == PromptEnd::generation_prompt;
     options.tools = r.chat.tools;
     options.kwargs = std::move(kwargs);
-    return engine_.chat_template().render_prompt(r.messages, options);
+    RenderedPrompt p = render_client_chat(engine_.chat_template(), r.messages, options);
+    return r.prompt_end == PromptEnd::continue_final ? cut_after_final_message(std::move(p), r.messages, "messages") : p;
+  }
+
+  // The server's --chat-template-kwargs under the request's own, and its --reasoning where the
+  // request chose nothing; before the answer's rules are made (a constraint knows the thinking).
+  void apply_chat_defaults(ChatRequest& r) const {
+    const TemplateDefaults& d = options_.template_defaults;
+    r.chat.extra_kwargs = d.under(r.chat.extra_kwargs);
+    if (d.enable_thinking && !r.thinking_chosen) r.chat.enable_thinking = *d.enable_thinking;
   }
 
   // The prompt's ids under options_.content_tokens, and whether they leave a <think> block open
@@ -257,7 +277,11 @@ class Service {
   // Queues a request's jobs together (all or none): 503 when draining or the queue is full.
   void submit(const std::vector<std::shared_ptr<Job>>& jobs) {
     if (draining_) throw ApiError(status::unavailable, "the server is shutting down", {}, "server_shutting_down");
-    if (!scheduler_.submit(jobs)) throw ApiError(status::unavailable, "the request queue is full; retry later", {}, "server_overloaded");
+    if (!scheduler_.submit(jobs))
+      throw ApiError(status::unavailable, jobs.size() > 1 ? "the request queue has no room for this request's " + std::to_string(jobs.size()) +
+                                                                " choices (each takes a place); retry later"
+                                                          : "the request queue is full; retry later",
+                     {}, "server_overloaded");
     std::lock_guard lock(jobs_mutex_);
     std::erase_if(jobs_, [](const std::weak_ptr<Job>& w) { return w.expired(); });
     jobs_.insert(jobs_.end(), jobs.begin(), jobs.end());

@@ -5,7 +5,8 @@
 //     token's text, or its bytes as numbers when they are not whole UTF-8);
 //   /detokenize {"tokens": [id, ...]} -> {"content"};
 //   /apply-template {"messages", "tools", "chat_template_kwargs", "add_generation_prompt": true,
-//     "reasoning_effort"} -> {"prompt"}: the text /v1/chat/completions would run.
+//     "continue_final_message": false, "reasoning_effort"} -> {"prompt"}: the text
+//     /v1/chat/completions would run.
 #pragma once
 
 #include <string>
@@ -74,17 +75,20 @@ inline Reply Service::detokenize(std::string_view text) const {
 }
 
 // The chat request's messages, tools and kwargs, rendered as /v1/chat/completions renders them
-// (add_generation_prompt true unless the body says false). Other chat fields are not checked.
+// (add_generation_prompt true unless the body says false; continue_final_message), under the
+// server's template defaults. Other chat fields are not checked.
 inline Reply Service::apply_template(std::string_view text) const {
   require_task(options_.task, ServerTask::generate, "/apply-template");
   const json::Value body = detail::parse_body(text);
   ChatRequest r;
   r.messages = detail::normalize_messages(body.find("messages"));
-  detail::parse_chat_options(body, r.chat);
+  detail::parse_chat_options(body, r);
+  detail::parse_prompt_end(body, r);
+  apply_chat_defaults(r);
   check_chat_template();
   RenderedPrompt prompt;
   try {
-    prompt = render(r, detail::bool_field(body, "add_generation_prompt").value_or(true));
+    prompt = render(r);
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {

@@ -1,8 +1,11 @@
-// Qwen3/Hermes tool calls: `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks in
-// the answer become OpenAI tool_calls; a block whose JSON is not a {name, arguments} object stays
-// in the content as text. ToolCallHold keeps a streamed answer from leaking a call as content.
+// Tool calls in the answer: which format the chat template teaches (tool_call_format), the Qwen3
+// (Hermes) one, `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` blocks, parsed here
+// (a block whose JSON is not a {name, arguments} object stays in the content as text), and
+// ToolCallHold, which keeps a streamed answer from leaking a call as content. The XML format of
+// Qwen3.5 and Qwen3-Coder is tool_calls_xml.hpp; tool_call_stream.hpp reads either.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +20,27 @@ using constrain::any_number_of_calls;
 
 inline constexpr std::string_view tool_call_open = "<tool_call>";
 inline constexpr std::string_view tool_call_close = "</tool_call>";
+inline constexpr std::string_view xml_function_open = "<function=";
+
+// How the model writes a call. json: Qwen3's Hermes blocks; xml: Qwen3.5/3.6's and Qwen3-Coder's
+// `<tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call>`.
+enum class ToolCallFormat { json, xml };
+
+// The format a chat template teaches, read from its text: the one that renders calls (or shows
+// them in its instructions) with <function= and <parameter= is xml, any other json. The model
+// follows its template, not its model_type, so a fine-tune's template decides.
+inline ToolCallFormat tool_call_format(std::string_view template_source) {
+  const bool xml = template_source.find("<function=") != std::string_view::npos &&
+                   template_source.find("<parameter=") != std::string_view::npos;
+  return xml ? ToolCallFormat::xml : ToolCallFormat::json;
+}
+
+// What reading an answer's calls needs: the format, and the request's tools (the OpenAI-shaped
+// list, [{type, function: {name, parameters}}], null when none), whose schemas type XML values.
+struct ToolCallDialect {
+  ToolCallFormat format = ToolCallFormat::json;
+  json::Value tools;
+};
 
 struct ToolCall {
   std::string name;
@@ -95,17 +119,31 @@ inline ParsedToolCalls parse_tool_calls(std::string_view text) {
   return out;
 }
 
-// Streaming side: passes answer text through until "<tool_call>" starts, holding back a suffix
-// that may be the start of the tag; from the tag on everything is held for parse_tool_calls.
+// One step of a streamed call, in order: `start` opens call `index` (its `name`), `arguments` is
+// the next piece of its arguments JSON (the pieces of a call joined are its arguments), `end`
+// closes it. A call parsed whole at the end is one delta with all three.
+struct ToolCallDelta {
+  std::size_t index = 0;
+  bool start = false, end = false;
+  std::string name;       // start only
+  std::string arguments;  // this step's piece; may be empty
+};
+
+// Streaming side: passes answer text through until one of `opens` ("<tool_call>"; the XML format
+// also a bare "<function=") starts, holding back a suffix that may be the start of one; from the
+// tag on everything is held for the parser.
 class ToolCallHold {
  public:
+  ToolCallHold() = default;
+  explicit ToolCallHold(std::vector<std::string_view> opens) : opens_(std::move(opens)) {}
+
   // Returns the text that may be streamed as content now.
   std::string push(std::string_view piece) {
     all_ += piece;
     if (holding_) return {};
-    const std::size_t open = all_.find(tool_call_open, released_);
-    std::size_t until = open;
-    if (open != std::string::npos) holding_ = true;
+    std::size_t until = std::string::npos;
+    for (std::string_view tag : opens_) until = std::min(until, all_.find(tag, released_));
+    if (until != std::string::npos) holding_ = true;
     else until = all_.size() - partial_tag_suffix();
     std::string out = all_.substr(released_, until - released_);
     released_ = until;
@@ -115,14 +153,21 @@ class ToolCallHold {
   bool holding() const { return holding_; }
   const std::string& text() const { return all_; }  // everything pushed
   std::size_t released() const { return released_; }
+  std::string_view held() const { return std::string_view(all_).substr(released_); }  // from the tag on, or a partial tag
 
  private:
   std::size_t partial_tag_suffix() const {
-    for (std::size_t k = std::min(tool_call_open.size() - 1, all_.size() - released_); k > 0; --k)
-      if (std::string_view(all_).substr(all_.size() - k) == tool_call_open.substr(0, k)) return k;
-    return 0;
+    std::size_t longest = 0;
+    for (std::string_view tag : opens_)
+      for (std::size_t k = std::min(tag.size() - 1, all_.size() - released_); k > longest; --k)
+        if (std::string_view(all_).substr(all_.size() - k) == tag.substr(0, k)) {
+          longest = k;
+          break;
+        }
+    return longest;
   }
 
+  std::vector<std::string_view> opens_{tool_call_open};
   std::string all_;
   std::size_t released_ = 0;
   bool holding_ = false;

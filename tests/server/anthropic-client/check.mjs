@@ -4,7 +4,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 
 const client = new Anthropic({ baseURL: process.env.KYLIN_SERVER_URL, apiKey: "unused", maxRetries: 0 });
-const model = "e2e-qwen3";
+const model = process.env.KYLIN_MODEL_NAME ?? "e2e-qwen3";  // the served model (the directory name)
 const greedy = { model, max_tokens: 24, temperature: 0, messages: [{ role: "user", content: "Say hello." }] };
 
 // A non-streamed message has Anthropic's shape, and output_tokens is what max_tokens allowed.

@@ -57,20 +57,24 @@ const streamed = await stream.finalResponse();
 check(deltas === whole.output_text && streamed.output_text === whole.output_text, "responses.stream's text equals responses.create's (greedy)");
 check(["response.created", "response.output_item.added", "response.output_text.done"].every((t) => types.has(t)), "typed stream events");
 
+const tools = [{ type: "function", name: "get_weather", description: "Weather in a city", parameters: weatherParams, strict: true }];
 const called = await client.responses.create({
   model,
   input: "What is the weather in Paris?",
-  tools: [{ type: "function", name: "get_weather", description: "Weather in a city", parameters: weatherParams, strict: true }],
+  tools,
   tool_choice: { type: "function", name: "get_weather" },
   max_output_tokens: 60,
   ...noThink,
 });
 const call = called.output.find((item) => item.type === "function_call");
 check(call && call.name === "get_weather" && cities.includes(JSON.parse(call.arguments).city), "forced function call with valid arguments");
+// the follow-up sends the tools again, as agent clients do: its prompt then shares the first one's up to the
+// assistant's turn (a hybrid model resumes there, from the state kept before that turn)
 const followUp = await client.responses.create({
   model,
   previous_response_id: called.id,
   input: [{ type: "function_call_output", call_id: call.call_id, output: JSON.stringify({ weather: "sunny" }) }],
+  tools,
   max_output_tokens: 8,
   ...noThink,
 });

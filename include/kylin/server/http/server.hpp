@@ -96,7 +96,6 @@ class Server {
   static constexpr std::size_t read_chunk = 64 << 10;
   static constexpr std::size_t stream_buffer = 1 << 20;  // unsent stream bytes before the worker waits
   static constexpr auto linger = std::chrono::seconds(2);
-  static constexpr auto probe_delay = std::chrono::milliseconds(200);
 
   void watch(int fd, std::uint32_t events, int op) {
     epoll_event e{};
@@ -186,24 +185,28 @@ class Server {
       if (c->phase == Connection::Phase::idle && !c->in.empty()) c->phase = Connection::Phase::reading, c->since = now;
       if (c->phase == Connection::Phase::reading && !try_request(c, now)) return false;
     }
-    if (c->peer_eof) return on_peer_eof(c);
+    if (c->peer_eof) return on_peer_eof(c, now);
     return true;
   }
 
   // The client will send nothing more. A request being answered may still be wanted (the client
-  // only half-closed) or not (it closed); sweep() probes which once the answer is slow to come.
-  bool on_peer_eof(const ConnPtr& c) {
-    if (c->phase == Connection::Phase::busy) return true;
-    return drop(c), false;  // nothing to answer, or the lingering close is over
+  // only half-closed) or not (it closed): probed at once, so a client that left stops its
+  // generation within a round trip, as a stream's next write would (issue 75: a 200 ms wait let a
+  // non-streamed generation run ~600 more tokens).
+  bool on_peer_eof(const ConnPtr& c, Clock::time_point now) {
+    if (c->phase != Connection::Phase::busy) return drop(c), false;  // nothing to answer, or the lingering close is over
+    probe(c, now);  // again after an Expect: 100-continue one: a client may have left since
+    return conns_.contains(c->fd);
   }
 
   // An interim 100 Continue tells a half-closed client from a closed one: a closed socket answers
   // it with a reset, which drops the connection and cancels the work through its ClientWatch.
-  // Only HTTP/1.1 clients get it (RFC 9110 15.2), and only for answers slower than `probe_delay`.
+  // Only HTTP/1.1 clients get it (RFC 9110 15.2: they must accept 1xx), and only before any byte
+  // of the answer (a stream's own writes find a closed socket).
   void probe(const ConnPtr& c, Clock::time_point now) {
     c->probe_sent = true;
     if (!c->http11 || !c->append_interim("HTTP/1.1 100 Continue\r\n\r\n")) return;
-    if (write_output(c, now) && conns_.contains(c->fd)) update_interest(c);
+    write_output(c, now);
   }
 
   // Parses the buffered bytes; dispatches a complete request. False if the connection was dropped.
@@ -332,10 +335,8 @@ class Server {
 
   // Deadlines: idle keep-alive, the request deadline, stalled output, lingering close.
   void sweep(Clock::time_point now) {
-    std::vector<ConnPtr> expired, late, unsure;
+    std::vector<ConnPtr> expired, late;
     for (auto& [fd, c] : conns_) {
-      if (c->phase == Connection::Phase::busy && c->peer_eof && !c->probe_sent && now - c->since > probe_delay)
-        unsure.push_back(c);
       const auto age = now - c->since;
       if ((c->phase == Connection::Phase::idle && age > limits_.idle_timeout) ||
           (c->phase == Connection::Phase::lingering && age > linger) ||
@@ -345,8 +346,6 @@ class Server {
         late.push_back(c);
     }
     for (auto& c : expired) drop(c);
-    for (auto& c : unsure)
-      if (conns_.contains(c->fd)) probe(c, now);
     for (auto& c : late)
       if (respond_error(c, 408, "the request did not arrive within " + std::to_string(limits_.request_timeout.count() / 1000) + " s", now))
         update_interest(c);
