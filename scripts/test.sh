@@ -62,7 +62,7 @@ cmake -S . -B build-asan "${san_flags[@]}" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1
 # consume package test, and the kernel tests' forced-instruction-set variants (the native kernel
 # tests and the scalar references run). Only the targets the remaining tests run are built.
 asan_skip=(backends package kernels_avx2 kernels_avx512 kernels_avxvnni)
-asan_targets=(test_kernels_scalar kylin_cli kylin_server)
+asan_targets=(test_kernels_scalar kylin_cli kylin_server kylin_similarity)  # the programs the tests run
 for dir in tests/*/; do
   area=$(basename "$dir")
   case " data fuzz common ${asan_skip[*]} " in *" $area "*) continue ;; esac
