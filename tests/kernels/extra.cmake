@@ -4,9 +4,13 @@
 # cores). Each takes kylin_common_flags (warnings and, under KYLIN_SANITIZE, ASan+UBSan) but not
 # kylin_build_flags, whose -march=native would hide the path under test. Every variant is built
 # (the kernels must compile for each); the last two run only where the CPU has their instructions.
+# Each variant is one unity build, as test_kernels is (half the compile time of one object per file);
+# doctest_main.cpp stays its own object, so its DOCTEST_CONFIG_IMPLEMENT comes before any doctest.h.
 set(kernel_variants avx2 scalar avx512 avxvnni)
+set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/doctest_main.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 foreach(variant IN LISTS kernel_variants)
   add_executable(test_kernels_${variant} ${sources} ${CMAKE_CURRENT_SOURCE_DIR}/doctest_main.cpp)
+  set_target_properties(test_kernels_${variant} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
   target_link_libraries(test_kernels_${variant} PRIVATE doctest::doctest kylin::kylin kylin_common_flags)
   target_compile_definitions(test_kernels_${variant} PRIVATE DOCTEST_CONFIG_SUPER_FAST_ASSERTS KYLIN_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data"
                              KYLIN_BIN_DIR="${PROJECT_BINARY_DIR}/bin" KYLIN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
