@@ -12,15 +12,11 @@
 
 #include "kylin/chat/chat_template.hpp"
 
+#include "read_text.hpp"
+
 namespace hub_templates {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kylin::test::read_text;
 
 // Python's exception text after "Type: ".
 std::string python_message(const std::string& error) {

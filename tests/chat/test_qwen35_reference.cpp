@@ -11,15 +11,11 @@
 
 #include "kylin/chat/chat_template.hpp"
 
+#include "read_text.hpp"
+
 namespace qwen35_reference {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kylin::test::read_text;
 
 const kylin::ChatTemplate& qwen35_template(const std::string& file) {
   static std::map<std::string, kylin::ChatTemplate> loaded;

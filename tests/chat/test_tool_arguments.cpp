@@ -8,17 +8,13 @@
 
 #include "kylin/chat/tool_arguments.hpp"
 
+#include "read_text.hpp"
+
 namespace tool_arguments {
 
 using kylin::json::parse;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kylin::test::read_text;
 
 kylin::json::Value assistant_call(const std::string& arguments_json) {
   return parse(R"([{"role": "user", "content": "Weather in Paris?"},

@@ -11,6 +11,8 @@
 
 #include "kylin/tokenizer/nfc.hpp"
 #include "kylin/tokenizer/stream_decoder.hpp"
+
+#include "read_text.hpp"
 #include "tokenizer_test_util.hpp"
 
 namespace qwen35_test {
@@ -26,13 +28,7 @@ std::vector<kylin::test::Case> cases() {
   return kylin::test::read_cases(std::string(KYLIN_TEST_DATA) + "/reference/qwen35-synthetic-tokenizer.jsonl");
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using kylin::test::read_text;
 
 // The tokenizer.json as written, with its Split regex (as JSON) replaced by `regex`.
 kylin::Tokenizer with_regex(std::string_view regex) {
