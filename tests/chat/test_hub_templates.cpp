@@ -12,7 +12,7 @@
 
 #include "kylin/chat/chat_template.hpp"
 
-#include "read_text.hpp"
+#include "common/read_text.hpp"
 
 namespace hub_templates {
 

@@ -11,7 +11,7 @@
 
 #include "kylin/chat/chat_template.hpp"
 
-#include "read_text.hpp"
+#include "common/read_text.hpp"
 
 namespace qwen35_reference {
 

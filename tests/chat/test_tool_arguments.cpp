@@ -8,7 +8,7 @@
 
 #include "kylin/chat/tool_arguments.hpp"
 
-#include "read_text.hpp"
+#include "common/read_text.hpp"
 
 namespace tool_arguments {
 

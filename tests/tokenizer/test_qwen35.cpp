@@ -12,7 +12,7 @@
 #include "kylin/tokenizer/nfc.hpp"
 #include "kylin/tokenizer/stream_decoder.hpp"
 
-#include "read_text.hpp"
+#include "common/read_text.hpp"
 #include "tokenizer_test_util.hpp"
 
 namespace qwen35_test {
