@@ -33,6 +33,7 @@ struct ModelOptions {
   io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
   kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: BF16 weights' prefill GEMM on rounded activations (opt-in)
   ExpertMemory experts = ExpertMemory::held;  // mapped: routed experts read in place from the mapped file (larger-than-memory MoE)
+  MtpHead mtp = MtpHead::skipped;  // loaded: the checkpoint's MTP head too (forward_mtp, the `--mtp` speculative draft)
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -59,10 +60,13 @@ enum class Positions { last, all };
 // instead of the row: greedy decoding, top-k sampling (Sampler::candidates_from_top) and sampling
 // by temperature, top-p and min-p (Sampler::row_draw), without the logits. One of them a sequence: greedy
 // before top before drawn.
+// hidden_positions, when set, picks the hidden states' rows apart from the logits' (every row's hidden state
+// for the MTP head beside the last row's logits).
 struct ForwardOutputs {
   std::span<float> logits = {};
   std::span<float> hidden = {};
   Positions positions = Positions::last;
+  std::optional<Positions> hidden_positions = std::nullopt;
   std::span<int> greedy = {};
   std::int64_t pick_end = 0;
   std::span<kernels::RankedLogit> top = {};
@@ -84,6 +88,9 @@ struct SequenceInput {
   // Positions in (cache.size(), cache.size() + tokens.size()] whose recurrent states (hybrid models) the cache
   // keeps as snapshots (KVCache::keep_state), computed inside the passes without cutting them.
   std::span<const std::int64_t> keep_states = {};
+  // [tokens, hidden]: the MTP head's second input, the target's final hidden state at each token's position
+  // (forward_mtp only).
+  std::span<const float> hidden_in = {};
 };
 
 namespace detail {
@@ -143,6 +150,9 @@ class BasicModel {
     return std::visit([](const auto& net) -> const ModelWeights& { return net->weights(); }, impl_->net);
   }
 
+  // Whether the MTP head was loaded (ModelOptions::mtp).
+  bool has_mtp() const { return impl_->mtp_net.has_value(); }
+
   // A cache in the backend's memory (its recurrent states too, allocated as they are first kept); it must
   // not outlive this model.
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const {
@@ -152,6 +162,27 @@ class BasicModel {
     RecurrentStates states;
     if (c.linear) states = RecurrentStates(c.linear_layers(), c.linear->state_floats(), [&b = impl_->backend](std::size_t m) { return b.allocate(m); });
     return KVCache(c, n, impl_->kv_dtype, impl_->backend.allocate(bytes), std::move(states));
+  }
+
+  // The MTP head's cache: keys and values of its one layer for n positions (mtp_head_config).
+  KVCache new_mtp_cache(std::int64_t n) const {
+    const ModelConfig c = mtp_head_config(impl_->config);
+    return KVCache(c, n, impl_->kv_dtype, impl_->backend.allocate(KVCache::bytes_needed(c, n, impl_->kv_dtype)));
+  }
+
+  // The MTP head over each sequence's tokens at positions cache.size().. of its MTP cache (new_mtp_cache), each
+  // token with its SequenceInput::hidden_in row; outputs as forward's, the hidden states being the head's own
+  // (after mtp.norm), which its next step reads. Checked as forward's inputs are.
+  void forward_mtp(std::span<const SequenceInput> batch) {
+    if (!has_mtp()) throw Error(ErrorCategory::request, "mtp", checkpoint().dir().string() + " was loaded without its MTP head (ModelOptions::mtp)");
+    const ModelConfig c = mtp_head_config(config());
+    validate(batch, c);
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i].hidden_in.size() != batch[i].tokens.size() * static_cast<std::size_t>(hidden_size()))
+        throw Error(ErrorCategory::request, "hidden_in", "sequence " + std::to_string(i) + ": " + std::to_string(batch[i].hidden_in.size()) +
+                                                          " floats for " + std::to_string(batch[i].tokens.size()) + " tokens of hidden size " +
+                                                          std::to_string(hidden_size()));
+    run_passes(batch, *impl_->mtp_net);
   }
 
   // Feeds `tokens` at positions cache.size().. (in passes of max_pass_rows tokens) and writes the
@@ -169,17 +200,8 @@ class BasicModel {
   // attention per sequence against its own cache. Each sequence's outputs equal running it alone.
   // Everything is checked before anything runs: a bad input changes no cache.
   void forward(std::span<const SequenceInput> batch) {
-    validate(batch);
-    Impl& m = *impl_;
-    m.fed.assign(batch.size(), 0);
-    while (plan_pass(batch)) {
-      const Pass pass{m.pass_seqs, m.pass_rows, m.pass_decode_rows};
-      // A backend that holds a pass's work back (CUDA: to replay a repeated pass as one graph)
-      // is told where each pass starts and ends.
-      if constexpr (requires { m.backend.begin_pass(); }) m.backend.begin_pass();
-      std::visit([&](auto& net) { net->forward(m.backend, m.workspace, pass); }, m.net);
-      if constexpr (requires { m.backend.end_pass(); }) m.backend.end_pass();
-    }
+    validate(batch, config());
+    run_passes(batch, impl_->net);
   }
 
   // Convenience: logits of the last token as a new vector.
@@ -200,6 +222,7 @@ class BasicModel {
           workspace(backend, config, std::max<std::int64_t>(1, o.max_pass_rows)),
           weight_format(o.weights),
           net(make_net(config, held_weights(config, o, *checkpoint, backend, quantized, packed))),
+          mtp_net(make_mtp_net(config, net, o.mtp)),
           kv_dtype(o.kv_dtype),
           prefill_activations(o.prefill_activations),
           lm_head(lm_head_source(*checkpoint, config)) {
@@ -222,7 +245,10 @@ class BasicModel {
     // (--weight-layout); with --experts mapped, the routed experts as the checkpoint stores them.
     static ModelWeights held_weights(const ModelConfig& c, const ModelOptions& o, const io::Checkpoint& ckpt, B& backend,
                                      QuantizedWeights& quantized, PackedWeights& packed) {
-      ModelWeights w = bind_weights(ckpt, c, Fp8Widening::deferred);
+      // (Qwen3-Next's config does not count its MTP layer: the tensors say it is there)
+      if (o.mtp == MtpHead::loaded && (!c.linear || !ckpt.find("mtp.fc.weight")))
+        throw Error(ErrorCategory::config, ckpt.dir().string(), "--mtp: this checkpoint has no MTP head (no mtp.fc.weight)");
+      ModelWeights w = bind_weights(ckpt, c, Fp8Widening::deferred, o.mtp);
       LayerExperts aside;
       if (o.experts == ExpertMemory::mapped) {
         check_mapped_experts(ckpt, o, w);
@@ -262,6 +288,11 @@ class BasicModel {
         return Net(std::make_unique<ArchTransformer<Arch>>(c, w));
       });
     }
+    // the MTP head's Transformer over the same weights (layers.back(), ModelWeights::mtp), where it was loaded
+    static std::optional<Net> make_mtp_net(const ModelConfig& c, const Net& net, MtpHead mtp) {
+      if (mtp == MtpHead::skipped) return std::nullopt;
+      return std::visit([&]<class T>(const std::unique_ptr<T>& t) { return Net(std::make_unique<T>(c, t->weights(), Stack::mtp_head)); }, net);
+    }
     static std::string_view backend_name() {
       if constexpr (requires { B::name; }) return B::name;
       else return "this backend";
@@ -276,6 +307,7 @@ class BasicModel {
     QuantizedWeights quantized;  // the Q8_0/Q4_0 copies `net` points to (empty: weights as stored)
     PackedWeights packed;        // the copies in B's layout `net` points to (empty: weights as stored)
     Net net;
+    std::optional<Net> mtp_net;  // ModelOptions::mtp: the MTP head (Stack::mtp_head)
     DType kv_dtype;
     kernels::PrefillActivations prefill_activations;
     LmHead lm_head;
@@ -344,36 +376,62 @@ class BasicModel {
   void add_piece(const SequenceInput& in, std::int64_t from, std::int64_t n) {
     Impl& m = *impl_;
     const std::int64_t total = static_cast<std::int64_t>(in.tokens.size()), V = vocab_size(), H = hidden_size();
+    // rows [first, first + count) of the piece wanted under `which`, and the piece's first row in the output buffers
+    struct Rows {
+      std::int64_t first = 0, count = 0, at = 0;
+    };
+    auto wanted = [&](Positions which) {
+      if (which == Positions::all) return Rows{0, n, from};
+      return Rows{n - 1, from + n == total ? 1 : 0, 0};
+    };
+    auto part = [&](std::span<float> s, const Rows& r, std::int64_t width) {
+      return s.empty() || r.count == 0 ? std::span<float>{} : s.subspan(static_cast<std::size_t>(r.at * width), static_cast<std::size_t>(r.count * width));
+    };
     OutputRows out;
-    if (!in.out.logits.empty() || !in.out.hidden.empty() || !in.out.greedy.empty() || !in.out.top.empty() || !in.out.drawn.empty()) {
-      const bool all = in.out.positions == Positions::all;
-      out.first = all ? 0 : n - 1;
-      out.count = all ? n : (from + n == total ? 1 : 0);
-      const std::int64_t row = all ? from : 0;  // output row of the piece's first wanted token
-      auto part = [&](std::span<float> s, std::int64_t width) {
-        return s.empty() || out.count == 0 ? std::span<float>{} : s.subspan(static_cast<std::size_t>(row * width),
-                                                                              static_cast<std::size_t>(out.count * width));
-      };
-      out.logits = part(in.out.logits, V);
-      out.hidden = part(in.out.hidden, H);
-      if (!in.out.greedy.empty() && out.count > 0)
-        out.greedy = in.out.greedy.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
-      if (!in.out.top.empty() && out.count > 0)
-        out.top = in.out.top.subspan(static_cast<std::size_t>(row * in.out.top_k), static_cast<std::size_t>(out.count * in.out.top_k));
+    if (!in.out.logits.empty() || !in.out.greedy.empty() || !in.out.top.empty() || !in.out.drawn.empty()) {
+      const Rows r = wanted(in.out.positions);
+      const auto row = static_cast<std::size_t>(r.at), count = static_cast<std::size_t>(r.count);
+      out.first = r.first, out.count = r.count;
+      out.logits = part(in.out.logits, r, V);
+      if (!in.out.greedy.empty() && count > 0) out.greedy = in.out.greedy.subspan(row, count);
+      if (!in.out.top.empty() && count > 0) out.top = in.out.top.subspan(row * static_cast<std::size_t>(in.out.top_k), count * static_cast<std::size_t>(in.out.top_k));
       out.top_k = in.out.top_k;
-      if (!in.out.drawn.empty() && out.count > 0) {
-        out.drawn = in.out.drawn.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
-        out.draws = in.out.draws.subspan(static_cast<std::size_t>(row), static_cast<std::size_t>(out.count));
+      if (!in.out.drawn.empty() && count > 0) {
+        out.drawn = in.out.drawn.subspan(row, count);
+        out.draws = in.out.draws.subspan(row, count);
       }
       out.pick_end = in.out.pick_end > 0 ? in.out.pick_end : V;
     }
-    m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out, in.keep_states});
+    if (!in.out.hidden.empty()) {
+      const Rows r = wanted(in.out.hidden_positions.value_or(in.out.positions));
+      out.hidden_first = r.first, out.hidden_count = r.count;
+      out.hidden = part(in.out.hidden, r, H);
+    }
+    const std::span<const float> hidden_in =
+        in.hidden_in.empty() ? in.hidden_in : in.hidden_in.subspan(static_cast<std::size_t>(from * H), static_cast<std::size_t>(n * H));
+    m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out,
+                           in.keep_states, hidden_in});
     m.pass_rows += n;
   }
 
   static constexpr std::size_t max_kept_states = 16;  // per input (a pass's state pointers are sized for them)
 
-  void validate(std::span<const SequenceInput> batch) const {
+  // Every pass of the batch through `net` (the model's, or the MTP head's).
+  void run_passes(std::span<const SequenceInput> batch, typename Impl::Net& net) {
+    Impl& m = *impl_;
+    m.fed.assign(batch.size(), 0);
+    while (plan_pass(batch)) {
+      const Pass pass{m.pass_seqs, m.pass_rows, m.pass_decode_rows};
+      // A backend that holds a pass's work back (CUDA: to replay a repeated pass as one graph)
+      // is told where each pass starts and ends.
+      if constexpr (requires { m.backend.begin_pass(); }) m.backend.begin_pass();
+      std::visit([&](auto& n) { n->forward(m.backend, m.workspace, pass); }, net);
+      if constexpr (requires { m.backend.end_pass(); }) m.backend.end_pass();
+    }
+  }
+
+  // c: the config of the caches (the model's, or mtp_head_config).
+  void validate(std::span<const SequenceInput> batch, const ModelConfig& c) const {
     if (batch.empty()) throw Error(ErrorCategory::request, "batch", "no sequences");
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const SequenceInput& s = batch[i];
@@ -394,17 +452,18 @@ class BasicModel {
           std::any_of(s.keep_states.begin(), s.keep_states.end(), [&](std::int64_t p) { return p <= s.cache.size() || p > s.cache.size() + static_cast<std::int64_t>(s.tokens.size()); }))
         throw Error(ErrorCategory::request, "keep_states", where() + "at most " + std::to_string(max_kept_states) +
                                                                " ascending positions within the tokens fed");
-      if (!s.cache.fits(config()))
+      if (!s.cache.fits(c))
         throw Error(ErrorCategory::request, "kv cache", where() + "the cache has another layer or head shape than this model");
       s.cache.check_room(static_cast<std::int64_t>(s.tokens.size()));
       for (std::size_t j = 0; j < i; ++j)
         if (&batch[j].cache == &s.cache)
           throw Error(ErrorCategory::request, "kv cache", where() + "shares its cache with sequence " + std::to_string(j));
       const std::size_t rows = s.out.positions == Positions::all ? s.tokens.size() : 1;
+      const std::size_t hidden_rows = s.out.hidden_positions.value_or(s.out.positions) == Positions::all ? s.tokens.size() : 1;
       if (!fits(s.out.logits, rows * static_cast<std::size_t>(vocab_size())))
         throw output_error(where() + "logits", s.out.logits.size(), rows * static_cast<std::size_t>(vocab_size()));
-      if (!fits(s.out.hidden, rows * static_cast<std::size_t>(hidden_size())))
-        throw output_error(where() + "hidden states", s.out.hidden.size(), rows * static_cast<std::size_t>(hidden_size()));
+      if (!fits(s.out.hidden, hidden_rows * static_cast<std::size_t>(hidden_size())))
+        throw output_error(where() + "hidden states", s.out.hidden.size(), hidden_rows * static_cast<std::size_t>(hidden_size()));
       if (!s.out.greedy.empty() && s.out.greedy.size() < rows)
         throw Error(ErrorCategory::request, "outputs", where() + "greedy output buffer holds " + std::to_string(s.out.greedy.size()) +
                                                          " ids, needs " + std::to_string(rows));

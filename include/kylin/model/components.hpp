@@ -18,12 +18,15 @@
 
 namespace kylin {
 
-// Rows of one pass that a sequence wants back: rows [first, first + count) of its chunk.
+// Rows of one pass that a sequence wants back: rows [first, first + count) of its chunk through the LM head,
+// rows [hidden_first, hidden_first + hidden_count) as final hidden states.
 struct OutputRows {
   std::int64_t first = 0;
-  std::int64_t count = 0;         // 0: nothing (an early chunk of a long prompt)
+  std::int64_t count = 0;         // 0: no logits (an early chunk of a long prompt, hidden states only)
   std::span<float> logits = {};   // [count, vocab] on the host, or empty
-  std::span<float> hidden = {};   // [count, hidden] on the host, or empty
+  std::int64_t hidden_first = 0;
+  std::int64_t hidden_count = 0;
+  std::span<float> hidden = {};   // [hidden_count, hidden] on the host, or empty
   std::span<int> greedy = {};     // [count] on the host, or empty (ForwardOutputs::greedy)
   std::span<kernels::RankedLogit> top = {};  // [count, top_k] on the host, or empty (ForwardOutputs::top)
   std::int64_t top_k = 0;
@@ -39,6 +42,7 @@ struct PassSequence {
   std::int64_t row0 = 0;
   OutputRows out;
   std::span<const std::int64_t> keep_states = {};  // positions whose recurrent states the cache keeps (SequenceInput::keep_states)
+  std::span<const float> hidden_in = {};  // [n, hidden] the MTP head's second input (SequenceInput::hidden_in), or empty
   std::int64_t n() const { return static_cast<std::int64_t>(tokens.size()); }
 };
 

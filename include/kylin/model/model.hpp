@@ -45,6 +45,9 @@ class AnyModel {
   virtual const ModelWeights& weights() const = 0;
   virtual KVCache new_cache(std::optional<std::int64_t> context_length) const = 0;
   virtual void forward(std::span<const SequenceInput> batch) = 0;
+  virtual bool has_mtp() const = 0;
+  virtual KVCache new_mtp_cache(std::int64_t n) const = 0;
+  virtual void forward_mtp(std::span<const SequenceInput> batch) = 0;
 };
 
 template <Backend B>
@@ -76,6 +79,9 @@ class ModelOn final : public AnyModel {
   const ModelWeights& weights() const override { return m_.weights(); }
   KVCache new_cache(std::optional<std::int64_t> n) const override { return m_.new_cache(n); }
   void forward(std::span<const SequenceInput> batch) override { m_.forward(batch); }
+  bool has_mtp() const override { return m_.has_mtp(); }
+  KVCache new_mtp_cache(std::int64_t n) const override { return m_.new_mtp_cache(n); }
+  void forward_mtp(std::span<const SequenceInput> batch) override { m_.forward_mtp(batch); }
 
  private:
   BasicModel<B> m_;
@@ -166,6 +172,10 @@ class Model {
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const { return m_->new_cache(context_length); }
 
   void forward(std::span<const SequenceInput> batch) { m_->forward(batch); }
+  // The checkpoint's MTP head (ModelOptions::mtp; BasicModel::forward_mtp) and its one-layer caches.
+  bool has_mtp() const { return m_->has_mtp(); }
+  KVCache new_mtp_cache(std::int64_t n) const { return m_->new_mtp_cache(n); }
+  void forward_mtp(std::span<const SequenceInput> batch) { m_->forward_mtp(batch); }
   void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
     const SequenceInput one{tokens, cache, out};
     forward(std::span<const SequenceInput>(&one, 1));

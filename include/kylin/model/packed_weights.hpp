@@ -50,6 +50,7 @@ class PackedWeights {
     // dropped neighbours again (as QuantizedWeights found: +37 MB RSS on the Qwen3-0.6B shape).
     for (LayerWeights& L : w.layers) L.each_norm([&](MatRef& m) { own(m, backend); });
     own(w.norm, backend);
+    w.mtp.each_norm([&](MatRef& m) { own(m, backend); });
     if (w.fp8) {  // BF16 widenings now packed are not read again
       std::unordered_set<const void*> used;
       for_each_matrix(w, [&](MatRef& m) { used.insert(m.data); });

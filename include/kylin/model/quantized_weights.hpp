@@ -54,6 +54,8 @@ class QuantizedWeights {
     // after 128 lookups on the Qwen3-0.6B shape), giving back most of what quantizing saved.
     const bool tied = w.embed_tokens.data == w.lm_head.data;
     todo.push_back(&w.lm_head);
+    todo.push_back(&w.mtp.fc_embedding);
+    todo.push_back(&w.mtp.fc_hidden);
     std::erase_if(todo, [&](const MatRef* m) { return !quantizable(*m); });
     std::vector<io::ByteSpan> spans;  // what each reads from the file, in the same order
     for (const MatRef* m : todo) spans.push_back({m->data, stored_bytes(*m)});
@@ -70,6 +72,7 @@ class QuantizedWeights {
     // neighbours again (measured +37 MB RSS in the first forward pass on the Qwen3-0.6B shape).
     for (LayerWeights& L : w.layers) L.each_norm([&](MatRef& m) { own(m); });
     own(w.norm);
+    w.mtp.each_norm([&](MatRef& m) { own(m); });
     ckpt.advise(io::AccessHint::release);  // what is still read from the file (the router, an untied table) faults back in
     return w;
   }

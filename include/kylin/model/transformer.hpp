@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -15,16 +16,32 @@
 
 namespace kylin {
 
+// Which stack a Transformer runs: the model's layers, or the checkpoint's multi-token-prediction head (one
+// full-attention layer over the fusion of each token's embedding with the target's hidden state: ModelWeights::mtp).
+enum class Stack { target, mtp_head };
+
+// The MTP head's config: the target's shapes with one full-attention layer (its KV cache holds one layer).
+inline ModelConfig mtp_head_config(ModelConfig c) {
+  c.num_hidden_layers = 1;
+  if (!c.layer_types.empty()) c.layer_types = {LayerType::full_attention};
+  c.linear.reset();
+  return c;
+}
+
 template <class Norm, class Attn, class MLP>
 class Transformer {
  public:
-  Transformer(const ModelConfig& c, const ModelWeights& w)
-      : config_(c), weights_(w), rope_(c), final_norm_{w.norm, c.rms_norm_eps} {
-    for (std::size_t l = 0; l < weights_.layers.size(); ++l) {
-      const LayerWeights& L = weights_.layers[l];
-      blocks_.push_back(Block{Norm{L.input_layernorm, c.rms_norm_eps}, Attn::from(L, c, static_cast<std::int64_t>(l)),
-                              Norm{L.post_attention_layernorm, c.rms_norm_eps}, MLP::from(L, c)});
+  Transformer(const ModelConfig& c, const ModelWeights& w, Stack stack = Stack::target)
+      : config_(stack == Stack::target ? c : mtp_head_config(c)), weights_(w), rope_(c),
+        final_norm_{stack == Stack::target ? w.norm : w.mtp.norm, c.rms_norm_eps} {
+    const std::size_t first = stack == Stack::target ? 0 : static_cast<std::size_t>(c.num_hidden_layers);
+    for (std::size_t l = first; l < first + static_cast<std::size_t>(config_.num_hidden_layers); ++l) {
+      const LayerWeights& L = weights_.layers.at(l);
+      blocks_.push_back(Block{Norm{L.input_layernorm, c.rms_norm_eps}, Attn::from(L, config_, static_cast<std::int64_t>(l - first)),
+                              Norm{L.post_attention_layernorm, c.rms_norm_eps}, MLP::from(L, config_)});
     }
+    if (stack == Stack::mtp_head)
+      fusion_ = Fusion{Norm{w.mtp.pre_fc_norm_embedding, c.rms_norm_eps}, Norm{w.mtp.pre_fc_norm_hidden, c.rms_norm_eps}, &weights_.mtp};
   }
   Transformer(const Transformer&) = delete;  // blocks point into weights_
   Transformer& operator=(const Transformer&) = delete;
@@ -43,8 +60,9 @@ class Transformer {
       rope_.tables(s.cache->size(), s.n(), ws.cos_host.data() + s.row0 * half, ws.sin_host.data() + s.row0 * half);
       ws.pass_states.push_back(s.cache->begin_states(s.n(), pass.decodes(s), s.keep_states));
     }
-    // token embeddings, one call for the pass
+    // token embeddings, one call for the pass (the MTP head fuses them with the target's hidden states)
     b.embed(weights_.embed_tokens, std::span<const int>(ws.ids_host).first(static_cast<std::size_t>(pass.rows)), x);
+    if (fusion_) fuse_hidden(b, ws, pass);
     b.upload(ws.cos, std::span<const float>(ws.cos_host).first(static_cast<std::size_t>(pass.rows * half)));
     b.upload(ws.sin, std::span<const float>(ws.sin_host).first(static_cast<std::size_t>(pass.rows * half)));
     for (std::int64_t l = 0; l < static_cast<std::int64_t>(blocks_.size()); ++l) {
@@ -65,19 +83,23 @@ class Transformer {
   const RotaryEmbedding& rope() const { return rope_; }
 
  private:
-  // Final norm of the rows each sequence wants, gathered into xn in pass order; then hidden states
-  // and LM-head logits (logit_rows rows per product, always the dot-product kernel, so a row's
-  // logits never depend on its neighbours) go to the host buffers, or only each row's greedy id, top-k or draw.
+  // The hidden states each sequence wants (final norm) to the host; then the final norm of the rows it wants
+  // logits of, gathered into xn in pass order, and their LM-head logits (logit_rows rows per product, always the
+  // dot-product kernel, so a row's logits never depend on its neighbours) to the host buffers, or only each
+  // row's greedy id, top-k or draw.
   template <Backend B>
   void write_outputs(B& b, Workspace& ws, const Pass& pass) const {
     const std::int64_t H = config_.hidden_size, V = config_.vocab_size;
-    std::int64_t n_out = 0, n_logits = 0;
+    for (const PassSequence& s : pass.seqs) {
+      if (s.out.hidden_count == 0) continue;
+      final_norm_(b, ws.x + (s.row0 + s.out.hidden_first) * H, ws.xn, s.out.hidden_count);
+      b.download(s.out.hidden.first(static_cast<std::size_t>(s.out.hidden_count * H)), ws.xn);
+    }
+    std::int64_t n_logits = 0;
     for (const PassSequence& s : pass.seqs) {
       if (s.out.count == 0) continue;
-      final_norm_(b, ws.x + (s.row0 + s.out.first) * H, ws.xn + n_out * H, s.out.count);
-      if (!s.out.hidden.empty()) b.download(s.out.hidden.first(static_cast<std::size_t>(s.out.count * H)), ws.xn + n_out * H);
-      n_out += s.out.count;
-      if (!s.out.logits.empty() || !s.out.greedy.empty() || !s.out.top.empty() || !s.out.drawn.empty()) n_logits = n_out;  // rows past the last sequence wanting logits skip the LM head
+      final_norm_(b, ws.x + (s.row0 + s.out.first) * H, ws.xn + n_logits * H, s.out.count);
+      n_logits += s.out.count;
     }
     for (std::int64_t g0 = 0; g0 < n_logits; g0 += Workspace::logit_rows) {
       const std::int64_t g1 = std::min(n_logits, g0 + Workspace::logit_rows);
@@ -142,6 +164,23 @@ class Transformer {
     }
   }
 
+  // The MTP head's input (vLLM / SGLang qwen3_next_mtp): x = fc([pre_fc_norm_embedding(x) | pre_fc_norm_hidden(h)]),
+  // h [R, hidden] each row's PassSequence::hidden_in, fc split by columns (MtpWeights) into two products.
+  template <Backend B>
+  void fuse_hidden(B& b, Workspace& ws, const Pass& pass) const {
+    const std::int64_t H = config_.hidden_size;
+    for (const PassSequence& s : pass.seqs) b.upload(ws.out + s.row0 * H, s.hidden_in);  // [n, H] each
+    fusion_->hidden_norm(b, ws.out, ws.out, pass.rows);
+    fusion_->embedding_norm(b, ws.x, ws.xn, pass.rows);
+    b.matmul(ws.xn, fusion_->w->fc_embedding, nullptr, ws.x, pass.plan());
+    b.matmul_add(ws.out, fusion_->w->fc_hidden, ws.x, pass.plan());
+  }
+
+  struct Fusion {
+    Norm embedding_norm, hidden_norm;
+    const MtpWeights* w;
+  };
+
   struct Block {
     Norm input_norm;
     Attn attn;
@@ -154,6 +193,7 @@ class Transformer {
   RotaryEmbedding rope_;
   Norm final_norm_;
   std::vector<Block> blocks_;
+  std::optional<Fusion> fusion_;  // Stack::mtp_head only
 };
 
 // The Transformer an architecture (model/arch.hpp) is made of.

@@ -104,9 +104,30 @@ struct LayerWeights {
   }
 };
 
+// The multi-token-prediction head of the Qwen3.5 / Qwen3-Next checkpoints (mtp.*), when loaded (MtpHead::loaded):
+// mtp.fc.weight [hidden, 2 hidden] split by columns into its two halves, its three norms; its decoder layer is
+// ModelWeights::layers.back(), past num_hidden_layers. The embedding table and the LM head are the target's.
+struct MtpWeights {
+  MatRef fc_embedding;           // [hidden, hidden] mtp.fc's columns [0, hidden): the token embedding's
+  MatRef fc_hidden;              // [hidden, hidden] its columns [hidden, 2 hidden): the target's hidden state's
+  MatRef pre_fc_norm_embedding;  // [hidden]
+  MatRef pre_fc_norm_hidden;     // [hidden]
+  MatRef norm;                   // [hidden] mtp.norm: the head's final norm
+
+  bool loaded() const { return fc_embedding.data != nullptr; }
+  template <class Fn>
+  void each_norm(Fn fn) {
+    for (MatRef* m : {&pre_fc_norm_embedding, &pre_fc_norm_hidden, &norm}) fn(*m);
+  }
+};
+
+// Whether loading binds the MTP head (ModelOptions::mtp) or skips its tensors, as transformers does.
+enum class MtpHead { skipped, loaded };
+
 struct ModelWeights {
   MatRef embed_tokens;  // [vocab, hidden]
-  std::vector<LayerWeights> layers;
+  std::vector<LayerWeights> layers;  // [num_hidden_layers], then the MTP head's layer when it is loaded
+  MtpWeights mtp;
   MatRef norm;          // [hidden]
   MatRef lm_head;       // [vocab, hidden]: lm_head.weight, or embed_tokens when tied and absent; empty: LmHead::none
   // FP8 checkpoints only: their F8_E4M3 weights and the BF16 widenings the MatRefs above point
@@ -270,6 +291,20 @@ class Binder {
 
   bool has(const std::string& name) const { return ckpt_.find(resolve(name)) != nullptr; }
 
+  // Columns [half * cols, (half + 1) * cols) of the [rows, 2 cols] tensor `name`, copied (in its dtype) so
+  // that a matmul reads them as a matrix of their own.
+  MatRef bind_column_half(const std::string& name, std::int64_t rows, std::int64_t cols, int half) {
+    const io::TensorView* t = bind_view(name, {rows, 2 * cols});
+    if (!t || mode_ == BindMode::check) return {};
+    const std::size_t esize = dtype_size(t->dtype), row_bytes = static_cast<std::size_t>(cols) * esize;
+    if (!owned_) owned_ = std::make_shared<std::deque<std::vector<float>>>();
+    std::vector<float>& out = owned_->emplace_back((static_cast<std::size_t>(rows) * row_bytes + sizeof(float) - 1) / sizeof(float));
+    auto* dst = reinterpret_cast<std::byte*>(out.data());
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + static_cast<std::size_t>(r) * row_bytes, t->data + (static_cast<std::size_t>(2 * r + half)) * row_bytes, row_bytes);
+    return MatRef{t->dtype, dst, rows, cols};
+  }
+
   // A tensor kylin would have to run but cannot: a problem when the checkpoint has it.
   void refuse(const std::string& name, const std::string& why) {
     bound_.insert(resolve(name));
@@ -396,7 +431,34 @@ inline void bind_experts(Binder& b, const ModelConfig& c, const ArchInfo& arch, 
 }
 
 // Every tensor of config `c`, by HF name; what the architecture adds comes from its ArchInfo.
-inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
+// mtp.*: the fc halves and norms, and one decoder layer (gated attention, and routed experts where the checkpoint
+// has mtp.layers.0.mlp.gate, else a dense SwiGLU: engines differ on Qwen3-Next's rule, the tensors do not).
+inline void bind_mtp(Binder& b, const ModelConfig& c, const ArchInfo& arch, ModelWeights& w) {
+  const std::int64_t H = c.hidden_size, I = c.intermediate_size;
+  if (c.mtp_num_hidden_layers > 1)
+    b.refuse("mtp.fc.weight", "kylin runs one MTP layer (config mtp_num_hidden_layers: " + std::to_string(c.mtp_num_hidden_layers) + ")");
+  if (!b.has("mtp.fc.weight")) {
+    b.bind("mtp.fc.weight", {H, 2 * H});  // reported missing
+    return;
+  }
+  MtpWeights& m = w.mtp;
+  m.fc_embedding = b.bind_column_half("mtp.fc.weight", H, H, 0);
+  m.fc_hidden = b.bind_column_half("mtp.fc.weight", H, H, 1);
+  m.pre_fc_norm_embedding = b.bind_norm("mtp.pre_fc_norm_embedding.weight", H, arch.norm_scale);
+  m.pre_fc_norm_hidden = b.bind_norm("mtp.pre_fc_norm_hidden.weight", H, arch.norm_scale);
+  m.norm = b.bind_norm("mtp.norm.weight", H, arch.norm_scale);
+  const std::string p = "mtp.layers.0.";
+  LayerWeights& L = w.layers.emplace_back();
+  L.input_layernorm = b.bind_norm(p + "input_layernorm.weight", H, arch.norm_scale);
+  bind_attention(b, c, arch, p, L);
+  L.post_attention_layernorm = b.bind_norm(p + "post_attention_layernorm.weight", H, arch.norm_scale);
+  if (c.moe && b.has(p + "mlp.gate.weight")) return bind_experts(b, c, arch, p + "mlp.", L);
+  L.gate_proj = b.bind(p + "mlp.gate_proj.weight", {I, H});
+  L.up_proj = b.bind(p + "mlp.up_proj.weight", {I, H});
+  L.down_proj = b.bind(p + "mlp.down_proj.weight", {H, I});
+}
+
+inline ModelWeights bind_all(Binder& b, const ModelConfig& c, MtpHead mtp = MtpHead::skipped) {
   const ArchInfo& arch = arch_info(c.model_type);
   const std::int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const std::string P(arch.tensor_prefix);
@@ -423,6 +485,7 @@ inline ModelWeights bind_all(Binder& b, const ModelConfig& c) {
     case LmHead::tied: w.lm_head = w.embed_tokens; break;
     case LmHead::none: break;
   }
+  if (mtp == MtpHead::loaded) bind_mtp(b, c, arch, w);
   w.fp8 = b.fp8_weights();
   w.owned = b.owned();
   return w;
@@ -462,6 +525,8 @@ template <class Fn>
 void for_each_matrix(ModelWeights& w, Fn fn) {
   fn(w.embed_tokens);
   fn(w.lm_head);
+  fn(w.mtp.fc_embedding);
+  fn(w.mtp.fc_hidden);
   for (LayerWeights& L : w.layers) L.each_matrix(fn);
 }
 
@@ -512,6 +577,7 @@ inline void populate_bound(ModelWeights w, const io::Checkpoint& ckpt) {
   for_each_matrix(w, page_in);
   for (LayerWeights& L : w.layers) L.each_norm(page_in);
   page_in(w.norm);
+  w.mtp.each_norm(page_in);
 }
 
 // Points every F8_E4M3 matrix still in w at its BF16 widening (made once per tensor); returns w.
@@ -529,9 +595,10 @@ enum class Fp8Widening { at_bind, deferred };
 
 // Binds every tensor; throws one kylin::Error listing all missing or mismatched tensors.
 // Tensors nothing binds are ignored, as transformers ignores unexpected keys (with a warning).
-inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c, Fp8Widening fp8 = Fp8Widening::at_bind) {
+inline ModelWeights bind_weights(const io::Checkpoint& ckpt, const ModelConfig& c, Fp8Widening fp8 = Fp8Widening::at_bind,
+                                 MtpHead mtp = MtpHead::skipped) {
   detail::Binder b(ckpt, c.fp8, detail::BindMode::load);
-  ModelWeights w = detail::bind_all(b, c);
+  ModelWeights w = detail::bind_all(b, c, mtp);
   b.throw_if_problems();
   return fp8 == Fp8Widening::at_bind ? widen_fp8(std::move(w)) : w;
 }
