@@ -49,6 +49,7 @@ struct Options {
   int draft_max = kylin::SpeculativeOptions{}.max_draft;
   float draft_p_min = kylin::SpeculativeOptions{}.p_min;
   int lookup = 0;
+  int mtp = 0;                      // the MTP head's drafts per pass; 0: off
   std::vector<std::string> served_names;  // --served-model-name; empty: the directory's name
   std::size_t response_store_count = 1024;
   std::string response_store_bytes = "64MiB";
@@ -125,13 +126,17 @@ int serve(const Options& o) {
   eo.experts = *kylin::parse_expert_memory(o.experts);
   eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
+  if (o.mtp > 0 && !o.model_draft.empty())
+    throw kylin::Error(kylin::ErrorCategory::request, "--mtp", "the MTP head drafts instead of a draft model: leave out --model-draft or --mtp");
+  if (o.mtp > 0) eo.mtp = kylin::MtpHead::loaded;
   auto engine = kylin::Engine::load(o.model, eo);
   const kylin::server::ServerTask task = server_task(o.task, *engine);
   // the draft runs as the target does (backend, threads, KV and weight formats); its cache per slot
   // is as long as the target's
   std::unique_ptr<kylin::Engine> draft;
   if (!o.model_draft.empty()) draft = kylin::Engine::load(o.model_draft, eo);
-  const kylin::SpeculativeOptions speculative{.draft = draft.get(), .max_draft = o.draft_max, .p_min = o.draft_p_min, .lookup = o.lookup};
+  const kylin::SpeculativeOptions speculative{.draft = draft.get(), .mtp = o.mtp > 0, .max_draft = o.mtp > 0 ? o.mtp : o.draft_max,
+                                              .p_min = o.draft_p_min, .lookup = o.lookup};
   // Declared before the scheduler, so it outlives it and finishes the last queued write on exit.
   std::unique_ptr<kylin::PromptCache> prompt_cache;
   if (!o.cache_dir.empty())
@@ -232,6 +237,9 @@ int main(int argc, char** argv) {
   app.add_option("--draft-max", o.draft_max, "Most tokens drafted per verification pass")->check(CLI::Range(0, kylin::SpeculativeOptions::max_draft_limit));
   app.add_option("--draft-p-min", o.draft_p_min, "The draft stops proposing once its top token's probability is below this")
       ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--mtp", o.mtp, "Speculative decoding with the checkpoint's own MTP head (Qwen3.5, Qwen3.6, Qwen3-Next): K drafts per "
+                                 "pass (--mtp alone: 3); requests opt out with \"speculative\": false (docs/SPECULATIVE.md)")
+      ->expected(0, 1)->default_str("3")->check(CLI::Range(1, kylin::SpeculativeOptions::max_draft_limit));
   app.add_option("--lookup", o.lookup, "Prompt lookup drafts: longest n-gram matched in the prompt and output (0: off)")
       ->check(CLI::Range(0, kylin::SpeculativeOptions::max_lookup));
   app.add_option("--served-model-name", o.served_names,

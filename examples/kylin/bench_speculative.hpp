@@ -1,6 +1,7 @@
-// `kylin bench --draft DIR` (or --lookup N): speculative decoding measured two ways. The cost
+// `kylin bench --draft DIR` (or --mtp K, --lookup N): speculative decoding measured two ways. The cost
 // model: a verification pass of k + 1 decode rows timed against a one-row step at the same depth
-// (k = 1..8), and the speed-up that implies at acceptance rates 0.5/0.7/0.9 (Leviathan et al.
+// (k = 1..8), a draft step (the draft model's, or the MTP head's) against it too, and the speed-up that
+// implies at acceptance rates 0.5..0.9 (Leviathan et al.
 // 2023: a pass emits (1 - a^(k+1)) / (1 - a) tokens on average). The measurement: greedy
 // generations through Session with and without speculation in the same repetitions: acceptance,
 // tokens per pass, decode tok/s, and the draft model's share of the decode time (docs/SPECULATIVE.md).
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +70,37 @@ inline PassTime verify_seconds(Model& model, KVCache& cache, std::int64_t depth,
   return {bench_seconds(t0), process_cpu_seconds() - c0};
 }
 
+// Seconds of one MTP-head step (one row, the target's hidden state of the last position) at depth `depth` of
+// `mtp_cache`, which holds the head's entries of a prompt at least that long.
+inline PassTime mtp_step_seconds(Model& model, KVCache& mtp_cache, std::int64_t depth, std::span<const float> hidden, std::vector<float>& logits,
+                                 std::mt19937& rng) {
+  std::uniform_int_distribution<int> id(0, static_cast<int>(model.vocab_size()) - 1);
+  const int token = id(rng);
+  mtp_cache.truncate(depth);
+  std::vector<float> out(hidden.size());
+  const SequenceInput in{std::span<const int>(&token, 1), mtp_cache,
+                         {.logits = std::span<float>(logits).first(static_cast<std::size_t>(model.vocab_size())), .hidden = out}, false, {}, hidden};
+  const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = process_cpu_seconds();
+  model.forward_mtp(std::span<const SequenceInput>(&in, 1));
+  return {bench_seconds(t0), process_cpu_seconds() - c0};
+}
+
+// The MTP head's cache over the prompt (its first pass over the target's hidden states there), and the
+// target's hidden state of the prompt's last position [hidden].
+inline KVCache mtp_over_prompt(Model& model, const std::vector<int>& prompt, std::vector<float>& last_hidden) {
+  const auto H = static_cast<std::size_t>(model.hidden_size());
+  auto target = model.new_cache(static_cast<std::int64_t>(prompt.size()) + 1);
+  std::vector<float> hidden(prompt.size() * H);
+  model.forward(prompt, target, {.hidden = hidden, .hidden_positions = Positions::all});
+  KVCache mtp = model.new_mtp_cache(static_cast<std::int64_t>(prompt.size()) + 2);
+  const std::vector<int> next(prompt.begin() + 1, prompt.end());
+  const SequenceInput in{next, mtp, {}, false, {}, std::span<const float>(hidden).first(next.size() * H)};
+  model.forward_mtp(std::span<const SequenceInput>(&in, 1));
+  last_hidden.assign(hidden.end() - static_cast<std::ptrdiff_t>(H), hidden.end());
+  return mtp;
+}
+
 // Expected tokens a pass emits with k drafts each accepted with probability a, independently.
 inline double tokens_per_pass(double a, int k) { return a >= 1.0 ? k + 1.0 : (1.0 - std::pow(a, k + 1)) / (1.0 - a); }
 
@@ -96,7 +129,11 @@ inline json::Object speculative_bench(Engine& target, const SpeculativeBenchOpti
   cache.keep_state();  // every pass restarts from the prompt's depth: a hybrid model's state there is kept
   std::vector<std::vector<double>> ratio(static_cast<std::size_t>(o.max_k + 1)), cpu_ratio(ratio.size());
   std::vector<double> step_ms, draft_ratio;
-  for (int r = 0; r < o.reps + 1; ++r) {  // the first round warms up and is dropped
+  std::vector<float> last_hidden;
+  std::optional<KVCache> mtp_cache;  // --mtp: the head's entries of the prompt
+  if (o.speculative.mtp) mtp_cache.emplace(detail::mtp_over_prompt(model, prompt, last_hidden));
+  const auto mtp_depth = static_cast<std::int64_t>(prompt.size()) - 1;  // the entries of positions 0 .. prompt - 2
+  for (int r = 0; r < o.reps + 1; ++r) {  // the first round warms up and is dropped  // the first round warms up and is dropped
     const detail::PassTime step = detail::verify_seconds(model, cache, o.prompt, 1, logits, rng);
     const double one = step.wall;
     for (int k = 1; k <= o.max_k; ++k) {
@@ -107,6 +144,7 @@ inline json::Object speculative_bench(Engine& target, const SpeculativeBenchOpti
     }
     if (r == 0) continue;
     step_ms.push_back(one * 1e3);
+    if (mtp_cache) draft_ratio.push_back(detail::mtp_step_seconds(model, *mtp_cache, mtp_depth, last_hidden, logits, rng).wall / one);
     if (Engine* d = o.speculative.draft; d != nullptr && d != &target) {  // the draft's own one-row step, same depth
       auto dc = d->model().new_cache(o.prompt + 2);
       std::vector<float> dl(static_cast<std::size_t>(d->model().vocab_size()));
@@ -114,13 +152,13 @@ inline json::Object speculative_bench(Engine& target, const SpeculativeBenchOpti
       draft_ratio.push_back(detail::verify_seconds(d->model(), dc, o.prompt, 1, dl, rng).wall / one);
     }
   }
-  const double draft_cost = o.speculative.draft == &target ? 1.0 : o.speculative.draft ? detail::bench_median(draft_ratio) : 0.0;
+  const double draft_cost = o.speculative.draft == &target ? 1.0 : o.speculative.draft || mtp_cache ? detail::bench_median(draft_ratio) : 0.0;
   json::Array cost;
   for (int k = 1; k <= o.max_k; ++k) {
     const double rk = detail::bench_median(ratio[static_cast<std::size_t>(k)]);
     json::Object row{{"k", json::Value(k)}, {"verify_ratio", json::Value(rk)},
                      {"verify_cpu_ratio", json::Value(detail::bench_median(cpu_ratio[static_cast<std::size_t>(k)]))}};
-    for (double a : {0.5, 0.7, 0.9}) {
+    for (double a : {0.5, 0.6, 0.7, 0.8, 0.9}) {
       const double e = detail::tokens_per_pass(a, k);
       row.emplace_back("speedup_a" + std::to_string(static_cast<int>(a * 10)), json::Value(e / rk));
       row.emplace_back("speedup_with_draft_a" + std::to_string(static_cast<int>(a * 10)), json::Value(e / (rk + k * draft_cost)));
@@ -158,7 +196,9 @@ inline json::Object speculative_bench(Engine& target, const SpeculativeBenchOpti
   const double tpp = detail::bench_median(per_pass);
   const int k = std::min(o.speculative.max_draft, o.max_k);
   const double predicted = k > 0 ? tpp / detail::bench_median(ratio[static_cast<std::size_t>(k)]) : 0.0;
-  json::Object out{{"draft", json::Value(o.speculative.draft == &target ? "target" : o.speculative.draft ? o.speculative.draft->dir().string() : "none")},
+  const std::string draft_name = o.speculative.draft == &target ? "target" : o.speculative.draft ? o.speculative.draft->dir().string()
+                                 : o.speculative.mtp ? "mtp" : "none";
+  json::Object out{{"draft", json::Value(draft_name)},
                    {"draft_max", json::Value(o.speculative.max_draft)},
                    {"draft_p_min", json::Value(o.speculative.p_min)},
                    {"lookup", json::Value(o.speculative.lookup)},
@@ -178,15 +218,16 @@ inline json::Object speculative_bench(Engine& target, const SpeculativeBenchOpti
                    {"speedup_predicted_without_draft", json::Value(predicted)}};
   if (!print) return out;
   std::printf("speculative decoding: draft %s, k = %d, p_min %.2f, lookup %d; depth %d\n",
-              o.speculative.draft == &target ? "= target" : o.speculative.draft ? o.speculative.draft->dir().c_str() : "none",
-              o.speculative.max_draft, o.speculative.p_min, o.speculative.lookup, o.prompt);
-  std::printf("cost model: one-row step %.1f ms; draft step = %.3f x target step\n", detail::bench_median(step_ms), draft_cost);
-  std::printf("   k  verify/step (CPU time)  speed-up at a=0.5  0.7  0.9  (with the draft's cost: 0.5  0.7  0.9)\n");
+              o.speculative.draft == &target ? "= target" : draft_name.c_str(), o.speculative.max_draft, o.speculative.p_min, o.speculative.lookup,
+              o.prompt);
+  std::printf("cost model: one-row step %.1f ms; %s step = %.3f x target step\n", detail::bench_median(step_ms),
+              o.speculative.mtp ? "MTP" : "draft", draft_cost);
+  std::printf("   k  verify/step (CPU time)  speed-up at a=0.6  0.8  0.9  (with the draft's cost: 0.6  0.8  0.9)\n");
   for (const json::Value& row : cost) {
     auto f = [&](const char* key) { return row.find(key)->as_double(); };
     std::printf("  %2lld  %10.3f (%8.3f)  %16.2f %5.2f %5.2f  %27.2f %5.2f %5.2f\n", static_cast<long long>(row.find("k")->as_int()),
                 f("verify_ratio"), f("verify_cpu_ratio"),
-                f("speedup_a5"), f("speedup_a7"), f("speedup_a9"), f("speedup_with_draft_a5"), f("speedup_with_draft_a7"),
+                f("speedup_a6"), f("speedup_a8"), f("speedup_a9"), f("speedup_with_draft_a6"), f("speedup_with_draft_a8"),
                 f("speedup_with_draft_a9"));
   }
   std::printf("measured (%d greedy tokens, median of %d): acceptance %.3f, %.2f tokens per pass\n", o.gen, o.reps,

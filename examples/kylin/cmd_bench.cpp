@@ -2,7 +2,7 @@
 // tokens/s, each the median of repetitions, against the machine's measured limits: decode reads
 // every weight once per token, the KV of its depth and (hybrid models) reads and writes the
 // recurrent state (roofline: read bandwidth / bytes per token), prefill is judged against the f32
-// FMA peak. With --draft or --lookup, speculative decoding too (bench_speculative.hpp).
+// FMA peak. With --draft, --mtp or --lookup, speculative decoding too (bench_speculative.hpp).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -280,10 +280,11 @@ int run(const Options& o) {
   std::unique_ptr<kylin::Engine> engine, draft;
   std::optional<kylin::Model> own;
   if (o.speculative.any()) {
-    const kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_pass_rows = options.max_pass_rows, .context_length = std::nullopt,
-                                  .kv_dtype = options.kv_dtype, .weights = options.weights, .weight_layout = options.weight_layout,
-                                  .checkpoint_memory = options.checkpoint_memory, .prefill_activations = options.prefill_activations,
-                                  .experts = options.experts};
+    kylin::EngineOptions eo{.backend = options.backend, .threads = threads, .max_pass_rows = options.max_pass_rows, .context_length = std::nullopt,
+                            .kv_dtype = options.kv_dtype, .weights = options.weights, .weight_layout = options.weight_layout,
+                            .checkpoint_memory = options.checkpoint_memory, .prefill_activations = options.prefill_activations,
+                            .experts = options.experts};
+    o.speculative.apply(eo);
     engine = kylin::Engine::load(o.model, eo);
     draft = o.speculative.load_draft(*engine, eo);
   } else {
@@ -457,7 +458,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
       ->needs(cmd->get_option("--draw"));
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  o->speculative.add_to(cmd);  // --draft (may be --model itself), --draft-max, --draft-p-min, --lookup
+  o->speculative.add_to(cmd);  // --draft (may be --model itself), --mtp, --draft-max, --draft-p-min, --lookup
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};
 

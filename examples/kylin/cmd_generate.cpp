@@ -111,7 +111,8 @@ void print_json(const kylin::Generation& result) {
 
 // Raw text (or, with speculative decoding, one --tokens list) in, streamed text out.
 int generate_text(const Options& o) {
-  const kylin::EngineOptions eo{.backend = o.backend, .threads = o.threads};
+  kylin::EngineOptions eo{.backend = o.backend, .threads = o.threads};
+  o.speculative.apply(eo);
   auto engine = kylin::Engine::load(o.model, eo);
   const auto draft = o.speculative.load_draft(*engine, eo);
   kylin::Session session(*engine);
@@ -159,7 +160,7 @@ const kylin::cli::Registrar registrar{"generate", [](CLI::App& app) {
     if (tokens->count() == 0 && prompt->count() == 0)
       throw kylin::Error(kylin::ErrorCategory::request, "generate", "give --tokens or --prompt");
     if (o->speculative.any() && o->tokens.size() > 1)
-      throw kylin::Error(kylin::ErrorCategory::request, "--tokens", "speculative decoding (--draft, --lookup) runs one sequence: give one --tokens list");
+      throw kylin::Error(kylin::ErrorCategory::request, "--tokens", "speculative decoding (--draft, --mtp, --lookup) runs one sequence: give one --tokens list");
     kylin::cli::exit_code() = tokens->count() && !o->speculative.any() ? generate_tokens(*o) : generate_text(*o);
   });
 }};

@@ -76,6 +76,7 @@ kylin::EngineOptions engine_options(const Options& o) {
   eo.experts = *kylin::parse_expert_memory(o.experts);
   eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
+  o.speculative.apply(eo);
   return eo;
 }
 

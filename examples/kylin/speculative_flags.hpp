@@ -1,5 +1,6 @@
 // Command-line speculative decoding options shared by `kylin run`, `chat`, `generate` and `bench`:
-// a draft model (--draft), how many tokens it proposes, and prompt lookup (docs/SPECULATIVE.md).
+// a draft model (--draft) or the checkpoint's own MTP head (--mtp), how many tokens they propose, and prompt
+// lookup (docs/SPECULATIVE.md).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+
+#include "kylin/generate/engine.hpp"
 
 #include "kylin/generate/speculative.hpp"
 
@@ -17,8 +20,14 @@ struct SpeculativeFlags {
   int draft_max = SpeculativeOptions{}.max_draft;
   float p_min = SpeculativeOptions{}.p_min;
   int lookup = 0;
+  int mtp = 0;  // MTP drafts per pass; 0: off
+
+  static constexpr int default_mtp = 3;  // the drafts vLLM's and SGLang's Qwen3.5 / Qwen3-Next MTP recipes take
 
   void add_to(CLI::App* cmd) {
+    cmd->add_option("--mtp", mtp, "Speculative decoding with the checkpoint's own MTP head (Qwen3.5, Qwen3.6, Qwen3-Next): K drafts "
+                                  "per pass (--mtp alone: " + std::to_string(default_mtp) + ")")
+        ->expected(0, 1)->default_str(std::to_string(default_mtp))->check(CLI::Range(1, SpeculativeOptions::max_draft_limit));
     cmd->add_option("--draft", draft, "Draft model directory for speculative decoding: a smaller model with the same tokenizer");
     cmd->add_option("--draft-max", draft_max, "Most tokens drafted per verification pass")->check(CLI::Range(0, SpeculativeOptions::max_draft_limit));
     cmd->add_option("--draft-p-min", p_min, "The draft stops proposing once its top token's probability is below this")
@@ -27,21 +36,31 @@ struct SpeculativeFlags {
         ->check(CLI::Range(0, SpeculativeOptions::max_lookup));
   }
 
-  bool any() const { return !draft.empty() || lookup > 0; }
+  bool any() const { return !draft.empty() || lookup > 0 || mtp > 0; }
+
+  // --mtp loads the model's MTP head; it drafts instead of a draft model, not beside one.
+  void apply(EngineOptions& target) const {
+    if (mtp > 0 && !draft.empty())
+      throw Error(ErrorCategory::request, "--mtp", "the MTP head drafts instead of a draft model: leave out --draft or --mtp");
+    if (mtp > 0) target.mtp = MtpHead::loaded;
+  }
 
   // The draft engine to own, loaded with the target's options and checked against it: null
   // without --draft, and when --draft is the model's own directory (it drafts for itself).
   std::unique_ptr<Engine> load_draft(const Engine& target, const EngineOptions& options) const {
     std::error_code ec;
     if (draft.empty() || std::filesystem::equivalent(draft, target.dir(), ec)) return nullptr;
-    auto e = Engine::load(draft, options);
+    EngineOptions draft_options = options;
+    draft_options.mtp = MtpHead::skipped;
+    auto e = Engine::load(draft, draft_options);
     check_draft(target, *e);
     return e;
   }
 
   // loaded: what load_draft returned.
   SpeculativeOptions options(Engine& target, Engine* loaded) const {
-    return {.draft = loaded ? loaded : draft.empty() ? nullptr : &target, .max_draft = draft_max, .p_min = p_min, .lookup = lookup};
+    return {.draft = loaded ? loaded : draft.empty() ? nullptr : &target, .mtp = mtp > 0, .max_draft = mtp > 0 ? mtp : draft_max, .p_min = p_min,
+            .lookup = lookup};
   }
 };
 

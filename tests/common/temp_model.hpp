@@ -22,6 +22,7 @@ enum class TestTokenizer {
   bytes,          // the 256 byte tokens, nothing else
   bytes_im_end,   // the 256 byte tokens and <|im_end|> (id 256, special: Qwen's end of turn, so an EOS)
   bytes_im_text,  // the same, but <|im_end|> not special
+  bytes_padded,   // the 256 byte tokens and plain added tokens <|x256|> .. <|x511|>: every id of a 512-row model is a token
 };
 
 // tokenizer.json of the byte-level kinds: ids 0..255 are the bytes, no merges.
@@ -30,7 +31,9 @@ inline std::string byte_tokenizer_json(TestTokenizer kind) {
   for (int b = 0; b < 256; ++b) vocab.emplace_back(detail::bytes_to_token_text(std::string(1, static_cast<char>(b))), b);
   json::Object model{{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", json::Array{}}};
   json::Array added;
-  if (kind != TestTokenizer::bytes)
+  if (kind == TestTokenizer::bytes_padded)
+    for (int id = 256; id < 512; ++id) added.emplace_back(json::Object{{"id", id}, {"content", "<|x" + std::to_string(id) + "|>"}, {"special", false}});
+  else if (kind != TestTokenizer::bytes)
     added.emplace_back(json::Object{{"id", 256}, {"content", "<|im_end|>"}, {"special", kind == TestTokenizer::bytes_im_end}});
   json::Object split{{"type", "Split"}, {"pattern", json::Object{{"Regex", std::string(detail::qwen2_split_pattern)}}},
                      {"behavior", "Isolated"}, {"invert", false}};

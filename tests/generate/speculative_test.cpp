@@ -341,7 +341,7 @@ TEST_CASE("prompt lookup under a constraint stops at the first draft the grammar
       kylin::constrain::TokenTrie::build(e.tokenizer(), e.eos_ids(), static_cast<std::size_t>(e.model().vocab_size())));
   kylin::constrain::Constraint c(kylin::constrain::json_schema_grammar(kylin::json::parse(R"({"type": "integer"})")), trie);
   const auto ids = e.tokenizer().encode("1a 1a");  // digits are single tokens: lookup proposes " ", "1", "a"
-  kylin::Speculator spec(lookup(2, 8), e, nullptr, e.default_sampling());
+  kylin::Speculator spec(lookup(2, 8), e, nullptr, nullptr, e.default_sampling());
   spec.begin({ids, {}}, {.max_drafts = 8, .prefilling = false, .chunk = 64}, nullptr);
   REQUIRE(!spec.drafts().empty());
   const std::vector<int> free(spec.drafts().begin(), spec.drafts().end());

@@ -45,6 +45,7 @@ struct EngineOptions {
   io::FileMemory checkpoint_memory = io::FileMemory::mapped;  // copied: read into huge pages at load (`--no-mmap`, stored layout)
   kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: faster prefill, not exact (docs/PERFORMANCE.md)
   ExpertMemory experts = ExpertMemory::held;  // mapped: MoE experts read from the mapped file as routed (docs/PERFORMANCE.md)
+  MtpHead mtp = MtpHead::skipped;  // loaded: the checkpoint's MTP head, for SpeculativeOptions::mtp (docs/SPECULATIVE.md)
 };
 
 class Engine {
@@ -103,7 +104,7 @@ class Engine {
         started_(std::chrono::steady_clock::now()),
         model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_pass_rows = o.max_pass_rows, .kv_dtype = o.kv_dtype, .weights = o.weights,
                                .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory,
-                               .prefill_activations = o.prefill_activations, .experts = o.experts})),
+                               .prefill_activations = o.prefill_activations, .experts = o.experts, .mtp = o.mtp})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     sampleable_ids_ = kylin::sampleable_ids(tokenizer_);

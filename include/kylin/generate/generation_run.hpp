@@ -32,7 +32,8 @@ class GenerationRun {
     g_.stats.load_ms = s.engine_->load_ms();
     if (o_.speculative.enabled()) {
       KVCache* draft_cache = o_.speculative.draft ? &s.draft_cache_for(*o_.speculative.draft) : nullptr;
-      spec_.emplace(o_.speculative, *s.engine_, draft_cache, sampler_.params());
+      mtp_ = o_.speculative.mtp ? &s.mtp_context() : nullptr;
+      spec_.emplace(o_.speculative, *s.engine_, draft_cache, mtp_, sampler_.params());
       s.verify_logits_.resize(static_cast<std::size_t>(o_.speculative.max_draft + 1) * s.logits_.size());
     }
     start_prefill();
@@ -66,14 +67,18 @@ class GenerationRun {
       // the snapshots this chunk's positions (cache.size(), cache.size() + n] hold
       const auto first = std::upper_bound(snapshots_.begin(), snapshots_.end(), s_.cache_.size());
       const auto last = std::upper_bound(first, snapshots_.end(), s_.cache_.size() + n);
-      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, outputs(), false,
+      return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, with_hidden(outputs(), n), false,
               std::span<const std::int64_t>(first, last)};
     }
-    if (!verifying()) return {unfed(), s_.cache_, outputs()};
+    if (!verifying()) {
+      const std::span<const int> tokens = unfed();
+      return {tokens, s_.cache_, with_hidden(outputs(), static_cast<std::int64_t>(tokens.size()))};
+    }
     verify_feed_.assign(1, g_.tokens.back());
     verify_feed_.insert(verify_feed_.end(), spec_->drafts().begin(), spec_->drafts().end());
     const std::size_t rows = verify_feed_.size() * s_.logits_.size();
-    return {verify_feed_, s_.cache_, {.logits = std::span<float>(s_.verify_logits_).first(rows), .positions = Positions::all}, true};
+    const ForwardOutputs out{.logits = std::span<float>(s_.verify_logits_).first(rows), .positions = Positions::all};
+    return {verify_feed_, s_.cache_, with_hidden(out, static_cast<std::int64_t>(verify_feed_.size())), true};
   }
 
   // After the forward of input(): reports prefill progress, or samples (verifies) and emits the
@@ -98,6 +103,12 @@ class GenerationRun {
   // then advance_draft() come before the next input().
   bool drafting() const { return !done_ && spec_ && spec_->drafting(); }
   Model& draft_model() { return o_.speculative.draft->model(); }
+  // The draft forward of a batch of draft_input()s (this run's, or those of runs with the same speculative
+  // options): the draft model's, or the target's MTP head's.
+  void forward_drafts(std::span<const SequenceInput> batch) {
+    if (spec_->mtp()) s_.engine_->model().forward_mtp(batch);
+    else draft_model().forward(batch);
+  }
   SequenceInput draft_input() {
     t_draft_ = clock::now();
     return spec_->input();
@@ -106,6 +117,9 @@ class GenerationRun {
     if (!g_.tokens.empty()) g_.stats.draft_ms += ms_since(t_draft_);  // decode time; the prefill's counts in prefill_ms
     spec_->advance();
   }
+
+  // The drafts the next input() verifies (empty: a plain step), once drafting() is over.
+  std::span<const int> drafts() const { return spec_ ? spec_->drafts() : std::span<const int>{}; }
 
   // Ends the generation before its natural end (e.g. its client left), as cancelled.
   void cancel() {
@@ -155,6 +169,7 @@ class GenerationRun {
       reuse = std::min<std::int64_t>(cache.common_prefix(prompt_), last);
     }
     cache.truncate(reuse);
+    if (mtp_) mtp_->align({prompt_, {}}, cache);  // the MTP head lacks hidden states of a prefix it never read
     reuse = cache.size();  // a cache with recurrent states lands on its last kept state at or below it
     rest_ = prompt_.subspan(static_cast<std::size_t>(reuse));
     plan_snapshots(reuse);
@@ -211,6 +226,7 @@ class GenerationRun {
     if (!prefilling() && caught_up)  // a cache cut back below the context catches up in a plain step first
       most = std::min<std::int64_t>({o_.speculative.max_draft, o_.max_new_tokens - static_cast<std::int64_t>(g_.tokens.size()) - 1,
                                      s_.cache_.remaining() - 1});
+    if (mtp_) mtp_->settle(s_.cache_.size());
     spec_->begin(context(), {.max_drafts = most, .prefilling = prefilling(), .chunk = draft_chunk_}, o_.constraint);
   }
 
@@ -232,7 +248,16 @@ class GenerationRun {
     const TokenContext ctx = context();
     const std::size_t fed = eos_token_ ? ctx.size() : ctx.size() - 1;
     s_.cache_.truncate(static_cast<std::int64_t>(std::min(ctx.common_prefix(s_.cache_.tokens()), fed)));
+    if (mtp_) mtp_->align(ctx, s_.cache_);
     if (s_.draft_cache_) s_.draft_cache_->truncate(static_cast<std::int64_t>(ctx.common_prefix(s_.draft_cache_->tokens())));
+  }
+
+  // With the MTP head drafting, every target row's hidden state goes to its pending rows (MtpContext).
+  ForwardOutputs with_hidden(ForwardOutputs out, std::int64_t rows) {
+    if (!mtp_) return out;
+    out.hidden = mtp_->next_rows(s_.cache_.size(), rows);
+    out.hidden_positions = Positions::all;
+    return out;
   }
 
   // What a plain step's forward hands back: the last row's logits, or only its greedy id, top-k or
@@ -309,6 +334,7 @@ class GenerationRun {
   bool done_ = false;
   bool eos_token_ = false;          // ended by an EOS token (which the context does not hold)
   std::optional<Speculator> spec_;  // with GenerateOptions::speculative enabled
+  MtpContext* mtp_ = nullptr;       // the session's, when the MTP head drafts
   std::vector<int> verify_feed_;    // [drafts + 1] the last token and the drafts
   std::vector<std::int64_t> snapshots_;  // positions whose recurrent states the prefill keeps (plan_snapshots)
   std::vector<int> unfed_;          // context tokens a cut-back cache still lacks (unfed())
@@ -325,7 +351,7 @@ inline Generation Session::generate(std::span<const int> prompt, const GenerateO
   while (!run.done()) {
     while (run.drafting()) {
       const SequenceInput in = run.draft_input();
-      run.draft_model().forward(std::span<const SequenceInput>(&in, 1));
+      run.forward_drafts(std::span<const SequenceInput>(&in, 1));
       run.advance_draft();
     }
     const SequenceInput in = run.input();

@@ -135,10 +135,13 @@ class Session {
   void reset() {
     cache_.reset();
     if (draft_cache_) draft_cache_->reset();
+    if (mtp_) mtp_->reset();
   }
   // The draft model's cache of this session (speculative decoding), made the first time `draft`
   // drafts here, once check_draft accepted it; null before.
   const KVCache* draft_cache() const { return draft_cache_ ? &*draft_cache_ : nullptr; }
+  // The MTP head's side of this session (SpeculativeOptions::mtp), made the first time it drafts here; null before.
+  const MtpContext* mtp() const { return mtp_ ? &*mtp_ : nullptr; }
   // Starts from the first n positions of `other`'s cache (same model), copied instead of prefilled.
   void copy_prefix(const Session& other, std::int64_t n) { cache_.copy_prefix(other.cache_, n); }
 
@@ -193,12 +196,20 @@ class Session {
     return *draft_cache_;
   }
 
+  MtpContext& mtp_context() {
+    if (!engine_->model().has_mtp())
+      throw Error(ErrorCategory::request, "speculative.mtp", engine_->dir().string() + " was loaded without its MTP head (--mtp, ModelOptions::mtp)");
+    if (!mtp_) mtp_.emplace(engine_->model(), cache_.capacity());
+    return *mtp_;
+  }
+
   Engine* engine_;
   KVCache cache_;
   std::vector<float> logits_;  // [vocab]
   std::vector<float> verify_logits_;  // [max_draft + 1, vocab] a verification pass's rows
   const Engine* draft_engine_ = nullptr;
   std::optional<KVCache> draft_cache_;
+  std::optional<MtpContext> mtp_;
   int think_open_ = -1, think_close_ = -1;
 };
 

@@ -4,7 +4,7 @@
 // prefix with its prompt, least recently used on ties) and advances every running generation
 // together: each step is one batched forward over one token of each decoding slot and a prompt
 // chunk of each prefilling one, within a token budget, so a long prompt does not stall the others.
-// With speculative decoding, the draft model's forwards of all slots run batched before each step
+// With speculative decoding, the draft forwards of all slots (a draft model's or the MTP head's) run batched before each step
 // and each slot's drafts are rows of that step's one verification pass.
 // The choices of one request (n > 1) are sibling jobs on one prompt: the first prefills it, the
 // others start from a copy of its KV prefix. Every choice takes a place (a free slot or one of
@@ -93,6 +93,8 @@ class Scheduler {
         step_tokens_(std::max<std::int64_t>(1, o.step_tokens)), speculative_(o.speculative), on_step_(o.on_step) {
     speculative_.validate();
     if (speculative_.draft) check_draft(engine, *speculative_.draft);
+    if (speculative_.mtp && !engine.model().has_mtp())
+      throw Error(ErrorCategory::config, engine.dir().string(), "--mtp: the model was loaded without its MTP head");
     for (auto& s : slots_) s.session = std::make_unique<Session>(engine, o.context_length);
     batch_.reserve(slots_.size());
     stepping_.reserve(slots_.size());
@@ -343,7 +345,7 @@ class Scheduler {
       if (s.run && (s.error || s.run->done())) finish(s);
   }
 
-  // The draft model's forwards before a step: every slot with one due adds it to one batched
+  // The draft forwards (a draft model's or the MTP head's) before a step: every slot with one due adds it to one batched
   // forward, until no slot drafts (each draft token is one round; a slot that stops drafting,
   // or whose client left, drops out).
   void draft() {
@@ -362,7 +364,7 @@ class Scheduler {
       if (batch_.empty()) return;
       ++draft_passes_;
       try {
-        speculative_.draft->model().forward(batch_);
+        stepping_.front()->run->forward_drafts(batch_);  // every slot's: the same draft (model or MTP head)
       } catch (...) {
         for (Slot* s : stepping_) s->error = current_failure(), s->run->cancel();
         continue;
