@@ -181,6 +181,12 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
     for (std::int64_t l = 0; l < d.num_hidden_layers; ++l) hybrid_layer(d, l, P + "layers." + std::to_string(l) + ".", add);
     add(P + "norm.weight", {H}, Init{0.f, 0.05f});
     if (!d.tie_word_embeddings) add("lm_head.weight", {V, H}, linear);
+    // the MTP head the releases ship (--mtp): fc over [embedding | hidden], its norms, one full-attention layer
+    add("mtp.fc.weight", {H, 2 * H}, linear);
+    add("mtp.pre_fc_norm_embedding.weight", {H}, Init{0.f, 0.05f});
+    add("mtp.pre_fc_norm_hidden.weight", {H}, Init{0.f, 0.05f});
+    hybrid_layer(d, d.full_attention_interval - 1, "mtp.layers.0.", add);
+    add("mtp.norm.weight", {H}, Init{0.f, 0.05f});
     return t;
   }
   add("model.embed_tokens.weight", {V, H}, linear);
@@ -245,6 +251,8 @@ kylin::json::Value hybrid_config_json(const kylin::ModelDescriptor& d) {
               {"linear_num_key_heads", Value(d.linear_num_key_heads)},
               {"linear_num_value_heads", Value(d.linear_num_value_heads)},
               {"mamba_ssm_dtype", Value("float32")},
+              {"mtp_num_hidden_layers", Value(1)},
+              {"mtp_use_dedicated_embeddings", Value(false)},
               {"dtype", Value("bfloat16")},
               {"eos_token_id", Value(248044)},
               {"rope_parameters", Value(Object{{"rope_type", Value("default")}, {"rope_theta", Value(d.rope_theta)},

@@ -1,4 +1,4 @@
-// kylin-server --model-draft / --lookup end to end: greedy answers are the same with speculation
+// kylin-server --model-draft / --mtp / --lookup end to end: greedy answers are the same with speculation
 // and with a request's "speculative": false, whole and streamed; `timings` report the tokens
 // drafted and accepted and /metrics counts them; a bad "speculative" is a 400 naming it; a draft
 // of another tokenizer stops the server at startup with an error naming it. Each case states its property.
@@ -92,6 +92,39 @@ TEST_CASE("--lookup without a draft model: greedy answers as without, prompt loo
   CHECK(at(at(spec, "choices").as_array().at(0), "text").as_string() == at(at(plain, "choices").as_array().at(0), "text").as_string());
   CHECK(at(at(spec, "timings"), "draft_n").as_int() > 0);
   CHECK(at(at(plain, "timings"), "draft_n").as_int() == 0);
+}
+
+TEST_CASE("--mtp: two slots decoding together, greedy answers as with \"speculative\": false, the head's drafts in timings and /metrics") {
+  ServerProcess mtp({"--ctx", "1024", "--parallel", "2", "--mtp", "3"}, {}, ServedModel{"e2e-qwen35-fullvocab", "qwen35"});
+  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 24, "temperature": 0,
+            "chat_template_kwargs": {"enable_thinking": false})";
+  const Value plain = kylin::test::post_ok(mtp, "/v1/chat/completions", body + R"(, "speculative": false})");
+  // two at once: their drafts are verified in the same batched steps
+  Value a, b;
+  std::thread other([&] { b = kylin::test::post_ok(mtp, "/v1/chat/completions", body + "}"); });
+  a = kylin::test::post_ok(mtp, "/v1/chat/completions", body + "}");
+  other.join();
+  CHECK(content(a) == content(plain));
+  CHECK(content(b) == content(plain));
+  CHECK(at(at(a, "timings"), "draft_n").as_int() > 0);
+  CHECK(at(at(plain, "timings"), "draft_n").as_int() == 0);
+  const double drafted = static_cast<double>(at(at(a, "timings"), "draft_n").as_int() + at(at(b, "timings"), "draft_n").as_int());
+  std::string text = metrics(mtp);
+  for (int i = 0; i < 1000 && sample(text, "kylin_draft_tokens_total") < drafted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    text = metrics(mtp);
+  }
+  CHECK(sample(text, "kylin_draft_tokens_total") == drafted);
+}
+
+TEST_CASE("--mtp on a checkpoint without an MTP head, or beside --model-draft, stops kylin-server at startup naming --mtp") {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--mtp"}, std::vector<std::string>{"--mtp", "2", "--model-draft", draft_dir}}) {
+    std::string cmd = server_binary.string() + " --model " + draft_dir + " --port 1";
+    for (const std::string& a : extra) cmd += " " + a;
+    const ProcessResult r = run_shell(cmd + " 2>&1");
+    CHECK(r.exit_code != 0);
+    CHECK(r.out.find("--mtp") != std::string::npos);
+  }
 }
 
 TEST_CASE("a draft model of another tokenizer stops kylin-server at startup, naming the draft and the difference") {
