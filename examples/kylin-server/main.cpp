@@ -50,6 +50,7 @@ struct Options {
   float draft_p_min = kylin::SpeculativeOptions{}.p_min;
   int lookup = 0;
   int mtp = 0;                      // the MTP head's drafts per pass; 0: off
+  std::int64_t mtp_vocab = 0;       // the head drafts among ids [0, mtp_vocab) only; 0: all
   std::vector<std::string> served_names;  // --served-model-name; empty: the directory's name
   std::size_t response_store_count = 1024;
   std::string response_store_bytes = "64MiB";
@@ -128,7 +129,7 @@ int serve(const Options& o) {
   if (o.ctx > 0) eo.context_length = o.ctx;
   if (o.mtp > 0 && !o.model_draft.empty())
     throw kylin::Error(kylin::ErrorCategory::request, "--mtp", "the MTP head drafts instead of a draft model: leave out --model-draft or --mtp");
-  if (o.mtp > 0) eo.mtp = kylin::MtpHead::loaded;
+  if (o.mtp > 0) eo.mtp = kylin::MtpHead::loaded, eo.mtp_vocab = o.mtp_vocab;
   auto engine = kylin::Engine::load(o.model, eo);
   const kylin::server::ServerTask task = server_task(o.task, *engine);
   // the draft runs as the target does (backend, threads, KV and weight formats); its cache per slot
@@ -240,6 +241,9 @@ int main(int argc, char** argv) {
   app.add_option("--mtp", o.mtp, "Speculative decoding with the checkpoint's own MTP head (Qwen3.5, Qwen3.6, Qwen3-Next): K drafts per "
                                  "pass (--mtp alone: 3); requests opt out with \"speculative\": false (docs/SPECULATIVE.md)")
       ->expected(0, 1)->default_str("3")->check(CLI::Range(1, kylin::SpeculativeOptions::max_draft_limit));
+  app.add_option("--mtp-vocab", o.mtp_vocab, "With --mtp: the head drafts among the first N token ids only (the earliest BPE merges), "
+                                             "its LM head reading those rows: a cheaper draft step (0: all ids)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--lookup", o.lookup, "Prompt lookup drafts: longest n-gram matched in the prompt and output (0: off)")
       ->check(CLI::Range(0, kylin::SpeculativeOptions::max_lookup));
   app.add_option("--served-model-name", o.served_names,

@@ -21,6 +21,7 @@ struct SpeculativeFlags {
   float p_min = SpeculativeOptions{}.p_min;
   int lookup = 0;
   int mtp = 0;  // MTP drafts per pass; 0: off
+  std::int64_t mtp_vocab = 0;  // the head drafts among ids [0, mtp_vocab) only; 0: all
 
   static constexpr int default_mtp = 3;  // the drafts vLLM's and SGLang's Qwen3.5 / Qwen3-Next MTP recipes take
 
@@ -28,6 +29,9 @@ struct SpeculativeFlags {
     cmd->add_option("--mtp", mtp, "Speculative decoding with the checkpoint's own MTP head (Qwen3.5, Qwen3.6, Qwen3-Next): K drafts "
                                   "per pass (--mtp alone: " + std::to_string(default_mtp) + ")")
         ->expected(0, 1)->default_str(std::to_string(default_mtp))->check(CLI::Range(1, SpeculativeOptions::max_draft_limit));
+    cmd->add_option("--mtp-vocab", mtp_vocab, "The MTP head drafts among the first N token ids only (the earliest BPE merges), "
+                                              "its LM head reading those rows: a cheaper draft step (0: all ids)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--draft", draft, "Draft model directory for speculative decoding: a smaller model with the same tokenizer");
     cmd->add_option("--draft-max", draft_max, "Most tokens drafted per verification pass")->check(CLI::Range(0, SpeculativeOptions::max_draft_limit));
     cmd->add_option("--draft-p-min", p_min, "The draft stops proposing once its top token's probability is below this")
@@ -42,7 +46,8 @@ struct SpeculativeFlags {
   void apply(EngineOptions& target) const {
     if (mtp > 0 && !draft.empty())
       throw Error(ErrorCategory::request, "--mtp", "the MTP head drafts instead of a draft model: leave out --draft or --mtp");
-    if (mtp > 0) target.mtp = MtpHead::loaded;
+    if (mtp_vocab > 0 && mtp == 0) throw Error(ErrorCategory::request, "--mtp-vocab", "applies to --mtp drafts: add --mtp");
+    if (mtp > 0) target.mtp = MtpHead::loaded, target.mtp_vocab = mtp_vocab;
   }
 
   // The draft engine to own, loaded with the target's options and checked against it: null

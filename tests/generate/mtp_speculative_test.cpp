@@ -176,6 +176,32 @@ TEST_CASE("MTP drafts: greedy output is plain greedy output on every MTP checkpo
   }
 }
 
+TEST_CASE("MTP drafts over a draft vocabulary (mtp_vocab): greedy output is plain greedy output; the drafts are its ids") {
+  TempModel dir("tiny-qwen35-moe", TestTokenizer::bytes_padded);
+  auto e = kylin::Engine::load(dir.dir(), {.threads = 2, .context_length = 256, .mtp = kylin::MtpHead::loaded, .mtp_vocab = 128});
+  const std::vector<int> prompt = e->tokenizer().encode("one two three one two");
+  kylin::GenerateOptions o = greedy(40);
+  kylin::Session plain_session(*e);
+  const kylin::Generation plain = plain_session.generate(prompt, o);
+  o.speculative = mtp(3);
+  kylin::Session session(*e);
+  kylin::GenerationRun run(session, prompt, o, kylin::Channel::answer);
+  std::int64_t drafts = 0;
+  while (!run.done()) {
+    while (run.drafting()) {
+      const kylin::SequenceInput in = run.draft_input();
+      run.forward_drafts(std::span(&in, 1));
+      run.advance_draft();
+    }
+    for (int id : run.drafts()) CHECK(id < 128), ++drafts;
+    const kylin::SequenceInput in = run.input();
+    e->model().forward(std::span(&in, 1));
+    run.advance();
+  }
+  CHECK(run.finish().tokens == plain.tokens);
+  CHECK(drafts > 0);
+}
+
 TEST_CASE("MTP drafts: under a constraint, stop strings and max_tokens the output ends where it ends without speculation; forced drafts are accepted, fully and in part") {
   kylin::Engine& e = engine("tiny-qwen35");
   auto trie = std::make_shared<const kylin::constrain::TokenTrie>(

@@ -3,6 +3,7 @@
 // draft step after it, teacher-forced over whole prompts; and the errors of a head that is absent or misfed.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,8 @@ MtpOut mtp(kylin::Model& model, kylin::KVCache& mtp_cache, std::span<const int> 
 TEST_CASE("MTP head: draft logits within 1e-5 of the float64 references at every step, argmax the reference's; teacher-forced rows too") {
   for (const auto& [name, teacher_forced_bar] : heads) {
     for (std::int64_t pass_rows : {512, 50}) {
-      CAPTURE(name);
+      const std::string model_name = name;  // (CAPTURE prints a const char* as a pointer)
+      CAPTURE(model_name);
       CAPTURE(pass_rows);
       kylin::Model model = kylin::Model::load(data + "/models/" + name, {.threads = 2, .max_pass_rows = pass_rows, .mtp = kylin::MtpHead::loaded});
       REQUIRE(model.has_mtp());
@@ -148,7 +150,8 @@ FirstDraft first_draft(const char* name, kylin::ModelOptions o, const kylin::jso
 
 TEST_CASE("MTP head: quantized and packed weights move the draft no more than they move the target") {
   for (const char* name : models) {
-    CAPTURE(name);
+    const std::string model_name = name;
+    CAPTURE(model_name);
     const auto ref = kylin::json::parse(kylin::io::read_text_file(data + "/reference/" + std::string(name) + "-mtp.json"));
     const auto& c = ref.find("cases")->as_array()[1];  // the 20-token case
     const FirstDraft exact = first_draft(name, {.threads = 2, .weight_layout = kylin::WeightLayout::stored}, c);
@@ -161,6 +164,36 @@ TEST_CASE("MTP head: quantized and packed weights move the draft no more than th
       CHECK(draft_err <= 3 * target_err + 1e-6);
     }
   }
+}
+
+TEST_CASE("MTP head: a draft vocabulary (mtp_vocab) gives the first ids' logits of the whole one, the rest -inf; stored and quantized") {
+  for (kylin::WeightFormat f : {kylin::WeightFormat::stored, kylin::WeightFormat::q8, kylin::WeightFormat::q4}) {
+    for (const char* name : {"tiny-qwen35", "tiny-qwen35-moe"}) {  // tied and untied LM heads
+      const std::string model_name = name;
+      CAPTURE(model_name);
+      CAPTURE(static_cast<int>(f));
+      const auto ref = kylin::json::parse(kylin::io::read_text_file(data + "/reference/" + std::string(name) + "-mtp.json"));
+      const auto& c = ref.find("cases")->as_array()[1];
+      const FirstDraft all = first_draft(name, {.threads = 2, .weights = f}, c);
+      const FirstDraft some = first_draft(name, {.threads = 2, .weights = f, .mtp_vocab = 200}, c);  // 208: whole panels
+      REQUIRE(some.draft.size() == all.draft.size());
+      CHECK(some.target == all.target);
+      for (std::size_t i = 0; i < all.draft.size(); ++i) {
+        CAPTURE(i);
+        if (i < 208) CHECK(some.draft[i] == all.draft[i]);  // each logit is its own dot product
+        else CHECK(some.draft[i] == -std::numeric_limits<float>::infinity());
+      }
+    }
+  }
+  kylin::Model model = kylin::Model::load(data + "/models/tiny-qwen35", {.threads = 1, .mtp = kylin::MtpHead::loaded, .mtp_vocab = 64});
+  auto cache = model.new_mtp_cache(8);
+  const std::vector<int> one{5};
+  const std::vector<float> h(static_cast<std::size_t>(model.hidden_size()));
+  int id = -1;
+  const kylin::SequenceInput picks{one, cache, {.greedy = std::span(&id, 1)}, false, {}, h};
+  CHECK_THROWS_WITH_AS(model.forward_mtp(std::span(&picks, 1)), doctest::Contains("draft vocabulary"), kylin::Error);
+  CHECK_THROWS_WITH_AS(kylin::Model::load(data + "/models/tiny-qwen35", {.threads = 1, .mtp = kylin::MtpHead::loaded, .mtp_vocab = -1}),
+                       doctest::Contains("mtp_vocab"), kylin::Error);
 }
 
 TEST_CASE("MTP head: a model loaded without it, a checkpoint without one, and misfed hidden states are errors naming the thing") {

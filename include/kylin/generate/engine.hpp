@@ -46,6 +46,7 @@ struct EngineOptions {
   kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: faster prefill, not exact (docs/PERFORMANCE.md)
   ExpertMemory experts = ExpertMemory::held;  // mapped: MoE experts read from the mapped file as routed (docs/PERFORMANCE.md)
   MtpHead mtp = MtpHead::skipped;  // loaded: the checkpoint's MTP head, for SpeculativeOptions::mtp (docs/SPECULATIVE.md)
+  std::int64_t mtp_vocab = 0;      // > 0: the head drafts among ids [0, mtp_vocab) only (ModelOptions::mtp_vocab)
 };
 
 class Engine {
@@ -104,7 +105,7 @@ class Engine {
         started_(std::chrono::steady_clock::now()),
         model_(Model::load(dir, {.backend = o.backend, .threads = o.threads, .max_pass_rows = o.max_pass_rows, .kv_dtype = o.kv_dtype, .weights = o.weights,
                                .weight_layout = o.weight_layout, .checkpoint_memory = o.checkpoint_memory,
-                               .prefill_activations = o.prefill_activations, .experts = o.experts, .mtp = o.mtp})),
+                               .prefill_activations = o.prefill_activations, .experts = o.experts, .mtp = o.mtp, .mtp_vocab = o.mtp_vocab})),
         tokenizer_(Tokenizer::from_dir(dir)) {
     tokenizer_.check_model_vocab(model_.vocab_size(), (dir / "config.json").string());
     sampleable_ids_ = kylin::sampleable_ids(tokenizer_);

@@ -34,6 +34,9 @@ struct ModelOptions {
   kernels::PrefillActivations prefill_activations = kernels::PrefillActivations::f32;  // bf16: BF16 weights' prefill GEMM on rounded activations (opt-in)
   ExpertMemory experts = ExpertMemory::held;  // mapped: routed experts read in place from the mapped file (larger-than-memory MoE)
   MtpHead mtp = MtpHead::skipped;  // loaded: the checkpoint's MTP head too (forward_mtp, the `--mtp` speculative draft)
+  // > 0: the MTP head's logits cover token ids [0, mtp_vocab) only (rounded up to 16), the rest -inf: its LM head
+  // reads those rows, the lowest BPE ids (the earliest, most frequent merges). 0: the whole vocabulary.
+  std::int64_t mtp_vocab = 0;
 };
 
 // Default KV cache length: max_position_embeddings, capped so the cache stays within
@@ -177,11 +180,15 @@ class BasicModel {
     if (!has_mtp()) throw Error(ErrorCategory::request, "mtp", checkpoint().dir().string() + " was loaded without its MTP head (ModelOptions::mtp)");
     const ModelConfig c = mtp_head_config(config());
     validate(batch, c);
-    for (std::size_t i = 0; i < batch.size(); ++i)
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const ForwardOutputs& out = batch[i].out;
+      if (impl_->mtp_vocab < vocab_size() && (!out.greedy.empty() || !out.top.empty() || !out.drawn.empty()))
+        throw Error(ErrorCategory::request, "outputs", "the MTP head over a draft vocabulary (mtp_vocab) gives logits, not picks");
       if (batch[i].hidden_in.size() != batch[i].tokens.size() * static_cast<std::size_t>(hidden_size()))
         throw Error(ErrorCategory::request, "hidden_in", "sequence " + std::to_string(i) + ": " + std::to_string(batch[i].hidden_in.size()) +
                                                           " floats for " + std::to_string(batch[i].tokens.size()) + " tokens of hidden size " +
                                                           std::to_string(hidden_size()));
+    }
     run_passes(batch, *impl_->mtp_net);
   }
 
@@ -222,7 +229,7 @@ class BasicModel {
           workspace(backend, config, std::max<std::int64_t>(1, o.max_pass_rows)),
           weight_format(o.weights),
           net(make_net(config, held_weights(config, o, *checkpoint, backend, quantized, packed))),
-          mtp_net(make_mtp_net(config, net, o.mtp)),
+          mtp_net(make_mtp_net(config, net, o, mtp_lm_head)),
           kv_dtype(o.kv_dtype),
           prefill_activations(o.prefill_activations),
           lm_head(lm_head_source(*checkpoint, config)) {
@@ -246,6 +253,7 @@ class BasicModel {
     static ModelWeights held_weights(const ModelConfig& c, const ModelOptions& o, const io::Checkpoint& ckpt, B& backend,
                                      QuantizedWeights& quantized, PackedWeights& packed) {
       // (Qwen3-Next's config does not count its MTP layer: the tensors say it is there)
+      if (o.mtp_vocab < 0) throw Error(ErrorCategory::request, "mtp_vocab", "must be 0 (the whole vocabulary) or positive, got " + std::to_string(o.mtp_vocab));
       if (o.mtp == MtpHead::loaded && (!c.linear || !ckpt.find("mtp.fc.weight")))
         throw Error(ErrorCategory::config, ckpt.dir().string(), "--mtp: this checkpoint has no MTP head (no mtp.fc.weight)");
       ModelWeights w = bind_weights(ckpt, c, Fp8Widening::deferred, o.mtp);
@@ -289,9 +297,28 @@ class BasicModel {
       });
     }
     // the MTP head's Transformer over the same weights (layers.back(), ModelWeights::mtp), where it was loaded
-    static std::optional<Net> make_mtp_net(const ModelConfig& c, const Net& net, MtpHead mtp) {
-      if (mtp == MtpHead::skipped) return std::nullopt;
-      return std::visit([&]<class T>(const std::unique_ptr<T>& t) { return Net(std::make_unique<T>(c, t->weights(), Stack::mtp_head)); }, net);
+    static std::optional<Net> make_mtp_net(const ModelConfig& c, const Net& net, const ModelOptions& o, std::vector<std::byte>& lm_head_copy) {
+      if (o.mtp == MtpHead::skipped) return std::nullopt;
+      return std::visit([&]<class T>(const std::unique_ptr<T>& t) {
+        ModelWeights w = t->weights();
+        if (o.mtp_vocab > 0 && o.mtp_vocab < c.vocab_size) w.lm_head = first_rows(w.lm_head, (o.mtp_vocab + 15) / 16 * 16, lm_head_copy);
+        return Net(std::make_unique<T>(c, w, Stack::mtp_head));
+      }, net);
+    }
+    // The first n rows of m (a whole number of 16-row panels): a prefix of its data, or for Q8_0/Q4_0 (the scales
+    // after all values) a copy of those rows' values and scales, held by `copy` (a backend reading host memory).
+    static MatRef first_rows(MatRef m, std::int64_t n, std::vector<std::byte>& copy) {
+      n = std::min(n, m.rows);
+      if (!kernels::is_quantized(m.dtype)) return m.rows = n, m;
+      if constexpr (!requires { B::reads_host_weights; })
+        throw Error(ErrorCategory::request, "mtp_vocab", std::string(backend_name()) + " holds quantized weights in device memory: use the whole vocabulary");
+      const std::size_t values = static_cast<std::size_t>(n) * (m.dtype == DType::q8_0 ? m.cols : m.cols / 2),
+                        all_values = static_cast<std::size_t>(m.rows) * (m.dtype == DType::q8_0 ? m.cols : m.cols / 2),
+                        scales = static_cast<std::size_t>(n * (m.cols / kernels::q8_block)) * 2;
+      const auto* src = static_cast<const std::byte*>(m.data);
+      copy.assign(src, src + values);
+      copy.insert(copy.end(), src + all_values, src + all_values + scales);
+      return MatRef{m.dtype, copy.data(), n, m.cols, m.layout};
     }
     static std::string_view backend_name() {
       if constexpr (requires { B::name; }) return B::name;
@@ -307,6 +334,8 @@ class BasicModel {
     QuantizedWeights quantized;  // the Q8_0/Q4_0 copies `net` points to (empty: weights as stored)
     PackedWeights packed;        // the copies in B's layout `net` points to (empty: weights as stored)
     Net net;
+    std::vector<std::byte> mtp_lm_head;  // ModelOptions::mtp_vocab over a quantized LM head: its first rows
+    std::int64_t mtp_vocab = 0;          // ids the MTP head's logits cover (vocab_size: all)
     std::optional<Net> mtp_net;  // ModelOptions::mtp: the MTP head (Stack::mtp_head)
     DType kv_dtype;
     kernels::PrefillActivations prefill_activations;
@@ -324,6 +353,8 @@ class BasicModel {
     // PackedWeights::apply).
     if (o.weights == WeightFormat::stored && !Impl::packs(o))
       std::visit([&](const auto& net) { populate_bound(net->weights(), *impl_->checkpoint); }, impl_->net);
+    const std::int64_t V = impl_->config.vocab_size;
+    impl_->mtp_vocab = o.mtp_vocab > 0 ? std::min(V, (o.mtp_vocab + 15) / 16 * 16) : V;
     impl_->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
@@ -101,15 +102,22 @@ class Transformer {
       final_norm_(b, ws.x + (s.row0 + s.out.first) * H, ws.xn + n_logits * H, s.out.count);
       n_logits += s.out.count;
     }
+    const std::int64_t N = weights_.lm_head.rows;  // < V: the MTP head's draft vocabulary (ModelOptions::mtp_vocab)
     for (std::int64_t g0 = 0; g0 < n_logits; g0 += Workspace::logit_rows) {
       const std::int64_t g1 = std::min(n_logits, g0 + Workspace::logit_rows);
       b.matmul(ws.xn + g0 * H, weights_.lm_head, nullptr, ws.logits, {g1 - g0, g1 - g0});
       std::int64_t o = 0;  // first gathered row of the sequence
       for (const PassSequence& s : pass.seqs) {
         const std::int64_t r0 = std::max(o, g0), r1 = std::min(o + s.out.count, g1);
-        if (r0 < r1 && !s.out.logits.empty())
+        if (r0 < r1 && !s.out.logits.empty() && N == V)
           b.download(s.out.logits.subspan(static_cast<std::size_t>((r0 - o) * V), static_cast<std::size_t>((r1 - r0) * V)),
                      ws.logits + (r0 - g0) * V);
+        else if (r0 < r1 && !s.out.logits.empty())
+          for (std::int64_t r = r0; r < r1; ++r) {  // rows of N logits, the ids past them -inf
+            const std::span<float> row = s.out.logits.subspan(static_cast<std::size_t>((r - o) * V), static_cast<std::size_t>(V));
+            b.download(row.first(static_cast<std::size_t>(N)), ws.logits + (r - g0) * N);
+            std::fill(row.begin() + N, row.end(), -std::numeric_limits<float>::infinity());
+          }
         o += s.out.count;
       }
       write_picks(b, ws, pass.seqs, g0, g1);
