@@ -144,8 +144,12 @@ TEST_CASE("MTP drafts: greedy output is plain greedy output on every MTP checkpo
       if (penalties) o.sampling.repetition_penalty = 1.3f, o.sampling.frequency_penalty = 0.4f;
       kylin::Session plain_session(e);
       const kylin::Generation plain = plain_session.generate(prompt, o);
-      for (int k = 1; k <= 4; ++k) {
-        for (int lookup : {0, 3}) {
+      // k = 1..4, lookup beside the head at k = 3 (a sanitized build: the ends)
+      const std::vector<std::pair<int, int>> modes =
+          kylin::test::sanitized ? std::vector<std::pair<int, int>>{{1, 0}, {4, 3}} : std::vector<std::pair<int, int>>{{1, 0}, {2, 0}, {3, 3}, {4, 0}};
+      for (const auto& [k_, lookup_] : modes) {
+        {
+          const int k = k_, lookup = lookup_;  // named copies: clang 14 cannot capture a structured binding
           CAPTURE(k);
           CAPTURE(lookup);
           o.speculative = mtp(k, lookup);
@@ -191,7 +195,10 @@ TEST_CASE("MTP drafts over a draft vocabulary (mtp_vocab): greedy output is plai
       run.forward_drafts(std::span(&in, 1));
       run.advance_draft();
     }
-    for (int id : run.drafts()) CHECK(id < 128), ++drafts;
+    for (int id : run.drafts()) {
+      CHECK(id < 128);
+      ++drafts;
+    }
     const kylin::SequenceInput in = run.input();
     e->model().forward(std::span(&in, 1));
     run.advance();

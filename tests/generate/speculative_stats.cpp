@@ -184,16 +184,15 @@ TEST_CASE("chi-squared: sampled speculative decoding draws the target's joint di
   }
 }
 
-TEST_CASE("chi-squared: drafted by a Qwen3.5 checkpoint's MTP head (alone, and beside prompt lookup), sampled output draws the target's joint distribution") {
+TEST_CASE("chi-squared: drafted by a Qwen3.5 checkpoint's MTP head, sampled output draws the target's joint distribution") {
   TempModel dir("tiny-qwen35", TestTokenizer::bytes_padded);
   auto e = kylin::Engine::load(dir.dir(), {.threads = 1, .max_pass_rows = 512, .context_length = 512, .mtp = kylin::MtpHead::loaded});
   const std::vector<int> prompt = e->tokenizer().encode("the cat sat on the cat sat on the");
   const float temperature = 1.0f;  // top-k 5 of these random logits: ~100 outcomes of the first three tokens
   const auto expected = exact(*e, prompt, temperature);
   const int runs = kylin::test::repetitions(8000, 1000);
-  for (int lookup : {0, 3}) {
-    CAPTURE(lookup);
-    const Sampled s = sample(*e, prompt, {.draft = nullptr, .mtp = true, .max_draft = 2, .p_min = 0.0f, .lookup = lookup}, temperature, runs);
+  {
+    const Sampled s = sample(*e, prompt, {.draft = nullptr, .mtp = true, .max_draft = 2, .p_min = 0.0f, .lookup = 0}, temperature, runs);
     const ChiSquared chi = chi_squared(s.counts, expected, runs);
     INFO("chi2 " << chi.statistic << " dof " << chi.dof << " critical " << chi.critical() << "; drafted " << s.drafted << ", accepted "
                  << s.accepted);

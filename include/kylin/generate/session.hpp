@@ -198,7 +198,7 @@ class Session {
 
   MtpContext& mtp_context() {
     if (!engine_->model().has_mtp())
-      throw Error(ErrorCategory::request, "speculative.mtp", engine_->dir().string() + " was loaded without its MTP head (--mtp, ModelOptions::mtp)");
+      throw Error(ErrorCategory::request, "speculative.mtp", "the model was loaded without its MTP head (--mtp, EngineOptions::mtp)");
     if (!mtp_) mtp_.emplace(engine_->model(), cache_.capacity());
     return *mtp_;
   }
