@@ -312,9 +312,10 @@ class BasicModel {
       if (!kernels::is_quantized(m.dtype)) return m.rows = n, m;
       if constexpr (!requires { B::reads_host_weights; })
         throw Error(ErrorCategory::request, "mtp_vocab", std::string(backend_name()) + " holds quantized weights in device memory: use the whole vocabulary");
-      const std::size_t values = static_cast<std::size_t>(n) * (m.dtype == DType::q8_0 ? m.cols : m.cols / 2),
-                        all_values = static_cast<std::size_t>(m.rows) * (m.dtype == DType::q8_0 ? m.cols : m.cols / 2),
-                        scales = static_cast<std::size_t>(n * (m.cols / kernels::q8_block)) * 2;
+      const std::size_t scale_row = static_cast<std::size_t>(m.cols / kernels::q8_block) * 2,
+                        value_row = kernels::quant_bytes(m.dtype, 1, m.cols) - scale_row;  // the values of a row, then all rows' scales
+      const std::size_t values = static_cast<std::size_t>(n) * value_row, all_values = static_cast<std::size_t>(m.rows) * value_row,
+                        scales = static_cast<std::size_t>(n) * scale_row;
       const auto* src = static_cast<const std::byte*>(m.data);
       copy.assign(src, src + values);
       copy.insert(copy.end(), src + all_values, src + all_values + scales);

@@ -114,7 +114,6 @@ struct MtpWeights {
   MatRef pre_fc_norm_hidden;     // [hidden]
   MatRef norm;                   // [hidden] mtp.norm: the head's final norm
 
-  bool loaded() const { return fc_embedding.data != nullptr; }
   template <class Fn>
   void each_norm(Fn fn) {
     for (MatRef* m : {&pre_fc_norm_embedding, &pre_fc_norm_hidden, &norm}) fn(*m);
