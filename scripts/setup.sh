@@ -12,7 +12,8 @@ case $mode in all | run) ;; *) echo "usage: scripts/setup.sh [all | run [TARGET.
 
 # What building the programs needs (CMakeLists.txt, examples/: the CLIs link CLI11, kylin-similarity Eigen).
 packages=(build-essential cmake ninja-build pkg-config curl ca-certificates
-          libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev libcli11-dev)
+          libeigen3-dev libxsimd-dev xtl-dev libsimdjson-dev libcli11-dev
+          libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev)  # kylin::image's decoders (the CLI's image input)
 if [ "$mode" = all ]; then
   packages+=(clang libclang-rt-14-dev doctest-dev libbenchmark-dev libcpp-httplib-dev libpcre2-dev
              libboost-context-dev  # the fibers of the tests' CUDA emulator
