@@ -10,7 +10,10 @@
 #include <string_view>
 
 #include "kylin/io/image_decode_common.hpp"
+#include "kylin/io/image_decode_gif.hpp"
+#include "kylin/io/image_decode_jpeg.hpp"
 #include "kylin/io/image_decode_png.hpp"
+#include "kylin/io/image_decode_webp.hpp"
 #include "kylin/vision/image.hpp"
 
 namespace kylin::io {
@@ -27,6 +30,9 @@ inline vision::Image decode_image(std::span<const std::uint8_t> bytes, std::stri
     return bytes.size() >= at + sig.size() && std::memcmp(bytes.data() + at, sig.data(), sig.size()) == 0;
   };
   if (starts("\x89PNG\r\n\x1a\n")) return detail::png::decode(bytes, what, limits);
+  if (starts("\xff\xd8\xff")) return detail::jpeg::decode(bytes, what, limits);
+  if (starts("RIFF") && starts("WEBP", 8)) return detail::webp::decode(bytes, what, limits);
+  if (starts("GIF87a") || starts("GIF89a")) return detail::gif::decode(bytes, what, limits);
   detail::image_error(what, "not an image of a format taken (PNG, JPEG, WebP, GIF): the data starts with neither signature");
 }
 
