@@ -10,7 +10,7 @@ total=${1:-90}
 shift $(( $# > 0 ? 1 : 0 ))
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="$root/build-fuzz"
-targets=(fuzz_safetensors fuzz_config fuzz_json fuzz_tokenizer fuzz_jinja fuzz_server fuzz_constrain fuzz_kvfile)
+targets=(fuzz_safetensors fuzz_config fuzz_json fuzz_tokenizer fuzz_jinja fuzz_server fuzz_constrain fuzz_kvfile fuzz_image)
 (( $# == 0 )) || targets=("$@")
 per_target=$(( total / ${#targets[@]} ))
 (( per_target >= 1 )) || per_target=1

@@ -125,10 +125,12 @@ Bytes rgb_png(const Image& im) {
 Bytes png_simplified_rgb(const Bytes& file) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
-  REQUIRE(png_image_begin_read_from_memory(&image, file.data(), file.size()));
+  const bool begun = png_image_begin_read_from_memory(&image, file.data(), file.size());
+  REQUIRE(begun);
   image.format = PNG_FORMAT_RGB;
   Bytes out(PNG_IMAGE_SIZE(image));
-  REQUIRE(png_image_finish_read(&image, nullptr, out.data(), 0, nullptr));
+  const bool read = png_image_finish_read(&image, nullptr, out.data(), 0, nullptr);
+  REQUIRE(read);
   return out;
 }
 
@@ -155,7 +157,8 @@ Bytes declared_png(std::uint32_t w, std::uint32_t h, std::size_t inflated) {
   const Bytes zeros(inflated, 0);
   uLongf n = compressBound(static_cast<uLong>(zeros.size()));
   Bytes idat(n);
-  REQUIRE(compress2(idat.data(), &n, zeros.data(), static_cast<uLong>(zeros.size()), 9) == Z_OK);
+  const int status = compress2(idat.data(), &n, zeros.data(), static_cast<uLong>(zeros.size()), 9);
+  REQUIRE(status == Z_OK);
   idat.resize(n);
   put_chunk(out, "IDAT", idat);
   put_chunk(out, "IEND", {});
@@ -305,12 +308,12 @@ Bytes encode_gif(const GifSpec& s) {
   ColorMapObject* global = map(s.global);
   ColorMapObject* local = map(s.local);
   EGifSetGifVersion(gif, true);
-  REQUIRE(EGifPutScreenDesc(gif, s.screen_w, s.screen_h, 8, 0, global) == GIF_OK);
+  bool ok = EGifPutScreenDesc(gif, s.screen_w, s.screen_h, 8, 0, global) == GIF_OK;
   if (s.transparent >= 0) {
     const GifByteType gce[4] = {1, 0, 0, static_cast<GifByteType>(s.transparent)};
-    REQUIRE(EGifPutExtension(gif, GRAPHICS_EXT_FUNC_CODE, 4, gce) == GIF_OK);
+    ok = ok && EGifPutExtension(gif, GRAPHICS_EXT_FUNC_CODE, 4, gce) == GIF_OK;
   }
-  REQUIRE(EGifPutImageDesc(gif, s.left, s.top, s.width, s.height, s.interlace, local) == GIF_OK);
+  ok = ok && EGifPutImageDesc(gif, s.left, s.top, s.width, s.height, s.interlace, local) == GIF_OK;
   std::vector<int> order;  // the rows in the order the file stores them
   if (s.interlace) {
     for (auto [start, step] : {std::pair{0, 8}, {4, 8}, {2, 4}, {1, 2}})
@@ -318,8 +321,9 @@ Bytes encode_gif(const GifSpec& s) {
   } else {
     for (int y = 0; y < s.height; ++y) order.push_back(y);
   }
-  for (int y : order) REQUIRE(EGifPutLine(gif, const_cast<GifPixelType*>(&s.indices[y * s.width]), s.width) == GIF_OK);
-  REQUIRE(EGifCloseFile(gif, &error) == GIF_OK);
+  for (int y : order) ok = ok && EGifPutLine(gif, const_cast<GifPixelType*>(&s.indices[y * s.width]), s.width) == GIF_OK;
+  ok = EGifCloseFile(gif, &error) == GIF_OK && ok;
+  REQUIRE(ok);
   GifFreeMapObject(global);
   GifFreeMapObject(local);
   return out;
