@@ -7,7 +7,9 @@
 
 #include <fstream>
 
+#include "common/read_text.hpp"
 #include "common/temp_dir.hpp"
+#include "kylin/io/image_decode.hpp"
 
 namespace processor_test {
 
@@ -335,4 +337,90 @@ TEST_CASE("ProcessorConfig::from_dir: bad values name the file and the field") {
   check_config_error(R"({"resample": 2})", "resample");
   check_config_error(R"({"rescale_factor": 0.5})", "rescale_factor");
   check_config_error("[]", "");
+}
+
+namespace processor_test {
+
+const std::string data_dir = KYLIN_TEST_DATA;
+
+Image decode_file(const std::string& file) {
+  const std::string text = kylin::test::read_text(data_dir + "/" + file);
+  const std::vector<std::uint8_t> bytes(text.begin(), text.end());
+  return kylin::io::decode_image(bytes, file);
+}
+
+// Each reference image entry once (a_64x48 appears in two cases).
+std::vector<const kylin::json::Value*> reference_images(const kylin::json::Value& ref) {
+  std::vector<const kylin::json::Value*> out;
+  std::vector<std::string> seen;
+  for (const auto& c : ref.find("cases")->as_array())
+    for (const auto& entry : c.find("images")->as_array()) {
+      const std::string file = entry.find("file")->as_string();
+      if (std::find(seen.begin(), seen.end(), file) != seen.end()) continue;
+      seen.push_back(file);
+      out.push_back(&entry);
+    }
+  return out;
+}
+
+// `got` against a float64 reference rounded to 9 digits: float32 pixel values are within ~6e-8 relative each,
+// so sums over n of them stay within 1e-6 of the scale of the sum of magnitudes.
+void check_close(double got, double want, double scale) { CHECK(std::abs(got - want) <= 1e-6 * std::max(1.0, scale)); }
+
+}  // namespace processor_test
+
+TEST_CASE("resize_bicubic reproduces tests/data/images/resized bit for bit; preprocess the reference pixel_values") {
+  const auto ref = kylin::json::parse(kylin::test::read_text(data_dir + "/reference/tiny-qwen35-vl.json"));
+  const ProcessorConfig config = ProcessorConfig::from_dir(tiny_vl);
+  const auto images = reference_images(ref);
+  REQUIRE(images.size() >= 3);
+  for (const kylin::json::Value* entry : images) {
+    const std::string file = entry->find("file")->as_string();
+    CAPTURE(file);
+    const Image original = decode_file(file);
+    const Image expected = decode_file(entry->find("resized_png")->as_string());
+    const ResizedSize size = smart_resize(original.height, original.width, config);
+    CHECK(size.width == entry->find("resized_width")->as_int());
+    CHECK(size.height == entry->find("resized_height")->as_int());
+    const Image resized = resize_bicubic(original, size.width, size.height);
+    REQUIRE(resized.width == expected.width);
+    REQUIRE(resized.height == expected.height);
+    std::size_t differing = 0;
+    for (std::size_t k = 0; k < resized.rgb.size(); ++k) differing += resized.rgb[k] != expected.rgb[k];
+    CHECK(differing == 0);
+
+    const PixelValues pv = preprocess(original, config);
+    const auto& grid = entry->find("grid_thw")->as_array();
+    CHECK(pv.grid.t == grid[0].as_int());
+    CHECK(pv.grid.h == grid[1].as_int());
+    CHECK(pv.grid.w == grid[2].as_int());
+    const auto& shape = entry->find("pixel_values_shape")->as_array();
+    REQUIRE(pv.grid.patches() == shape[0].as_int());
+    REQUIRE(pv.patch_dim == shape[1].as_int());
+    // The reference's sums: plain, absolute, and weighted by (k + 1) / n over the flat index k.
+    const double n = static_cast<double>(pv.values.size());
+    double sum = 0, abs_sum = 0, weighted = 0;
+    for (std::size_t k = 0; k < pv.values.size(); ++k) {
+      sum += pv.values[k];
+      abs_sum += std::abs(pv.values[k]);
+      weighted += pv.values[k] * (static_cast<double>(k + 1) / n);
+    }
+    check_close(sum, entry->find("pixel_values_sum")->as_double(), abs_sum);
+    check_close(abs_sum, entry->find("pixel_values_abs_sum")->as_double(), abs_sum);
+    check_close(weighted, entry->find("pixel_values_weighted_sum")->as_double(), abs_sum);
+    const auto& first = entry->find("pixel_values_first64")->as_array();
+    REQUIRE(first.size() == 64);
+    for (std::size_t k = 0; k < 64; ++k) CHECK(std::abs(pv.values[k] - first[k].as_double()) <= 1e-6);
+    const auto& rows = entry->find("pixel_values_row_sums")->as_array();
+    REQUIRE(static_cast<std::int64_t>(rows.size()) == pv.grid.patches());
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      double row = 0, row_abs = 0;
+      for (std::int64_t k = 0; k < pv.patch_dim; ++k) {
+        const float v = pv.values[r * static_cast<std::size_t>(pv.patch_dim) + static_cast<std::size_t>(k)];
+        row += v;
+        row_abs += std::abs(v);
+      }
+      check_close(row, rows[r].as_double(), row_abs);
+    }
+  }
 }
