@@ -30,7 +30,8 @@ namespace resize_detail {
 // v rounded to a double right here. Tests and kylin's programs build with -march=native, where GCC's
 // default -ffp-contract=fast would fuse a product into the next add (an FMA, one rounding instead of
 // two); torch and the numpy oracle round each product, and one ulp can move a weight's int16 rounding
-// or a xmin truncation. A volatile round trip is the portable way to forbid the fusion.
+// or a xmin truncation (none did over 181,600 axes of 1..700 pixels, but nothing rules it out). A volatile
+// round trip is the portable way to forbid the fusion; the weights are computed once per axis.
 inline double rounded(double v) {
   volatile double r = v;
   return r;
