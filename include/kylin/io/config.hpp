@@ -12,6 +12,7 @@
 
 #include "kylin/core/json.hpp"
 #include "kylin/io/checkpoint.hpp"
+#include "kylin/io/vision_config.hpp"
 #include "kylin/model/arch.hpp"
 
 namespace kylin {
@@ -92,6 +93,8 @@ struct ModelConfig {
   std::vector<LayerType> layer_types;          // [num_hidden_layers] (hybrid archs; empty: all full attention)
   std::optional<LinearAttentionConfig> linear;  // set exactly for hybrid archs
   std::int64_t mtp_num_hidden_layers = 0;      // MTP layers the checkpoint ships (mtp.*; not part of the forward)
+  MRopeConfig mrope;                   // the three position rows of image tokens (rope_parameters.mrope_section)
+  std::optional<VisionConfig> vision;  // vision_config, where the architecture has a tower and config.json one
 
   std::int64_t q_dim() const { return num_attention_heads * head_dim; }    // width of q_proj output
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim; }  // width of k_proj/v_proj output
@@ -302,7 +305,7 @@ inline LinearAttentionConfig read_linear_attention(const ConfigReader& r) {
 // rope_parameters {rope_type, rope_theta, partial_rotary_factor} (Qwen3.5), else the legacy top-level keys
 // (Qwen3-Next): theta and the rotated share of head_dim. Only the default rotation (M-RoPE's interleaved
 // sections rotate text positions as plain RoPE: all three position rows are the token's index).
-inline void read_rope_parameters(const ConfigReader& r, double default_factor, double& theta, double& factor) {
+inline void read_rope_parameters(const ConfigReader& r, double default_factor, double& theta, double& factor, MRopeConfig& mrope) {
   theta = r.get_positive("rope_theta").value_or(theta);
   factor = r.get_positive("partial_rotary_factor").value_or(default_factor);
   const json::Value* v = r.get("rope_parameters");
@@ -313,6 +316,51 @@ inline void read_rope_parameters(const ConfigReader& r, double default_factor, d
     p.fail("rope_type", "unsupported rope type \"" + *type + "\" (kylin runs \"default\" for this architecture)");
   theta = p.get_positive("rope_theta").value_or(theta);
   factor = p.get_positive("partial_rotary_factor").value_or(factor);
+  if (const json::Value* s = p.get("mrope_section"); s && !s->is_null()) {
+    if (!s->is_array() || s->as_array().size() != 3) p.fail("mrope_section", "must be a list of three integers (temporal, height, width)");
+    for (std::size_t i = 0; i < 3; ++i) {
+      const json::Value& e = s->as_array()[i];
+      if (!e.is_int() || e.as_int() < 0 || e.as_int() > max_dim) p.fail("mrope_section", "must be a list of three non-negative integers");
+      mrope.section[i] = e.as_int();
+    }
+    mrope.interleaved = p.get_bool("mrope_interleaved").value_or(false);
+  }
+}
+
+// vision_config and the top-level image token ids (ArchInfo::vision_config), when config.json has them.
+inline std::optional<VisionConfig> read_vision(const ConfigReader& top, std::string_view key, std::int64_t text_hidden) {
+  const json::Value* v = key.empty() ? nullptr : top.get(std::string(key));
+  if (!v || v->is_null()) return std::nullopt;
+  if (!v->is_object()) top.fail(std::string(key), "must be an object");
+  const ConfigReader r(*v, top.where(), std::string(key) + ".");
+  VisionConfig g;
+  g.depth = r.get_int("depth", 1, max_layers).value_or(g.depth);
+  g.hidden_size = r.get_int("hidden_size", 1, max_dim).value_or(g.hidden_size);
+  g.num_heads = r.get_int("num_heads", 1, max_dim).value_or(g.num_heads);
+  g.intermediate_size = r.get_int("intermediate_size", 1, max_dim).value_or(g.intermediate_size);
+  g.in_channels = r.get_int("in_channels", 3, 3).value_or(3);
+  g.patch_size = r.get_int("patch_size", 1, 1024).value_or(g.patch_size);
+  g.temporal_patch_size = r.get_int("temporal_patch_size", 1, 16).value_or(g.temporal_patch_size);
+  g.spatial_merge_size = r.get_int("spatial_merge_size", 1, 16).value_or(g.spatial_merge_size);
+  g.num_position_embeddings = r.get_int("num_position_embeddings", 1, max_dim).value_or(g.num_position_embeddings);
+  g.out_hidden_size = r.get_int("out_hidden_size", 1, max_dim).value_or(text_hidden);
+  g.hidden_act = r.get_string("hidden_act").value_or(g.hidden_act);
+  if (g.hidden_size % g.num_heads != 0 || g.head_dim() % 4 != 0)
+    r.fail("num_heads", "hidden_size " + std::to_string(g.hidden_size) + " over " + std::to_string(g.num_heads) +
+                            " heads must give a head dim divisible by 4 (its 2D rotary halves)");
+  if (g.position_side() * g.position_side() != g.num_position_embeddings)
+    r.fail("num_position_embeddings", std::to_string(g.num_position_embeddings) + " is not a square (the table is side x side)");
+  if (g.out_hidden_size != text_hidden)
+    r.fail("out_hidden_size", std::to_string(g.out_hidden_size) + " is not the text model's hidden_size " + std::to_string(text_hidden));
+  if (g.hidden_act != "gelu_pytorch_tanh" && g.hidden_act != "gelu")
+    r.fail("hidden_act", "unsupported activation \"" + g.hidden_act + "\" (gelu_pytorch_tanh and gelu are)");
+  if (const json::Value* d = r.get("deepstack_visual_indexes"); d && d->is_array() && !d->as_array().empty())
+    r.fail("deepstack_visual_indexes", "DeepStack features are not supported (Qwen3.5's towers have none)");
+  g.image_token_id = top.get_int("image_token_id", 0, max_vocab).value_or(-1);
+  g.vision_start_token_id = top.get_int("vision_start_token_id", 0, max_vocab).value_or(-1);
+  g.vision_end_token_id = top.get_int("vision_end_token_id", 0, max_vocab).value_or(-1);
+  if (g.image_token_id < 0) top.fail("image_token_id", "missing: the vision tower's tokens replace this token's embeddings");
+  return g;
 }
 
 // The hybrid fields of config `t` (the text model's object) into `c`: layer pattern, DeltaNet shapes, the rotated dims.
@@ -320,13 +368,17 @@ inline void read_hybrid(const ConfigReader& t, const ArchInfo& arch, ModelConfig
   c.layer_types = read_layer_types(t, c.num_hidden_layers);
   c.linear = read_linear_attention(t);
   double factor = arch.default_partial_rotary_factor;
-  read_rope_parameters(t, arch.default_partial_rotary_factor, c.rope_theta, factor);
+  read_rope_parameters(t, arch.default_partial_rotary_factor, c.rope_theta, factor, c.mrope);
   if (!(factor <= 1.0)) t.fail("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(factor));
   c.rotary_dim = static_cast<std::int64_t>(static_cast<double>(c.head_dim) * factor);  // transformers: int(head_dim * factor)
   if (c.rotary_dim < 2 || c.rotary_dim % 2 != 0)
     t.fail("partial_rotary_factor", "rotates " + std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) +
                                         " dims; RoPE needs an even number of at least 2");
   c.mtp_num_hidden_layers = t.get_int("mtp_num_hidden_layers", 0, max_layers).value_or(0);
+  const std::int64_t sections = c.mrope.section[0] + c.mrope.section[1] + c.mrope.section[2];
+  if (c.mrope.enabled() && sections != c.rotary_dim / 2)
+    t.fail("rope_parameters.mrope_section", "sums to " + std::to_string(sections) + ", not the " + std::to_string(c.rotary_dim / 2) +
+                                                " rotary frequencies (rotary dims / 2)");
 }
 
 }  // namespace detail
@@ -400,6 +452,8 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   c.fp8 = detail::read_quantization(top.get("quantization_config") ? top : r);
   if (r.get_bool("use_sliding_window").value_or(false))
     r.fail("use_sliding_window", "sliding-window attention is not supported");
+  c.vision = detail::read_vision(top, arch->vision_config, c.hidden_size);
+  if (c.vision && !c.mrope.enabled()) top.fail(nest + ".rope_parameters.mrope_section", "missing: image tokens need M-RoPE's three position rows");
   arch_checks(c, where);
   return c;
 }

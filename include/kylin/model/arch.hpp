@@ -69,6 +69,7 @@ struct ArchInfo {
   // Prefixes of checkpoint tensors the text forward does not read (Qwen3.5's vision tower and MTP head): never
   // bound, never paged in, reported apart from unexpected tensors.
   std::array<std::string_view, 2> skipped_tensors = {};
+  std::string_view vision_config = "";  // the config.json object of the vision tower (vision/tower.hpp), "": none
 
   constexpr bool has_qk_norm() const { return qk_norm == QKNorm::per_head; }
   constexpr bool has_qkv_bias() const { return qkv_bias == QKVBias::qkv; }
@@ -139,7 +140,8 @@ struct Qwen35Arch {
                                  .tensor_prefix = "model.language_model.",
                                  .default_head_dim = 256,
                                  .default_partial_rotary_factor = 0.25,
-                                 .skipped_tensors = {"model.visual.", "mtp."}};
+                                 .skipped_tensors = {"model.visual.", "mtp."},
+                                 .vision_config = "vision_config"};
   static constexpr std::string_view name = info.name;
   using Norm = RMSNorm;
   using Attention = HybridMixer;
@@ -167,7 +169,8 @@ struct Qwen35MoeArch {
                                  .tensor_prefix = "model.language_model.",
                                  .default_head_dim = 256,
                                  .default_partial_rotary_factor = 0.25,
-                                 .skipped_tensors = {"model.visual.", "mtp."}};
+                                 .skipped_tensors = {"model.visual.", "mtp."},
+                                 .vision_config = "vision_config"};
   static constexpr std::string_view name = info.name;
   using Norm = RMSNorm;
   using Attention = HybridMixer;

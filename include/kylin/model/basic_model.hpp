@@ -20,6 +20,7 @@
 #include "kylin/model/packed_weights.hpp"
 #include "kylin/model/quantized_weights.hpp"
 #include "kylin/model/transformer.hpp"
+#include "kylin/vision/tower.hpp"
 
 namespace kylin {
 
@@ -94,6 +95,9 @@ struct SequenceInput {
   // [tokens, hidden]: the MTP head's second input, the target's final hidden state at each token's position
   // (forward_mtp only).
   std::span<const float> hidden_in = {};
+  // Image tokens among `tokens` (model/image_rows.hpp): their rows hold image keys, their embeddings are the
+  // vision tower's (encode_image), their positions M-RoPE's.
+  std::span<const ImageRows> images = {};
 };
 
 namespace detail {
@@ -151,6 +155,15 @@ class BasicModel {
   // The weights the forward reads, in the form it reads them (packed, quantized or as stored).
   const ModelWeights& weights() const {
     return std::visit([](const auto& net) -> const ModelWeights& { return net->weights(); }, impl_->net);
+  }
+
+  // Whether the checkpoint's vision tower was loaded (a vision_config, on a backend reading host memory): then
+  // SequenceInput::images take encode_image's embeddings.
+  bool has_vision() const { return impl_->tower.has_value(); }
+  const VisionConfig* vision_config() const { return impl_->config.vision ? &*impl_->config.vision : nullptr; }
+  vision::ImageEmbedding encode_image(const vision::PixelValues& px) {
+    if (!has_vision()) throw Error(ErrorCategory::request, "images", checkpoint().dir().string() + " has no vision tower (vision_config)");
+    return impl_->tower->encode(px);
   }
 
   // Whether the MTP head was loaded (ModelOptions::mtp).
@@ -344,12 +357,16 @@ class BasicModel {
     double load_seconds = 0;
     std::vector<std::int64_t> fed;         // [batch] tokens of each sequence already run
     std::vector<PassSequence> pass_seqs;   // [<= max_pass_rows] the pass being planned
+    std::vector<ImageRows> pass_images;    // the images of its pieces (PassSequence::images point into it)
+    std::optional<vision::VisionTower<B>> tower;  // config.vision's tower, on a backend of its own
     std::int64_t pass_rows = 0, pass_decode_rows = 0;
   };
 
   BasicModel(const std::filesystem::path& dir, const ModelOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     impl_ = std::make_unique<Impl>(dir, o);
+    if constexpr (requires { B::reads_host_weights; })  // the tower's row ops read its activations on the host
+      if (impl_->config.vision) impl_->tower.emplace(*impl_->checkpoint, *impl_->config.vision, o.threads);
     // Quantized or packed weights were read once and their pages dropped (QuantizedWeights::apply,
     // PackedWeights::apply).
     if (o.weights == WeightFormat::stored && !Impl::packs(o))
@@ -375,6 +392,7 @@ class BasicModel {
     Impl& m = *impl_;
     const std::int64_t cap = m.workspace.max_pass_rows;
     m.pass_seqs.clear();
+    m.pass_images.clear();
     m.pass_rows = 0;
     for (std::size_t i = 0; i < batch.size() && m.pass_rows < cap; ++i) {
       const std::int64_t n = static_cast<std::int64_t>(batch[i].tokens.size()), tail = decode_tail(batch[i]);
@@ -441,8 +459,14 @@ class BasicModel {
     }
     const std::span<const float> hidden_in =
         in.hidden_in.empty() ? in.hidden_in : in.hidden_in.subspan(static_cast<std::size_t>(from * H), static_cast<std::size_t>(n * H));
+    std::span<const ImageRows> images;
+    if (!in.images.empty()) {  // the piece's share of the images, in pass_images (reserved by run_passes: the spans stay valid)
+      const std::size_t first = m.pass_images.size();
+      clip_images(in.images, from, n, H, m.pass_images);
+      images = std::span<const ImageRows>(m.pass_images).subspan(first);
+    }
     m.pass_seqs.push_back({&in.cache, in.tokens.subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(n)), m.pass_rows, out,
-                           in.keep_states, hidden_in});
+                           in.keep_states, hidden_in, images});
     m.pass_rows += n;
   }
 
@@ -452,6 +476,9 @@ class BasicModel {
   void run_passes(std::span<const SequenceInput> batch, typename Impl::Net& net) {
     Impl& m = *impl_;
     m.fed.assign(batch.size(), 0);
+    std::size_t images = 0;  // a pass holds at most one piece of each sequence, so its clipped images fit in this
+    for (const SequenceInput& in : batch) images += in.images.size();
+    m.pass_images.reserve(images);
     while (plan_pass(batch)) {
       const Pass pass{m.pass_seqs, m.pass_rows, m.pass_decode_rows};
       // A backend that holds a pass's work back (CUDA: to replay a repeated pass as one graph)
@@ -475,8 +502,9 @@ class BasicModel {
       if (s.out.pick_end < 0 || s.out.pick_end > vocab_size())
         throw Error(ErrorCategory::request, "pick_end", where() + std::to_string(s.out.pick_end) + " is outside [0, " +
                                                               std::to_string(vocab_size()) + "]");
+      check_image_rows(s.tokens, s.images, s.cache, hidden_size(), has_vision(), where());
       for (int id : s.tokens)
-        if (id < 0 || id >= vocab_size())
+        if ((id < 0 && s.images.empty()) || id >= vocab_size())
           throw Error(ErrorCategory::request, "tokens", where() + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                                             std::to_string(vocab_size()) + ")");
       if (s.keep_states.size() > max_kept_states ||

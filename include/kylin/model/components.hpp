@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kylin/backends/backend.hpp"
+#include "kylin/model/image_rows.hpp"
 #include "kylin/model/kv_cache.hpp"
 #include "kylin/model/routing.hpp"
 #include "kylin/model/weights.hpp"
@@ -43,6 +44,7 @@ struct PassSequence {
   OutputRows out;
   std::span<const std::int64_t> keep_states = {};  // positions whose recurrent states the cache keeps (SequenceInput::keep_states)
   std::span<const float> hidden_in = {};  // [n, hidden] the MTP head's second input (SequenceInput::hidden_in), or empty
+  std::span<const ImageRows> images = {};  // the chunk's image tokens (SequenceInput::images), rows relative to the chunk
   std::int64_t n() const { return static_cast<std::int64_t>(tokens.size()); }
 };
 
@@ -166,6 +168,8 @@ class Workspace {
   std::vector<std::int64_t> all_rows;                 // [T] 0, 1, ..: the shared expert weighs every row
   std::vector<int> ids_host;                           // [T] the pass's token ids in row order
   std::vector<float> cos_host, sin_host;               // [T, head_dim/2] rotary tables, made on the host, uploaded to cos/sin
+  std::vector<MRopePosition> positions_host;           // [T] M-RoPE positions of a sequence with images (grown on first use)
+  std::vector<std::int64_t> next_after_host;           // [T] the position after each of its rows (KVCache::commit)
   std::vector<int> picked_ids;                         // [logit_rows] greedy or drawn ids of a run of sequences, before each gets its share
   std::vector<kernels::RowDraw> picked_draws;          // [logit_rows] the run's draws, gathered from its sequences
   std::vector<kernels::RankedLogit> picked_top;        // [logit_rows, top_k] their top-k, grown to the largest top_k asked

@@ -1,7 +1,8 @@
 // KVCache: a sequence's cache: keys and values of every attention layer for up to `capacity` positions,
 // allocated once by the backend, in f32 (exact) or f16 (half the bytes decode reads at long context), and for
 // hybrid models the recurrent state of the Gated DeltaNet layers (model/recurrent_state.hpp). It also remembers
-// the token ids it holds, so a new prompt can reuse the longest shared prefix it can restore.
+// the token ids it holds, so a new prompt can reuse the longest shared prefix it can restore, and the RoPE
+// position each next token takes (image tokens, held as keys of their image's content, move it: M-RoPE).
 #pragma once
 
 #include <algorithm>
@@ -53,6 +54,7 @@ class KVCache {
     if (data_.bytes() < bytes_needed(c, capacity, dtype))
       throw Error(ErrorCategory::runtime, "kv cache", "storage of " + std::to_string(data_.bytes()) + " bytes is too small");
     tokens_.reserve(static_cast<std::size_t>(capacity));
+    next_positions_.reserve(static_cast<std::size_t>(capacity));
   }
 
   std::int64_t capacity() const { return capacity_; }
@@ -62,6 +64,12 @@ class KVCache {
   std::int64_t size() const { return static_cast<std::int64_t>(tokens_.size()); }
   std::int64_t remaining() const { return capacity_ - size(); }
   std::span<const int> tokens() const { return tokens_; }
+  // The RoPE position of the token after the first n (n itself for text; M-RoPE images move it, vision/tower.hpp),
+  // and after all of them.
+  std::int64_t position_after(std::int64_t n) const { return n <= 0 ? 0 : next_positions_[static_cast<std::size_t>(n - 1)]; }
+  std::int64_t next_position() const { return position_after(size()); }
+  // Whether it holds image tokens (negative ids: image_token_key), whose positions a file does not keep.
+  bool holds_images() const { return std::ranges::any_of(tokens_, [](int id) { return id < 0; }); }
   DType dtype() const { return dtype_; }
   std::size_t bytes() const { return static_cast<std::size_t>(layer_elems() * 2 * n_layers_) * dtype_size(dtype_); }
   static std::size_t bytes_per_token(const ModelConfig& c, DType dtype = DType::f32) {
@@ -90,6 +98,7 @@ class KVCache {
 
   void reset() {
     tokens_.clear();
+    next_positions_.clear();
     states_.reset();
   }
   // Rewind to the first n tokens, or, with recurrent states, to the largest position <= n holding one
@@ -99,6 +108,7 @@ class KVCache {
       throw Error(ErrorCategory::runtime, "kv cache", "cannot truncate " + std::to_string(size()) + " tokens to " + std::to_string(n));
     const std::int64_t at = restorable(n);
     tokens_.resize(static_cast<std::size_t>(at));
+    next_positions_.resize(static_cast<std::size_t>(at));
     states_.rewind(at);
   }
   // The largest position <= n (<= size()) this cache can be cut back to: n itself without recurrent states.
@@ -127,9 +137,12 @@ class KVCache {
   RecurrentStates::Targets begin_states(std::int64_t n, bool decode_rows, std::span<const std::int64_t> keep_at = {}) {
     return states_.begin(size(), n, decode_rows, keep_at);
   }
-  // Called by the model after writing keys/values (and states) of `ids` at positions size()...
-  void commit(std::span<const int> ids, bool decode_rows = false) {
+  // Called by the model after writing keys/values (and states) of `ids` at positions size()..; next_after[i]: the
+  // position of the token after ids[i] when images moved it (empty: text, each one past the last).
+  void commit(std::span<const int> ids, bool decode_rows = false, std::span<const std::int64_t> next_after = {}) {
     states_.commit(size(), static_cast<std::int64_t>(ids.size()), decode_rows);
+    for (std::int64_t i = 0, next = next_position(); i < static_cast<std::int64_t>(ids.size()); ++i)
+      next_positions_.push_back(next_after.empty() ? ++next : next_after[static_cast<std::size_t>(i)]);
     tokens_.insert(tokens_.end(), ids.begin(), ids.end());
   }
 
@@ -170,6 +183,7 @@ class KVCache {
           write_rows(layer, kv, head, n, staging);
         }
     tokens_.assign(from.tokens_.begin(), from.tokens_.begin() + n);
+    next_positions_.assign(from.next_positions_.begin(), from.next_positions_.begin() + n);
   }
   // The recurrent state at size() to or from host bytes (state_bytes() of them), for files.
   std::size_t state_bytes() const { return states_.bytes(); }
@@ -183,10 +197,14 @@ class KVCache {
       throw Error(ErrorCategory::runtime, "kv cache", "cannot restore " + std::to_string(tokens.size()) + " tokens into " +
                                                           std::to_string(capacity_) + " positions");
     const auto n = static_cast<std::int64_t>(tokens.size());
+    if (std::ranges::any_of(tokens, [](int id) { return id < 0; }))
+      throw Error(ErrorCategory::runtime, "kv cache", "cannot restore image tokens: their positions are not kept with them");
     states_.rewind(n);
     if (!states_.empty() && states_.restorable(n) != n)
       throw Error(ErrorCategory::runtime, "kv cache", "cannot restore " + std::to_string(n) + " tokens without the recurrent state after them");
     tokens_.assign(tokens.begin(), tokens.end());
+    next_positions_.resize(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) next_positions_[i] = static_cast<std::int64_t>(i) + 1;
   }
 
  private:
@@ -210,6 +228,7 @@ class KVCache {
   Memory data_;             // [attention layers][k|v][n_kv_heads][capacity][head_dim]
   RecurrentStates states_;  // the linear layers' states at a few positions
   std::vector<int> tokens_;
+  std::vector<std::int64_t> next_positions_;  // [size()] 1 + the largest position of the tokens up to each
 };
 
 }  // namespace kylin

@@ -48,6 +48,8 @@ class AnyModel {
   virtual bool has_mtp() const = 0;
   virtual KVCache new_mtp_cache(std::int64_t n) const = 0;
   virtual void forward_mtp(std::span<const SequenceInput> batch) = 0;
+  virtual bool has_vision() const = 0;
+  virtual vision::ImageEmbedding encode_image(const vision::PixelValues& px) = 0;
 };
 
 template <Backend B>
@@ -82,6 +84,8 @@ class ModelOn final : public AnyModel {
   bool has_mtp() const override { return m_.has_mtp(); }
   KVCache new_mtp_cache(std::int64_t n) const override { return m_.new_mtp_cache(n); }
   void forward_mtp(std::span<const SequenceInput> batch) override { m_.forward_mtp(batch); }
+  bool has_vision() const override { return m_.has_vision(); }
+  vision::ImageEmbedding encode_image(const vision::PixelValues& px) override { return m_.encode_image(px); }
 
  private:
   BasicModel<B> m_;
@@ -176,6 +180,9 @@ class Model {
   bool has_mtp() const { return m_->has_mtp(); }
   KVCache new_mtp_cache(std::int64_t n) const { return m_->new_mtp_cache(n); }
   void forward_mtp(std::span<const SequenceInput> batch) { m_->forward_mtp(batch); }
+  // The vision tower (vision/tower.hpp): an image's embeddings for SequenceInput::images.
+  bool has_vision() const { return m_->has_vision(); }
+  vision::ImageEmbedding encode_image(const vision::PixelValues& px) { return m_->encode_image(px); }
   void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
     const SequenceInput one{tokens, cache, out};
     forward(std::span<const SequenceInput>(&one, 1));

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <span>
 #include <numbers>
 #include <vector>
 
@@ -14,11 +16,15 @@
 
 namespace kylin {
 
+// A token's three M-RoPE position rows (temporal, height, width): (s, s, s) for text at position s.
+using MRopePosition = std::array<std::int64_t, 3>;
+
 class RotaryEmbedding {
  public:
   // Over the first rotary_dim dims of each head (partial RoPE; all of head_dim for the Qwen3 generation):
   // inv_freq_i = theta^(-2i / rotary_dim).
-  explicit RotaryEmbedding(const ModelConfig& c) : head_dim_(c.head_dim), rotary_dim_(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) {
+  explicit RotaryEmbedding(const ModelConfig& c)
+      : head_dim_(c.head_dim), rotary_dim_(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim), mrope_(c.mrope) {
     const std::int64_t half = rotary_dim_ / 2;
     const double dim = static_cast<double>(rotary_dim_), base = c.rope_theta;
     inv_freq_.resize(static_cast<std::size_t>(half));
@@ -39,6 +45,19 @@ class RotaryEmbedding {
         const double angle = static_cast<double>(pos0 + t) * inv_freq_[i];
         cos[static_cast<std::size_t>(t) * half + i] = static_cast<float>(std::cos(angle) * attention_factor_);
         sin[static_cast<std::size_t>(t) * half + i] = static_cast<float>(std::sin(angle) * attention_factor_);
+      }
+  }
+  // The same for explicit M-RoPE positions (image tokens, and the text after them): frequency i turns by the
+  // position row mrope.row_of(i) of its token (transformers apply_interleaved_mrope). Text rows, whose three
+  // positions are equal, get what tables() gives them.
+  void tables(std::span<const MRopePosition> positions, float* cos, float* sin) const {
+    const std::size_t half = inv_freq_.size();
+    for (std::size_t t = 0; t < positions.size(); ++t)
+      for (std::size_t i = 0; i < half; ++i) {
+        const auto row = static_cast<std::size_t>(mrope_.enabled() ? mrope_.row_of(static_cast<std::int64_t>(i)) : 0);
+        const double angle = static_cast<double>(positions[t][row]) * inv_freq_[i];
+        cos[t * half + i] = static_cast<float>(std::cos(angle) * attention_factor_);
+        sin[t * half + i] = static_cast<float>(std::sin(angle) * attention_factor_);
       }
   }
 
@@ -69,6 +88,7 @@ class RotaryEmbedding {
   }
 
   std::int64_t head_dim_, rotary_dim_;
+  MRopeConfig mrope_;
   std::vector<double> inv_freq_;  // [rotary_dim/2]
   double attention_factor_ = 1.0;
 };

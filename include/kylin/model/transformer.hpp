@@ -55,14 +55,17 @@ class Transformer {
     float* x = ws.x;  // [R, hidden]
     ws.pass_states.clear();
     for (const PassSequence& s : pass.seqs) {
-      // the pass's token ids in row order, rotary tables for positions cache.size() .. + n, made on the host,
-      // and where the sequence's recurrent states are read and written (hybrid stacks)
-      std::ranges::copy(s.tokens, ws.ids_host.begin() + s.row0);
-      rope_.tables(s.cache->size(), s.n(), ws.cos_host.data() + s.row0 * half, ws.sin_host.data() + s.row0 * half);
+      // the pass's token ids in row order (an image key embeds as id 0, replaced below), rotary tables of the
+      // rows' positions, made on the host, and where the sequence's recurrent states are read and written (hybrid stacks)
+      std::ranges::transform(s.tokens, ws.ids_host.begin() + s.row0, [](int id) { return std::max(id, 0); });
+      rotary_tables(ws, s);
       ws.pass_states.push_back(s.cache->begin_states(s.n(), pass.decodes(s), s.keep_states));
     }
-    // token embeddings, one call for the pass (the MTP head fuses them with the target's hidden states)
+    // token embeddings, one call for the pass; image tokens take the vision tower's (the MTP head fuses them
+    // with the target's hidden states)
     b.embed(weights_.embed_tokens, std::span<const int>(ws.ids_host).first(static_cast<std::size_t>(pass.rows)), x);
+    for (const PassSequence& s : pass.seqs)
+      for (const ImageRows& im : s.images) b.upload(x + (s.row0 + im.row) * config_.hidden_size, im.embeds);
     if (fusion_) fuse_hidden(b, ws, pass);
     b.upload(ws.cos, std::span<const float>(ws.cos_host).first(static_cast<std::size_t>(pass.rows * half)));
     b.upload(ws.sin, std::span<const float>(ws.sin_host).first(static_cast<std::size_t>(pass.rows * half)));
@@ -75,7 +78,8 @@ class Transformer {
       blk.post_attention_norm(b, x, ws.xn, pass.rows);
       blk.mlp(b, ws, ws.xn, x, pass);
     }
-    for (const PassSequence& s : pass.seqs) s.cache->commit(s.tokens, pass.decodes(s));
+    for (const PassSequence& s : pass.seqs)
+      s.cache->commit(s.tokens, pass.decodes(s), s.images.empty() ? std::span<const std::int64_t>{} : rows_of(ws.next_after_host, s));
     write_outputs(b, ws, pass);
   }
 
@@ -84,6 +88,23 @@ class Transformer {
   const RotaryEmbedding& rope() const { return rope_; }
 
  private:
+  // Rotary tables of s's rows: positions from where its cache stands, with M-RoPE's three rows where it has images
+  // (their positions and the ones after each kept for KVCache::commit).
+  void rotary_tables(Workspace& ws, const PassSequence& s) const {
+    const std::int64_t half = rope_.rotary_dim() / 2;
+    float *cos = ws.cos_host.data() + s.row0 * half, *sin = ws.sin_host.data() + s.row0 * half;
+    if (s.images.empty()) return rope_.tables(s.cache->next_position(), s.n(), cos, sin);
+    ws.positions_host.resize(static_cast<std::size_t>(ws.max_pass_rows));
+    ws.next_after_host.resize(static_cast<std::size_t>(ws.max_pass_rows));
+    const std::span<MRopePosition> pos = rows_of(ws.positions_host, s);
+    image_positions(*s.cache, s.n(), s.images, pos, rows_of(ws.next_after_host, s));
+    rope_.tables(pos, cos, sin);
+  }
+  template <class T>
+  static std::span<T> rows_of(std::vector<T>& v, const PassSequence& s) {
+    return std::span<T>(v).subspan(static_cast<std::size_t>(s.row0), static_cast<std::size_t>(s.n()));
+  }
+
   // The hidden states each sequence wants (final norm) to the host; then the final norm of the rows it wants
   // logits of, gathered into xn in pass order, and their LM-head logits (logit_rows rows per product, always the
   // dot-product kernel, so a row's logits never depend on its neighbours) to the host buffers, or only each

@@ -1,0 +1,172 @@
+// The vision tower and image tokens in the text model against the float64 reference of HF
+// Qwen3_5ForConditionalGeneration (tests/data/reference/tiny-qwen35-vl.json): the tower's output for explicit
+// patches, then the logits and greedy tokens of prompts whose image rows take the reference's embeddings, fed
+// whole and in pieces that cut an image, and the positions the cache moves to.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common/reference.hpp"
+#include "kylin/kylin.hpp"
+#include "kylin/vision/tower.hpp"
+
+namespace tower_test {
+
+using namespace kylin;
+const std::string model_dir = test::data + "/models/tiny-qwen35-vl";
+
+const json::Value& reference() {
+  static const json::Value ref = json::parse(io::read_text_file(test::data + "/reference/tiny-qwen35-vl.json"));
+  return ref;
+}
+std::vector<double> doubles(const json::Value& v) {
+  std::vector<double> out;
+  for (const auto& x : v.as_array()) out.push_back(x.as_double());
+  return out;
+}
+std::vector<float> rows_f32(const json::Value& rows) {  // [[..], [..]] flattened
+  std::vector<float> out;
+  for (const auto& r : rows.as_array())
+    for (const auto& x : r.as_array()) out.push_back(static_cast<float>(x.as_double()));
+  return out;
+}
+double rel_l2(std::span<const float> ours, std::span<const float> ref) { return test::relative_l2(ours, ref); }
+
+Model& model() {
+  static Model m = Model::load(model_dir, {.threads = 2});
+  return m;
+}
+
+// A case's prompt: tokens with each image's rows holding its keys, and the images' rows over the reference's embeddings.
+struct Prompt {
+  std::vector<int> tokens;
+  std::vector<std::vector<float>> embeds;  // [images][tokens * hidden]
+  std::vector<ImageRows> images;
+};
+Prompt prompt_of(const json::Value& c) {
+  Prompt p;
+  for (const auto& t : c.find("tokens")->as_array()) p.tokens.push_back(static_cast<int>(t.as_int()));
+  const int pad = static_cast<int>(reference().find("model_config")->find("image_token_id")->as_int());
+  std::size_t at = 0;
+  for (const auto& im : c.find("images")->as_array()) {
+    p.embeds.push_back(rows_f32(*im.find("embeds")));
+    const auto& g = im.find("grid_thw")->as_array();
+    const std::int64_t gh = g[1].as_int() / 2, gw = g[2].as_int() / 2;
+    while (p.tokens[at] != pad) ++at;
+    p.images.push_back({static_cast<std::int64_t>(at), 0, gh * gw, gh, gw, {}});
+    for (std::int64_t i = 0; i < gh * gw; ++i) p.tokens[at + static_cast<std::size_t>(i)] = image_token_key(p.images.size(), i);
+    at += static_cast<std::size_t>(gh * gw);
+  }
+  for (std::size_t i = 0; i < p.images.size(); ++i) p.images[i].embeds = p.embeds[i];
+  return p;
+}
+
+// Feeds tokens [from, to) of the prompt with the images clipped to them (as a caller feeding it in pieces would).
+void feed(Prompt& p, KVCache& cache, std::int64_t from, std::int64_t to, std::span<float> logits) {
+  std::vector<ImageRows> images;
+  clip_images(p.images, from, to - from, model().hidden_size(), images);
+  const SequenceInput in{std::span<const int>(p.tokens).subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(to - from)), cache,
+                         {.logits = logits}, false, {}, {}, images};
+  model().forward(std::span<const SequenceInput>(&in, 1));
+}
+
+TEST_CASE("vision tower: explicit patches give the reference's merged embeddings") {
+  for (const auto& u : reference().find("vision_unit_cases")->as_array()) {
+    vision::PixelValues px;
+    const auto& g = u.find("grid_thw")->as_array();
+    px.grid = {g[0].as_int(), g[1].as_int(), g[2].as_int()};
+    px.patch_dim = 1536;
+    for (const auto& row : u.find("pixels_u8")->as_array())
+      for (const auto& v : row.as_array()) px.values.push_back(static_cast<float>((v.as_double() - 127.5) / 127.5));
+    const vision::ImageEmbedding e = model().encode_image(px);
+    const std::vector<float> ref = rows_f32(*u.find("embeds"));
+    CAPTURE(px.grid.h);
+    CHECK(e.grid_h == px.grid.h / 2);
+    CHECK(e.grid_w == px.grid.w / 2);
+    REQUIRE(e.embeds.size() == ref.size());
+    CHECK(rel_l2(e.embeds, ref) < 1e-5);
+  }
+}
+
+TEST_CASE("vision tower: malformed pixel values are refused naming them") {
+  vision::PixelValues px{{1, 3, 2}, 1536, std::vector<float>(6 * 1536)};
+  CHECK_THROWS_WITH_AS(model().encode_image(px), doctest::Contains("pixel values"), Error);
+  px = {{2, 2, 2}, 1536, std::vector<float>(8 * 1536)};
+  CHECK_THROWS_WITH_AS(model().encode_image(px), doctest::Contains("frames"), Error);
+  px = {{1, 2, 2}, 768, std::vector<float>(4 * 768)};
+  CHECK_THROWS_WITH_AS(model().encode_image(px), doctest::Contains("1536"), Error);
+}
+
+TEST_CASE("image tokens: logits, positions and greedy tokens match the reference, whole and in pieces") {
+  for (const auto& c : reference().find("cases")->as_array()) {
+    CAPTURE(c.find("name")->as_string());
+    Prompt p = prompt_of(c);
+    const auto T = static_cast<std::int64_t>(p.tokens.size());
+    const std::vector<double> ref = doubles(*c.find("logits_last"));
+    const std::vector<float> ref_f(ref.begin(), ref.end());
+    // whole, then in pieces of 7 tokens (each image cut several times)
+    for (const std::int64_t piece : {T, std::int64_t{7}}) {
+      CAPTURE(piece);
+      KVCache cache = model().new_cache(256);
+      std::vector<float> logits(static_cast<std::size_t>(model().vocab_size()));
+      for (std::int64_t from = 0; from < T; from += piece) feed(p, cache, from, std::min(T, from + piece), logits);
+      CHECK(rel_l2(logits, ref_f) < 1e-5);
+      CHECK(cache.next_position() == T + c.find("rope_delta")->as_int());
+      std::vector<int> greedy;
+      for (const auto& g : c.find("greedy")->as_array()) {
+        const int id = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        greedy.push_back(id);
+        CHECK(id == static_cast<int>(g.as_int()));
+        model().forward(std::span<const int>(&id, 1), cache, logits);
+      }
+    }
+  }
+}
+
+TEST_CASE("image tokens: the reference's positions, and a cache cut inside an image resumes it") {
+  const auto& c = reference().find("cases")->as_array()[2];  // two images
+  Prompt p = prompt_of(c);
+  const auto T = static_cast<std::int64_t>(p.tokens.size());
+  const auto& rows = c.find("position_ids")->as_array();
+  std::vector<MRopePosition> pos(static_cast<std::size_t>(T));
+  std::vector<std::int64_t> next(static_cast<std::size_t>(T));
+  KVCache empty = model().new_cache(256);
+  image_positions(empty, T, p.images, pos, next);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::size_t r = 0; r < 3; ++r) REQUIRE(pos[static_cast<std::size_t>(t)][r] == rows[r].as_array()[static_cast<std::size_t>(t)].as_int());
+  // prefix reuse: another image at the same place shares nothing past its first token
+  Prompt other = p;
+  for (std::int64_t i = 0; i < p.images[1].count; ++i) other.tokens[static_cast<std::size_t>(p.images[1].row + i)] = image_token_key(99, i);
+  KVCache cache = model().new_cache(256);
+  std::vector<float> logits(static_cast<std::size_t>(model().vocab_size())), again(logits.size());
+  feed(p, cache, 0, T, logits);
+  CHECK(cache.common_prefix(other.tokens) == p.images[1].row);
+  CHECK(cache.common_prefix(p.tokens) == T);
+}
+
+TEST_CASE("image tokens: refused without images, out of order or on a model without a tower") {
+  const auto& c = reference().find("cases")->as_array()[0];
+  Prompt p = prompt_of(c);
+  KVCache cache = model().new_cache(256);
+  std::vector<float> logits(static_cast<std::size_t>(model().vocab_size()));
+  CHECK_THROWS_WITH_AS(model().forward(p.tokens, cache, logits), doctest::Contains("outside the vocabulary"), Error);
+  std::vector<ImageRows> late = p.images;
+  late[0].row += 1;
+  const SequenceInput in{p.tokens, cache, {.logits = logits}, false, {}, {}, late};
+  CHECK_THROWS_WITH_AS(model().forward(std::span<const SequenceInput>(&in, 1)), doctest::Contains("images"), Error);
+  CHECK(cache.size() == 0);
+  Model text = Model::load(test::data + "/models/tiny-qwen3-untied", {.threads = 1});
+  KVCache tc = text.new_cache(256);
+  std::vector<int> ids(p.tokens.begin(), p.tokens.begin() + 8);
+  std::vector<ImageRows> one = {{4, 0, 4, 2, 2, {}}};
+  std::vector<float> emb(static_cast<std::size_t>(4 * text.hidden_size()));
+  one[0].embeds = emb;
+  for (int i = 4; i < 8; ++i) ids[static_cast<std::size_t>(i)] = image_token_key(1, i - 4);
+  std::vector<float> tl(static_cast<std::size_t>(text.vocab_size()));
+  const SequenceInput tin{ids, tc, {.logits = tl}, false, {}, {}, one};
+  CHECK_THROWS_WITH_AS(text.forward(std::span<const SequenceInput>(&tin, 1)), doctest::Contains("no vision tower"), Error);
+}
+
+}  // namespace tower_test
