@@ -30,6 +30,8 @@ class GenerationRun {
         decoder_(s.engine_->tokenizer()),
         emit_(o_.on_piece, o_.stop, g_.content, g_.reasoning, channel) {
     g_.stats.load_ms = s.engine_->load_ms();
+    if (!o_.images.empty() && o_.speculative.enabled())
+      throw Error(ErrorCategory::request, "speculative", "speculative decoding does not take prompts with images yet");
     if (o_.speculative.enabled()) {
       KVCache* draft_cache = o_.speculative.draft ? &s.draft_cache_for(*o_.speculative.draft) : nullptr;
       mtp_ = o_.speculative.mtp ? &s.mtp_context() : nullptr;
@@ -67,8 +69,10 @@ class GenerationRun {
       // the snapshots this chunk's positions (cache.size(), cache.size() + n] hold
       const auto first = std::upper_bound(snapshots_.begin(), snapshots_.end(), s_.cache_.size());
       const auto last = std::upper_bound(first, snapshots_.end(), s_.cache_.size() + n);
+      chunk_images_.clear();  // the images of prompt tokens [cache.size(), + n)
+      clip_images(o_.images, s_.cache_.size(), n, s_.engine_->model().hidden_size(), chunk_images_);
       return {rest_.subspan(static_cast<std::size_t>(fed_), static_cast<std::size_t>(n)), s_.cache_, with_hidden(outputs(), n), false,
-              std::span<const std::int64_t>(first, last)};
+              std::span<const std::int64_t>(first, last), {}, chunk_images_};
     }
     if (!verifying()) {
       const std::span<const int> tokens = unfed();
@@ -336,6 +340,7 @@ class GenerationRun {
   std::optional<Speculator> spec_;  // with GenerateOptions::speculative enabled
   MtpContext* mtp_ = nullptr;       // the session's, when the MTP head drafts
   std::vector<int> verify_feed_;    // [drafts + 1] the last token and the drafts
+  std::vector<ImageRows> chunk_images_;  // the prefill chunk's share of o_.images
   std::vector<std::int64_t> snapshots_;  // positions whose recurrent states the prefill keeps (plan_snapshots)
   std::vector<int> unfed_;          // context tokens a cut-back cache still lacks (unfed())
   bool greedy_only_ = false;        // plain steps hand back greedy ids, not logit rows (outputs())

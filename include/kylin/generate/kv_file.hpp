@@ -293,6 +293,8 @@ inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFile
 // with `snapshots`, every snapshot below n too (Session::save: a restored session resumes from them).
 inline std::size_t write_kv_file(const std::filesystem::path& path, const KVFileMeta& meta, const KVCache& cache, std::int64_t n,
                                  bool snapshots = false) {
+  if (n > cache.text_prefix())
+    throw Error(ErrorCategory::io, path.string(), "the cache holds image tokens, whose positions a KV file does not keep: not saved");
   std::vector<std::byte> rows(cache.head_bytes(n));  // one head's rows at a time, through the host
   std::vector<std::int64_t> at;
   if (cache.has_states() && n > 0) {

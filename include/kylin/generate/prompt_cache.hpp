@@ -137,7 +137,7 @@ class PromptCache {
   // time is refreshed), larger than the whole cache, or the writer still busy.
   bool store(const KVCache& cache, std::int64_t n) {
     if (n > cache.size()) return false;
-    n = cache.restorable(n);
+    n = cache.restorable(std::min(n, cache.text_prefix()));  // a KV file keeps no image tokens (their positions)
     if (n < o_.min_tokens) return false;
     const auto tokens = cache.tokens().first(static_cast<std::size_t>(n));
     const auto path = entry_path(tokens);

@@ -59,6 +59,9 @@ struct GenerateOptions {
   // Speculative decoding (generate/speculative.hpp, docs/SPECULATIVE.md): drafts from a draft
   // model and/or prompt lookup, verified in one target pass; the output is what it is without.
   SpeculativeOptions speculative;
+  // The prompt's image tokens (model/image_rows.hpp), rows counted over the whole prompt, their rows holding
+  // image keys (image_token_key): the embeddings the vision tower gave (Model::encode_image). Not with speculative decoding.
+  std::span<const ImageRows> images;
 };
 
 struct ChatOptions {

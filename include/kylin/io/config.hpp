@@ -375,10 +375,6 @@ inline void read_hybrid(const ConfigReader& t, const ArchInfo& arch, ModelConfig
     t.fail("partial_rotary_factor", "rotates " + std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) +
                                         " dims; RoPE needs an even number of at least 2");
   c.mtp_num_hidden_layers = t.get_int("mtp_num_hidden_layers", 0, max_layers).value_or(0);
-  const std::int64_t sections = c.mrope.section[0] + c.mrope.section[1] + c.mrope.section[2];
-  if (c.mrope.enabled() && sections != c.rotary_dim / 2)
-    t.fail("rope_parameters.mrope_section", "sums to " + std::to_string(sections) + ", not the " + std::to_string(c.rotary_dim / 2) +
-                                                " rotary frequencies (rotary dims / 2)");
 }
 
 }  // namespace detail
@@ -453,7 +449,12 @@ inline ModelConfig parse_model_config(const json::Value& root, const std::string
   if (r.get_bool("use_sliding_window").value_or(false))
     r.fail("use_sliding_window", "sliding-window attention is not supported");
   c.vision = detail::read_vision(top, arch->vision_config, c.hidden_size);
-  if (c.vision && !c.mrope.enabled()) top.fail(nest + ".rope_parameters.mrope_section", "missing: image tokens need M-RoPE's three position rows");
+  // The sections matter only for image tokens (text positions fill all three rows alike), so only a tower checks them.
+  const std::int64_t sections = c.mrope.section[0] + c.mrope.section[1] + c.mrope.section[2];
+  if (c.vision && sections != c.rotary_dim / 2)
+    top.fail(nest + ".rope_parameters.mrope_section", (c.mrope.enabled() ? "sums to " + std::to_string(sections) : std::string("missing")) +
+                                                          ": image tokens need M-RoPE sections over the " + std::to_string(c.rotary_dim / 2) +
+                                                          " rotary frequencies");
   arch_checks(c, where);
   return c;
 }
