@@ -502,7 +502,7 @@ class BasicModel {
       if (s.out.pick_end < 0 || s.out.pick_end > vocab_size())
         throw Error(ErrorCategory::request, "pick_end", where() + std::to_string(s.out.pick_end) + " is outside [0, " +
                                                               std::to_string(vocab_size()) + "]");
-      check_image_rows(s.tokens, s.images, s.cache, hidden_size(), has_vision(), where());
+      if (!s.images.empty()) check_image_rows(s.tokens, s.images, s.cache, hidden_size(), has_vision(), where());
       for (int id : s.tokens)
         if ((id < 0 && s.images.empty()) || id >= vocab_size())
           throw Error(ErrorCategory::request, "tokens", where() + "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
