@@ -68,9 +68,8 @@ class KVCache {
   // and after all of them.
   std::int64_t position_after(std::int64_t n) const { return n <= 0 ? 0 : next_positions_[static_cast<std::size_t>(n - 1)]; }
   std::int64_t next_position() const { return position_after(size()); }
-  // Whether it holds image tokens (negative ids: image_token_key), whose positions a file does not keep.
-  bool holds_images() const { return text_prefix() < size(); }
-  // How many tokens come before the first image token (size() when none): what a KV file can hold.
+  // How many tokens come before the first image token (a negative id: image_token_key), size() when none: what a
+  // KV file can hold, since it does not keep image positions.
   std::int64_t text_prefix() const { return std::ranges::find_if(tokens_, [](int id) { return id < 0; }) - tokens_.begin(); }
   DType dtype() const { return dtype_; }
   std::size_t bytes() const { return static_cast<std::size_t>(layer_elems() * 2 * n_layers_) * dtype_size(dtype_); }
