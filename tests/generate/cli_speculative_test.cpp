@@ -117,8 +117,9 @@ TEST_CASE("kylin bench --mtp: the MTP step's cost against a target step, the cos
   CHECK(spec->find("draft")->as_string() == "mtp");
   CHECK(spec->find("draft_max")->as_int() == 3);
   const double mtp_cost = spec->find("draft_step_ratio")->as_double();
+  // a measured time ratio: only its sign is a property of the code (a sanitizer or a busy core moves it freely)
   CHECK(mtp_cost > 0);
-  CHECK(mtp_cost < 2);  // one layer and the LM head against four layers and the LM head
+  CHECK(std::isfinite(mtp_cost));
   const auto& cost = spec->find("cost_model")->as_array();
   REQUIRE(cost.size() == 8);
   for (const auto& row : cost) {
