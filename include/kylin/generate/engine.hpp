@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kylin/chat/chat_template.hpp"
+#include "kylin/generate/chat_images.hpp"
 #include "kylin/generate/embed.hpp"
 #include "kylin/generate/rerank.hpp"
 #include "kylin/generate/sampler.hpp"
@@ -47,6 +48,9 @@ struct EngineOptions {
   ExpertMemory experts = ExpertMemory::held;  // mapped: MoE experts read from the mapped file as routed (docs/PERFORMANCE.md)
   MtpHead mtp = MtpHead::skipped;  // loaded: the checkpoint's MTP head, for SpeculativeOptions::mtp (docs/SPECULATIVE.md)
   std::int64_t mtp_vocab = 0;      // > 0: the head drafts among ids [0, mtp_vocab) only (ModelOptions::mtp_vocab)
+  // > 0: the image processor's pixel bounds (smart_resize) instead of preprocessor_config.json's
+  // size.shortest_edge / size.longest_edge (`--image-min-pixels`, `--image-max-pixels`).
+  std::int64_t image_min_pixels = 0, image_max_pixels = 0;
 };
 
 class Engine {
@@ -70,6 +74,25 @@ class Engine {
   std::int64_t context_length() const { return context_length_; }
   double load_ms() const { return load_ms_; }
   const std::filesystem::path& dir() const { return dir_; }
+
+  // Images (generate/chat_images.hpp): whether the model has its vision tower, the processor that turns images
+  // into its pixel values, and the id the chat template writes once per image.
+  bool has_vision() const { return processor_.has_value(); }
+  const vision::ProcessorConfig& image_processor() const {
+    if (!processor_) throw Error(ErrorCategory::request, "images", no_images_);
+    return *processor_;
+  }
+  int image_pad_id() const { return has_vision() ? static_cast<int>(model_.vision_config()->image_token_id) : -1; }
+  // `ids` as the chat template rendered them (one image pad per image), the images encoded in and expanded.
+  // With a tower, a pad without its image is refused (its token alone would be silent garbage).
+  ImagePrompt encode_images(std::span<const int> ids, std::span<const vision::Image> images, const std::string& field = "messages") {
+    if (images.empty() && !has_vision()) {
+      ImagePrompt text;
+      text.ids.assign(ids.begin(), ids.end());
+      return text;
+    }
+    return encode_prompt_images(model_, ids, image_pad_id(), images, image_processor(), field);
+  }
 
   // Embeddings (generate/embed.hpp) of a sentence-transformers directory: texts get the prompt and
   // the tokenizer's post-processor; token inputs run as given.
@@ -120,9 +143,25 @@ class Engine {
       throw Error(ErrorCategory::config, (dir / "modules.json").string(), "the Pooling module's word_embedding_dimension " +
                                                                               std::to_string(embedding_->dimension) + " is not hidden_size " +
                                                                               std::to_string(model_.hidden_size()));
+    if (model_.has_vision()) load_processor(o);
     context_length_ = o.context_length.value_or(default_context_length(model_.config(), o.kv_dtype));
     if (context_length_ <= 0) throw Error(ErrorCategory::config, "context length", "must be positive");
     load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+  }
+
+  void load_processor(const EngineOptions& o) {
+    vision::ProcessorConfig c = vision::ProcessorConfig::from_dir(dir_);
+    if (o.image_min_pixels > 0) c.min_pixels = o.image_min_pixels;
+    if (o.image_max_pixels > 0) c.max_pixels = o.image_max_pixels;
+    if (c.min_pixels > c.max_pixels)
+      throw Error(ErrorCategory::config, "image pixels", "min_pixels " + std::to_string(c.min_pixels) + " is above max_pixels " + std::to_string(c.max_pixels));
+    // A checkpoint beside a tokenizer without the image pad (a text-only copy) runs as a text model.
+    const std::int64_t pad = model_.vision_config()->image_token_id;
+    if (pad < 0 || pad >= model_.vocab_size() || !tokenizer_.id_to_token(static_cast<int>(pad))) {
+      no_images_ = "the tokenizer has no token for config.json's image_token_id " + std::to_string(pad) + ": this model takes no images";
+      return;
+    }
+    processor_ = c;
   }
 
   // A directory may carry only tokenizer.json: chat then fails with a clear error at use.
@@ -162,6 +201,8 @@ class Engine {
   int turn_start_id_ = -1;
   SampleableIds sampleable_ids_;
   std::int64_t context_length_ = 0;
+  std::optional<vision::ProcessorConfig> processor_;  // set when the model has its vision tower and its tokenizer the image pad
+  std::string no_images_ = "this model has no vision tower (vision_config): it takes no images";  // why, without
   std::optional<io::EmbeddingInfo> embedding_;  // a sentence-transformers directory's pooling and prompts
   double load_ms_ = 0;
 };

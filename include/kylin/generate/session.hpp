@@ -120,12 +120,21 @@ class Session {
                                                        : t.encode(prompt.text);
   }
 
-  Generation chat(const json::Value& messages, const ChatOptions& chat, const GenerateOptions& o) {
+  // `images`: the messages' image parts in order (the items the template renders as one <|image_pad|> each),
+  // decoded (io::decode_image); each is preprocessed and run through the vision tower here.
+  Generation chat(const json::Value& messages, const ChatOptions& chat, const GenerateOptions& o,
+                  std::span<const vision::Image> images = {}) {
+    if (!images.empty()) (void)engine_->image_processor();  // a model without a tower: said before its template sees image items
     const RenderedPrompt prompt = render_chat_prompt(messages, chat);
-    const std::vector<int> ids = tokenize_chat(prompt, chat);
-    // By token: in plain mode a "<think>" typed in the content is text, not an open block.
-    const bool reasoning = think_open_ >= 0 ? opens_reasoning(ids, think_open_, think_close_) : opens_reasoning(prompt.text);
-    return generate(ids, o, reasoning ? Channel::reasoning : Channel::answer);
+    const ImagePrompt p = engine_->encode_images(tokenize_chat(prompt, chat), images);
+    return generate(p, o, prompt_channel(p.ids, prompt.text));
+  }
+
+  // Where a chat prompt leaves the model: by token, so that in plain mode a "<think>" typed in the content is
+  // text, not an open block.
+  Channel prompt_channel(std::span<const int> ids, std::string_view text) const {
+    const bool reasoning = think_open_ >= 0 ? opens_reasoning(ids, think_open_, think_close_) : opens_reasoning(text);
+    return reasoning ? Channel::reasoning : Channel::answer;
   }
 
   Generation complete(std::string_view text, const GenerateOptions& o) {
@@ -133,6 +142,13 @@ class Session {
   }
 
   Generation generate(std::span<const int> prompt, const GenerateOptions& o, Channel channel = Channel::answer);
+  // A prompt Engine::encode_images made: its ids fed with its images' rows.
+  Generation generate(const ImagePrompt& prompt, const GenerateOptions& o, Channel channel = Channel::answer) {
+    if (prompt.rows.empty()) return generate(prompt.ids, o, channel);
+    GenerateOptions with = o;
+    with.images = prompt.rows;
+    return generate(prompt.ids, with, channel);
+  }
 
   const KVCache& cache() const { return cache_; }
   void reset() {

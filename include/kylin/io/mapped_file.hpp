@@ -117,12 +117,12 @@ class MappedFile {
   // Reads the file into fresh anonymous memory starting on a 2 MiB boundary (so every 2 MiB of it
   // can be one huge page), then makes it read-only like the mapping.
   void copy_in(int fd) {
-    std::byte* const base = detail::map_huge(size_);
+    std::byte* const base = kylin::detail::map_huge(size_);
     if (!base) {
       const int err = errno;
       throw Error(ErrorCategory::io, path_, "cannot allocate " + std::to_string(size_) + " bytes to copy the file into: " + std::strerror(err));
     }
-    const std::size_t span = detail::huge_span(size_);
+    const std::size_t span = kylin::detail::huge_span(size_);
     data_ = base;
     span_ = span;
     constexpr std::size_t chunk = std::size_t{1} << 30;  // pread moves at most ~2 GiB a call

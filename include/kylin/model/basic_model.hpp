@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -158,11 +159,13 @@ class BasicModel {
   }
 
   // Whether the checkpoint's vision tower was loaded (a vision_config, on a backend reading host memory): then
-  // SequenceInput::images take encode_image's embeddings.
+  // SequenceInput::images take encode_image's embeddings. Callers on several threads take turns on the tower
+  // (its own buffers and backend), while forward() runs beside them.
   bool has_vision() const { return impl_->tower.has_value(); }
   const VisionConfig* vision_config() const { return impl_->config.vision ? &*impl_->config.vision : nullptr; }
   vision::ImageEmbedding encode_image(const vision::PixelValues& px) {
-    if (!has_vision()) throw Error(ErrorCategory::request, "images", checkpoint().dir().string() + " has no vision tower (vision_config)");
+    if (!has_vision()) throw Error(ErrorCategory::request, "images", "this model has no vision tower (vision_config): it takes no images");
+    std::lock_guard lock(impl_->tower_mutex);
     return impl_->tower->encode(px);
   }
 
@@ -359,6 +362,7 @@ class BasicModel {
     std::vector<PassSequence> pass_seqs;   // [<= max_pass_rows] the pass being planned
     std::vector<ImageRows> pass_images;    // the images of its pieces (PassSequence::images point into it)
     std::optional<vision::VisionTower<B>> tower;  // config.vision's tower, on a backend of its own
+    std::mutex tower_mutex;                       // one encode_image at a time
     std::int64_t pass_rows = 0, pass_decode_rows = 0;
   };
 

@@ -49,6 +49,7 @@ class AnyModel {
   virtual KVCache new_mtp_cache(std::int64_t n) const = 0;
   virtual void forward_mtp(std::span<const SequenceInput> batch) = 0;
   virtual bool has_vision() const = 0;
+  virtual const VisionConfig* vision_config() const = 0;
   virtual vision::ImageEmbedding encode_image(const vision::PixelValues& px) = 0;
 };
 
@@ -85,6 +86,7 @@ class ModelOn final : public AnyModel {
   KVCache new_mtp_cache(std::int64_t n) const override { return m_.new_mtp_cache(n); }
   void forward_mtp(std::span<const SequenceInput> batch) override { m_.forward_mtp(batch); }
   bool has_vision() const override { return m_.has_vision(); }
+  const VisionConfig* vision_config() const override { return m_.vision_config(); }
   vision::ImageEmbedding encode_image(const vision::PixelValues& px) override { return m_.encode_image(px); }
 
  private:
@@ -182,6 +184,8 @@ class Model {
   void forward_mtp(std::span<const SequenceInput> batch) { m_->forward_mtp(batch); }
   // The vision tower (vision/tower.hpp): an image's embeddings for SequenceInput::images.
   bool has_vision() const { return m_->has_vision(); }
+  // config.json's vision_config, also when the backend loads no tower (null without one).
+  const VisionConfig* vision_config() const { return m_->vision_config(); }
   vision::ImageEmbedding encode_image(const vision::PixelValues& px) { return m_->encode_image(px); }
   void forward(std::span<const int> tokens, KVCache& cache, const ForwardOutputs& out) {
     const SequenceInput one{tokens, cache, out};
