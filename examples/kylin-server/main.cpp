@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "kylin-server/routes.hpp"
+#if KYLIN_IMAGE_INPUT
+#include "kylin/io/image_decode.hpp"
+#endif
 
 namespace {
 
@@ -34,7 +37,10 @@ struct Options {
   std::string api_key;
   int parallel = 1;
   std::size_t queue = 16;
-  std::size_t max_body = std::size_t{4} << 20;
+  std::size_t max_body = 0;         // 0: 4 MiB, or 32 MiB for a model that takes images
+  std::size_t max_images = kylin::server::ImageRequestLimits{}.max_images;
+  std::size_t max_image_bytes = kylin::server::ImageRequestLimits{}.max_bytes;
+  std::int64_t image_min_pixels = 0, image_max_pixels = 0;  // 0: preprocessor_config.json's
   std::vector<std::string> cors_origins;
   std::string chat_template_kwargs;  // JSON object; empty: none
   std::string reasoning = "auto";
@@ -56,6 +62,15 @@ struct Options {
   std::string response_store_bytes = "64MiB";
   kylin::server::http::Limits limits;
 };
+
+// The image parts' decoder: kylin::image's (PNG, JPEG, WebP, GIF) where the build found its libraries.
+kylin::server::ImageDecoder image_decoder() {
+#if KYLIN_IMAGE_INPUT
+  return [](std::span<const std::uint8_t> bytes, std::string_view what) { return kylin::io::decode_image(bytes, what); };
+#else
+  return nullptr;
+#endif
+}
 
 // Signals are taken by one thread with sigwait, so no handler runs inside the transport or the model.
 sigset_t shutdown_signals() {
@@ -127,6 +142,8 @@ int serve(const Options& o) {
   eo.experts = *kylin::parse_expert_memory(o.experts);
   eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
+  eo.image_min_pixels = o.image_min_pixels;
+  eo.image_max_pixels = o.image_max_pixels;
   if (o.mtp > 0 && !o.model_draft.empty())
     throw kylin::Error(kylin::ErrorCategory::request, "--mtp", "the MTP head drafts instead of a draft model: leave out --model-draft or --mtp");
   if (o.mtp > 0) eo.mtp = kylin::MtpHead::loaded, eo.mtp_vocab = o.mtp_vocab;
@@ -154,10 +171,12 @@ int serve(const Options& o) {
                                   .build_id = build_id(),
                                   .response_store = {.max_responses = o.response_store_count,
                                                      .max_bytes = kylin::parse_byte_size(o.response_store_bytes)},
-                                  .template_defaults = template_defaults});
+                                  .template_defaults = template_defaults,
+                                  .decode_image = image_decoder(),
+                                  .image_limits = {.max_images = o.max_images, .max_bytes = o.max_image_bytes}});
 
   kylin::server::http::Limits limits = o.limits;
-  limits.max_body = o.max_body;
+  limits.max_body = o.max_body > 0 ? o.max_body : (engine->has_vision() ? std::size_t{32} : std::size_t{4}) << 20;
   limits.request_timeout = seconds(o.request_timeout);
   // A worker for every queued request (each waits for its generation) plus a few for health,
   // tokenize and refusals; incomplete requests never take one.
@@ -221,7 +240,11 @@ int main(int argc, char** argv) {
   app.add_option("--parallel", o.parallel, "Slots: generations that run at once, batched into each forward pass (each keeps its KV cache warm)")
       ->check(CLI::Range(1, 64));
   app.add_option("--queue", o.queue, "Most choices waiting beyond the running ones (a request of n choices takes n places); more get 503, a request of more than --parallel + --queue choices 400")->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
-  app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413");
+  app.add_option("--max-body", o.max_body, "Largest request body in bytes; larger get 413 (default 4 MiB, 32 MiB for a model that takes images)");
+  app.add_option("--max-images", o.max_images, "Most images in one request; more get 400");
+  app.add_option("--max-image-bytes", o.max_image_bytes, "Largest image file in a request, in bytes (before base64); larger get 413");
+  app.add_option("--image-min-pixels", o.image_min_pixels, "Images are resized to at least this many pixels (default: the model's preprocessor_config.json)");
+  app.add_option("--image-max-pixels", o.image_max_pixels, "Images are resized to at most this many pixels (default: the model's preprocessor_config.json)");
   app.add_flag("--special-tokens-in-content", o.special_in_content,
                "Tokenize control-token text in messages (<|im_start|>, <tool_call>, ...) as those tokens, as transformers "
                "does; by default it stays text so clients cannot forge turns (docs/CHAT.md)");

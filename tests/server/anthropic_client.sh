@@ -15,7 +15,9 @@ npm ci --no-audit --no-fund --loglevel=error
 for name in e2e-qwen3 e2e-qwen35; do
   serve "$name" --ctx 1024
   # The SDK appends /v1/messages itself: the base URL is the server root.
-  KYLIN_SERVER_URL="http://127.0.0.1:$port" KYLIN_MODEL_NAME="$name" node check.mjs || { tail -n 40 "$log" >&2; exit 1; }
+  image=""
+  [[ "$name" == e2e-qwen35 ]] && image="$data/images/a_64x48.png"  # its vision tower takes an image
+  KYLIN_SERVER_URL="http://127.0.0.1:$port" KYLIN_MODEL_NAME="$name" KYLIN_IMAGE_FILE="$image" node check.mjs || { tail -n 40 "$log" >&2; exit 1; }
   stop
 done
 echo "anthropic client check passed"

@@ -126,7 +126,7 @@ TEST_CASE("bad or unsupported fields are refused with a 400 naming the field, ne
   CHECK(refused_param(with(R"("thinking": {"type": "enabled", "budget_tokens": 1024})")) == "thinking.budget_tokens");
   CHECK(refused_param(with(R"("tools": [{"type": "web_search_20250305", "name": "web_search"}])")) == "tools[0].type");
   CHECK(refused_param(R"({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})") ==
-        "messages[0].content[0].type");
+        "messages[0].content[0].source.type");
   CHECK(refused_param(R"({"model": "m", "max_tokens": 4, "messages": [{"role": "system", "content": "x"}]})") == "messages[0].role");
   CHECK(refused_param(with(R"("temperature": "hot")")) == "temperature");
   CHECK(refused_param(with(R"("metadata": {"user_id": "u"})")).empty());  // accepted, changes nothing

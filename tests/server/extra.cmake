@@ -25,3 +25,8 @@ endif()
 if(TARGET kylin_cli)
   add_dependencies(test_${area} kylin_cli)  # logprobs_http_test compares with `kylin logits`
 endif()
+# request_images_test.cpp decodes the images it sends with kylin::image.
+if(NOT TARGET kylin::image)
+  message(FATAL_ERROR "tests/server needs kylin::image: libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev (scripts/setup.sh)")
+endif()
+target_link_libraries(test_${area} PRIVATE kylin::image)

@@ -75,7 +75,7 @@ TEST_CASE("each invalid field is a 400 naming it") {
   CHECK(status_of(R"({"messages": [{"role": "user", "content": 5}]})", &param) == 400);
   CHECK(param == "messages[0].content");
   CHECK(status_of(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", &param) == 400);
-  CHECK(param == "messages[0].content");
+  CHECK(param == "messages[0].content[0].image_url");
   const std::string ok = R"("messages": [{"role": "user", "content": "x"}])";
   for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
            {"temperature", "\"hot\""}, {"temperature", "-1"}, {"top_p", "0"}, {"top_k", "1.5"}, {"min_p", "2"},

@@ -124,13 +124,28 @@ inline json::Value message(std::string_view role, std::string content) {
   return m;
 }
 
+// An image block's source: {type: "base64", media_type, data}; URL and file sources are refused (the server
+// fetches nothing).
+inline RequestImage image_block(const json::Value& b, const std::string& at) {
+  const json::Value& source = required(b, "source", at);
+  if (!source.is_object()) throw invalid(at + ".source", "'source' must be an object");
+  const std::string& type = required_string(source, "type", at + ".source");
+  if (type != "base64")
+    throw invalid(at + ".source.type", "image source type '" + type + "' is not supported: send the image inline ({\"type\": \"base64\", ...})");
+  if (const std::string& media = required_string(source, "media_type", at + ".source"); !media.starts_with("image/"))
+    throw invalid(at + ".source.media_type", "'" + media + "' is not an image type");
+  return {required_string(source, "data", at + ".source"), at + ".source.data"};
+}
+
 // A user turn: tool_result blocks become "tool" messages (the template wraps them in
-// <tool_response>), in order; the text blocks become one user message after them.
-inline void add_user_turn(const json::Value& content, const std::string& where, json::Value& out) {
+// <tool_response>), in order; the text and image blocks become one user message after them (its content the
+// template's list of text and image items when it has images, whose data goes to `images`).
+inline void add_user_turn(const json::Value& content, const std::string& where, json::Value& out, std::vector<RequestImage>& images) {
   if (content.is_string()) return out.push_back(message("user", content.as_string()));
   if (!content.is_array()) throw invalid(where, "content must be a string or an array of content blocks");
   std::string text;
   bool has_text = false;
+  json::Value parts = json::Array{};  // text and image items, once an image came
   for (std::size_t i = 0; i < content.size(); ++i) {
     const json::Value& b = content.as_array()[i];
     const std::string at = where + "[" + std::to_string(i) + "]";
@@ -138,6 +153,10 @@ inline void add_user_turn(const json::Value& content, const std::string& where, 
     const std::string& type = required_string(b, "type", at);
     if (type == "text") {
       text += required_string(b, "text", at), has_text = true;
+    } else if (type == "image") {
+      images.push_back(image_block(b, at));
+      if (!text.empty()) parts.push_back(text_item(std::move(text))), text.clear();
+      parts.push_back(image_item());
     } else if (type == "tool_result") {
       json::Value m = message("tool", b.find("content") ? text_of(*b.find("content"), at + ".content") : std::string());
       m.set("tool_call_id", required_string(b, "tool_use_id", at));
@@ -145,8 +164,15 @@ inline void add_user_turn(const json::Value& content, const std::string& where, 
         m.set("content", "Error: " + m.find("content")->as_string());
       out.push_back(std::move(m));
     } else {
-      throw invalid(at + ".type", "content block type '" + type + "' is not supported in user turns (text, tool_result)");
+      throw invalid(at + ".type", "content block type '" + type + "' is not supported in user turns (text, image, tool_result)");
     }
+  }
+  if (parts.size() > 0) {
+    if (!text.empty()) parts.push_back(text_item(std::move(text)));
+    json::Value m = json::Object{};
+    m.set("role", "user");
+    m.set("content", std::move(parts));
+    return out.push_back(std::move(m));
   }
   if (has_text) out.push_back(message("user", std::move(text)));
 }
@@ -187,7 +213,7 @@ inline void add_assistant_turn(const json::Value& content, const std::string& wh
   out.push_back(std::move(m));
 }
 
-inline json::Value normalize_messages(const json::Value& body) {
+inline json::Value normalize_messages(const json::Value& body, std::vector<RequestImage>& images) {
   json::Value out = json::Array{};
   if (const json::Value* system = detail::field(body, "system")) out.push_back(message("system", text_of(*system, "system")));
   const json::Value* messages = detail::field(body, "messages");
@@ -201,7 +227,7 @@ inline json::Value normalize_messages(const json::Value& body) {
     const json::Value& content = required(m, "content", where);
     if (content.is_array() && content.size() == 0)
       throw invalid(where + ".content", "content is an empty array; give at least one content block (or a string)");
-    if (role == "user") add_user_turn(content, where + ".content", out);
+    if (role == "user") add_user_turn(content, where + ".content", out, images);
     else if (role == "assistant") add_assistant_turn(content, where + ".content", out);
     else throw invalid(where + ".role", "role must be 'user' or 'assistant' (the system prompt goes in 'system')");
   }
@@ -316,7 +342,7 @@ inline MessagesRequest parse_messages_request(std::string_view text, const Sampl
   r.chat.chat.enable_thinking = false;  // Anthropic's default: no thinking unless asked for
   if (const json::Value* meta = detail::field(body, "metadata"); meta && !meta->is_object())
     throw invalid("metadata", "'metadata' must be an object");
-  r.chat.messages = anthropic::normalize_messages(body);
+  r.chat.messages = anthropic::normalize_messages(body, r.chat.images);
   anthropic::prefill(body, r.chat);
   if (endpoint == MessagesEndpoint::create) anthropic::sampling(body, r.chat, defaults);
   anthropic::thinking(detail::field(body, "thinking"), r.chat, endpoint);

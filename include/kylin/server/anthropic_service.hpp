@@ -85,7 +85,7 @@ inline Reply Service::count_message_tokens(std::string_view text) {
     MessagesRequest r = parse_messages_request(text, engine_.default_sampling(), MessagesEndpoint::count_tokens);
     check_model(r.chat.model);
     apply_chat_defaults(r.chat);
-    const PromptIds prompt = chat_prompt(r.chat, {}, "messages");
+    const PromptIds prompt = chat_prompt(r.chat, {}, "messages", PromptImages::counted);
     json::Value out = json::Object{};
     out.set("input_tokens", static_cast<std::int64_t>(prompt.ids.size()));
     return Reply{status::ok, json::dump(out)};

@@ -6,6 +6,7 @@
 // An adapter is a parser, an Answer and a dozen lines that call these.
 #pragma once
 
+#include <algorithm>
 #include <future>
 #include <memory>
 #include <optional>
@@ -74,9 +75,11 @@ inline void Service::check_chat_template() const {
 
 // A chat request's prompt: its schemas' cost checked before anything is rendered, the template
 // rendered (its errors are the request's, naming `param`), the text measured, then tokenized.
-inline PromptIds Service::chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param) const {
+inline PromptIds Service::chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param, PromptImages images) const {
   ConstraintFactory::check_cost(rules);
   check_chat_template();
+  if (!r.images.empty() && !engine_.has_vision())  // before its template sees image items
+    throw invalid(r.images.front().field, "this model has no vision tower (vision_config): it takes no images");
   RenderedPrompt prompt;
   try {
     prompt = render(r);
@@ -86,13 +89,49 @@ inline PromptIds Service::chat_prompt(const ChatRequest& r, const OutputRules& r
     throw ApiError(status::bad_request, client_text(e), param);
   }
   check_prompt_bytes(prompt.text.size(), param);
-  return tokenize(prompt);
+  return with_images(tokenize(prompt), r.images, images);
+}
+
+// The request's images (limits first, then decoding, each error naming its field) placed in the prompt: its
+// pads expanded, and encoded by the tower on this thread (one request at a time there) while the inference
+// thread decodes the other slots. With a tower, a pad without its image is refused (messages).
+inline PromptIds Service::with_images(PromptIds prompt, const std::vector<RequestImage>& images, PromptImages work) const {
+  if (images.empty()) {  // a pad the template wrote with no image behind it is refused (a tower would read garbage)
+    if (engine_.has_vision() && std::find(prompt.ids.begin(), prompt.ids.end(), engine_.image_pad_id()) != prompt.ids.end())
+      throw invalid("messages", "the rendered prompt has image placeholders but the request sent no images");
+    return prompt;
+  }
+  check_image_limits(images, options_.image_limits);
+  if (!images.empty() && !options_.decode_image) throw invalid(images.front().field, "this server was built without image decoding");
+  std::vector<vision::Image> decoded;  // [images]
+  std::vector<ImageTokens> sizes;      // [images]
+  for (const RequestImage& im : images) {
+    const std::string bytes = decode_base64(im.base64, im.field);
+    try {  // the file, then its size against the processor (an aspect ratio past 200 is refused there)
+      decoded.push_back(options_.decode_image(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), "the image"));
+      sizes.push_back(image_tokens(decoded.back().width, decoded.back().height, engine_.image_processor()));
+    } catch (const Error& e) {
+      throw invalid(im.field, client_text(e));
+    }
+  }
+  try {
+    if (work == PromptImages::counted) {
+      prompt.ids = expand_image_pads(prompt.ids, engine_.image_pad_id(), sizes).ids;
+      return prompt;
+    }
+    auto p = std::make_shared<ImagePrompt>(engine_.encode_images(prompt.ids, decoded));
+    prompt.ids = p->ids;
+    prompt.images = std::move(p);
+  } catch (const Error& e) {  // a pad count off (a template that drops image items)
+    throw invalid("messages", client_text(e));
+  }
+  return prompt;
 }
 
 inline PromptIds Service::text_prompt(std::string_view text, const char* param) const {
   check_prompt_bytes(text.size(), param);
   try {
-    return {engine_.tokenizer().encode(text), Channel::answer};
+    return {engine_.tokenizer().encode(text), Channel::answer, {}};
   } catch (const Error& e) {
     throw invalid(param, client_text(e));
   }
@@ -131,7 +170,8 @@ inline Service::Prepared Service::prepare(const GenerationRequest& r, PromptIds 
     if (r.sampling.seed) job->options.sampling.seed = *r.sampling.seed + i;  // wraps past 2^64, as seeds may
     job->options.stop = r.stop;
     job->options.max_new_tokens = r.max_tokens.value_or(ctx - n);
-    job->speculative = r.speculative;
+    job->speculative = r.speculative && !prompt.images;  // speculative decoding takes no image prompts yet
+    if (prompt.images) job->images = prompt.images, job->options.images = prompt.images->rows;
     if (!constraints.empty()) {
       job->constraint = std::move(constraints[i]);
       job->options.constraint = job->constraint.get();

@@ -276,7 +276,7 @@ inline Started Service::infill(std::string_view text, const std::shared_ptr<Clie
     const auto fim = fim_tokens(engine_.tokenizer());
     if (!fim)
       throw invalid("input_suffix", "/infill needs a model whose tokenizer has <|fim_prefix|>, <|fim_suffix|> and <|fim_middle|>; this one has not");
-    PromptIds prompt{infill_ids(r, *fim), Channel::answer};
+    PromptIds prompt{infill_ids(r, *fim), Channel::answer, {}};
     Prepared p = prepare(r, std::move(prompt), {}, new_id("cmpl"), largest_infill_field(r));
     auto out = std::make_shared<InfillAnswer>(r.stream, p.head);
     return answer(std::move(p), std::move(out), watch);

@@ -16,6 +16,7 @@
 #include "kylin/server/fill_in_middle.hpp"
 #include "kylin/server/prefill.hpp"
 #include "kylin/server/request_fields.hpp"
+#include "kylin/server/request_images.hpp"
 #include "kylin/server/request_params.hpp"
 
 namespace kylin::server {
@@ -35,7 +36,8 @@ struct GenerationRequest {
 };
 
 struct ChatRequest : GenerationRequest {
-  json::Value messages;  // normalized: content is always a string, roles checked
+  json::Value messages;  // normalized: roles checked; content a string, or text and image items where it has images
+  std::vector<RequestImage> images;  // the image parts' data, in the order of the messages' image items
   ChatOptions chat;      // enable_thinking, tools, other chat_template_kwargs
   // The request chose enable_thinking (reasoning_effort, chat_template_kwargs, Anthropic's
   // thinking, the Responses API's reasoning): the server's --reasoning default leaves it.
@@ -157,23 +159,43 @@ inline void parse_common(const json::Value& body, GenerationRequest& r, const Sa
   refuse_common(body);
 }
 
-// OpenAI content: a string, null, or [{type: "text", text}] parts (joined without separator). An
-// empty array of parts is refused, as OpenAI and the Anthropic path do.
-inline std::string message_content(const json::Value& m, const std::string& where) {
+// OpenAI content: a string, null, or parts: {type: "text", text} joined without separator, and in user
+// messages {type: "image_url", image_url: {url, detail} or url}, whose data goes to `images` and which make the
+// content the template's list of text and image items. An empty array of parts is refused, as OpenAI and the
+// Anthropic path do.
+inline json::Value message_content(const json::Value& m, const std::string& where, bool user, std::vector<RequestImage>& images) {
   const json::Value* c = field(m, "content");
-  if (c == nullptr) return {};
+  if (c == nullptr) return std::string();
   if (c->is_string()) return c->as_string();
-  if (!c->is_array()) throw invalid(where + ".content", "content must be a string or an array of text parts");
+  if (!c->is_array()) throw invalid(where + ".content", "content must be a string or an array of content parts");
   if (c->size() == 0) throw invalid(where + ".content", "content is an empty array; give at least one text part (or a string)");
+  json::Value parts = json::Array{};
   std::string text;
-  for (const auto& part : c->as_array()) {
+  for (std::size_t i = 0; i < c->size(); ++i) {
+    const json::Value& part = c->as_array()[i];
+    const std::string at = where + ".content[" + std::to_string(i) + "]";
     const json::Value* type = part.find("type");
+    const std::string_view kind = type && type->is_string() ? std::string_view(type->as_string()) : std::string_view();
+    if (kind == "image_url" && user) {
+      const json::Value* iu = part.find("image_url");
+      const json::Value* url = iu && iu->is_object() ? iu->find("url") : iu;
+      if (url == nullptr || !url->is_string()) throw invalid(at + ".image_url", "expected {\"url\": \"data:image/...;base64,...\"}");
+      if (const json::Value* d = iu->is_object() ? iu->find("detail") : nullptr; d && !d->is_null() && !d->is_string())
+        throw invalid(at + ".image_url.detail", "'detail' must be a string (auto, low or high)");
+      images.push_back(image_from_url(url->as_string(), at + ".image_url.url"));
+      if (!text.empty()) parts.push_back(text_item(std::move(text))), text.clear();
+      parts.push_back(image_item());
+      continue;
+    }
     const json::Value* t = part.find("text");
-    if (type == nullptr || !type->is_string() || type->as_string() != "text" || t == nullptr || !t->is_string())
-      throw invalid(where + ".content", "only {\"type\": \"text\", \"text\": ...} content parts are supported");
+    if (kind != "text" || t == nullptr || !t->is_string())
+      throw invalid(at, user ? "content parts must be {\"type\": \"text\", \"text\": ...} or {\"type\": \"image_url\", \"image_url\": ...}"
+                             : "only {\"type\": \"text\", \"text\": ...} content parts are supported (images go in user messages)");
     text += t->as_string();
   }
-  return text;
+  if (parts.size() == 0) return text;
+  if (!text.empty()) parts.push_back(text_item(std::move(text)));
+  return parts;
 }
 
 inline json::Value check_tool_calls(const json::Value& calls, const std::string& where) {
@@ -188,7 +210,8 @@ inline json::Value check_tool_calls(const json::Value& calls, const std::string&
   return calls;
 }
 
-inline json::Value normalize_messages(const json::Value* messages) {
+// `images`: the image parts' data, in order.
+inline json::Value normalize_messages(const json::Value* messages, std::vector<RequestImage>& images) {
   if (messages == nullptr) throw invalid("messages", "'messages' is required");
   if (!messages->is_array() || messages->size() == 0) throw invalid("messages", "'messages' must be a non-empty array");
   json::Value out = json::Array{};
@@ -204,7 +227,7 @@ inline json::Value normalize_messages(const json::Value* messages) {
       throw invalid(where + ".role", "unknown role '" + role->as_string() + "' (system, user, assistant, tool)");
     json::Value n = json::Object{};
     n.set("role", r);
-    n.set("content", message_content(m, where));
+    n.set("content", message_content(m, where, r == "user", images));
     if (r == "assistant") {
       if (const json::Value* calls = field(m, "tool_calls")) n.set("tool_calls", check_tool_calls(*calls, where + ".tool_calls"));
       if (const json::Value* rc = field(m, "reasoning_content"); rc && rc->is_string()) n.set("reasoning_content", *rc);
@@ -283,7 +306,7 @@ inline json::Value parse_body(std::string_view text) {
 inline ChatRequest parse_chat_request(std::string_view text, const SamplingParams& defaults) {
   const json::Value body = detail::parse_body(text);
   ChatRequest r;
-  r.messages = detail::normalize_messages(body.find("messages"));
+  r.messages = detail::normalize_messages(body.find("messages"), r.images);
   detail::parse_common(body, r, defaults);
   detail::parse_chat_options(body, r);
   detail::parse_prompt_end(body, r);

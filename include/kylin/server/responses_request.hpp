@@ -71,10 +71,35 @@ inline std::string content_text(const json::Value& content, bool assistant, cons
     const bool ok = assistant ? type == "output_text" || type == "refusal" : type == "input_text";
     if (!ok)
       throw invalid(at + ".type", "content part type '" + type + "' is not supported here (" +
-                                      (assistant ? "output_text, refusal" : "input_text: kylin-server reads text only") + ")");
+                                      (assistant ? "output_text, refusal" : "input_text, and input_image in user messages") + ")");
     text += string_at(part, type == "refusal" ? "refusal" : "text", at);
   }
   return text;
+}
+
+// A user message's content: its text, or with input_image parts ({image_url: a data URL, detail}) the
+// template's list of text and image items, the images' data going to `images`.
+inline json::Value user_content(const json::Value& content, const std::string& where, std::vector<RequestImage>& images) {
+  if (!content.is_array()) return content_text(content, false, where);
+  json::Value parts = json::Array{};
+  std::string text;
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const json::Value& part = content.as_array()[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json::Value* type = part.is_object() ? detail::field(part, "type") : nullptr;
+    if (!type || !type->is_string() || type->as_string() != "input_image") {
+      text += content_text(json::Value(json::Array{part}), false, at);  // names the part's own field
+      continue;
+    }
+    if (detail::field(part, "file_id")) throw invalid(at + ".file_id", "file ids are not supported: send the image inline as a data URL");
+    if (const json::Value* d = detail::field(part, "detail"); d && !d->is_string()) throw invalid(at + ".detail", "'detail' must be a string");
+    images.push_back(image_from_url(string_at(part, "image_url", at), at + ".image_url"));
+    if (!text.empty()) parts.push_back(text_item(std::move(text))), text.clear();
+    parts.push_back(image_item());
+  }
+  if (parts.size() == 0) return text;
+  if (!text.empty()) parts.push_back(text_item(std::move(text)));
+  return parts;
 }
 
 // `find_item`: a stored response's output item by id, for the item_reference items clients send
@@ -120,7 +145,7 @@ inline json::Value tool_call(const json::Value& item, const std::string& at) {
 
 // The input items as chat messages. Consecutive assistant items (a reasoning item, an assistant
 // message, function calls) make one assistant turn, as the model wrote them.
-inline json::Value input_messages(const json::Value& input, const ItemLookup& find_item = nullptr) {
+inline json::Value input_messages(const json::Value& input, std::vector<RequestImage>& images, const ItemLookup& find_item = nullptr) {
   json::Value out = json::Array{};
   if (input.is_string()) {
     out.push_back(message("user", input.as_string()));
@@ -145,12 +170,14 @@ inline json::Value input_messages(const json::Value& input, const ItemLookup& fi
         throw invalid(at + ".role", "role must be user, system, developer or assistant");
       const json::Value* content = detail::field(item, "content");
       if (content == nullptr) throw invalid(at + ".content", "'content' is required");
-      std::string text = content_text(*content, role == "assistant", at + ".content");
       if (role == "assistant") {
         json::Value& m = assistant();
-        m.set("content", m.find("content")->as_string() + text);
+        m.set("content", m.find("content")->as_string() + content_text(*content, true, at + ".content"));
       } else {
-        out.push_back(message(role, std::move(text))), assistant_open = false;
+        json::Value m = json::Object{};
+        m.set("role", role);
+        m.set("content", role == "user" ? user_content(*content, at + ".content", images) : json::Value(content_text(*content, false, at + ".content")));
+        out.push_back(std::move(m)), assistant_open = false;
       }
     } else if (type == "reasoning") {
       json::Value& m = assistant();
@@ -321,7 +348,7 @@ inline ResponsesRequest parse_responses_request(std::string_view text, const Sam
     throw invalid("previous_response_id", "'previous_response_id' is empty: give the id of a stored response, or leave the field out");
   const json::Value* input = detail::field(body, "input");
   if (input == nullptr && r.previous_response_id.empty()) throw invalid("input", "'input' is required");
-  r.input = input ? responses::input_messages(*input, find_item) : json::Value(json::Array{});
+  r.input = input ? responses::input_messages(*input, r.chat.images, find_item) : json::Value(json::Array{});
   if (endpoint == ResponsesEndpoint::create) {
     detail::parse_sampling(body, r.chat, defaults);  // only temperature and top_p pass check_fields
     if (auto n = detail::count_field(body, "max_output_tokens", 1)) r.chat.max_tokens = *n;

@@ -282,6 +282,10 @@ inline json::Value Service::response_conversation(ResponsesRequest& r) const {
       throw ApiError(status::bad_request, "previous response '" + shown(r.previous_response_id) + "' is not stored (never made, deleted, "
                      "made with store false, or evicted from the bounded store)", "previous_response_id", "previous_response_not_found");
     conversation = previous->messages;
+    for (const json::Value& m : conversation.as_array())  // a stored conversation keeps no image data
+      if (const json::Value* c = m.find("content"); c && c->is_array())
+        throw invalid("previous_response_id", "the stored conversation has images, which the store does not keep; send the whole "
+                                              "conversation with its images in 'input'");
   }
   for (const json::Value& m : r.input.as_array()) conversation.push_back(m);
   responses::check_call_outputs(conversation);
@@ -351,7 +355,7 @@ inline Reply Service::response_input_tokens(std::string_view text) {
     check_model(r.chat.model);
     apply_chat_defaults(r.chat);
     (void)response_conversation(r);
-    const PromptIds prompt = chat_prompt(r.chat, responses::rules_of(r, template_tool_format(engine_)), "input");
+    const PromptIds prompt = chat_prompt(r.chat, responses::rules_of(r, template_tool_format(engine_)), "input", PromptImages::counted);
     json::Value out = json::Object{};
     out.set("object", "response.input_tokens");
     out.set("input_tokens", static_cast<std::int64_t>(prompt.ids.size()));

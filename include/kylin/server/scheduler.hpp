@@ -65,6 +65,7 @@ struct SchedulerOptions {
 // `cancelled`) stops the generation. `on_done` runs exactly once, with the result or the error.
 struct Job {
   std::vector<int> prompt;
+  std::shared_ptr<const ImagePrompt> images;  // the prompt's images, which options.images point into (null: none)
   Channel start = Channel::answer;
   GenerateOptions options;
   bool speculative = true;  // false: decode without the scheduler's speculative options (a request's `speculative: false`)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -47,7 +48,15 @@ using ErrorShape = std::string (*)(const Failure&);
 struct PromptIds {
   std::vector<int> ids;
   Channel start = Channel::answer;
+  std::shared_ptr<const ImagePrompt> images;  // null without images; ids then hold its image keys
 };
+
+// What a chat prompt's images are needed for: to run (encoded by the vision tower) or to count tokens (decoded
+// for their sizes only).
+enum class PromptImages { encoded, counted };
+
+// Decodes an image file (kylin-server: io::decode_image, linked from kylin::image); `what` names it in errors.
+using ImageDecoder = std::function<vision::Image(std::span<const std::uint8_t> bytes, std::string_view what)>;
 
 class Answer;            // server/front.hpp
 struct AnswerState;      // server/front.hpp
@@ -70,6 +79,10 @@ struct ServiceOptions {
   ResponseStoreLimits response_store;  // the Responses API's stored responses
   // --chat-template-kwargs and --reasoning: under every chat request's own (apply_chat_defaults).
   TemplateDefaults template_defaults;
+  // Image parts: decoded with decode_image (none: a request with images is a 400 saying so), checked against
+  // image_limits first (--max-images, --max-image-bytes).
+  ImageDecoder decode_image;
+  ImageRequestLimits image_limits;
 };
 
 class Service {
@@ -183,7 +196,8 @@ class Service {
   template <class F>
   static auto guarded(ErrorShape shape, F&& body) -> decltype(body());
   void check_chat_template() const;
-  PromptIds chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param) const;
+  PromptIds chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param, PromptImages images = PromptImages::encoded) const;
+  PromptIds with_images(PromptIds prompt, const std::vector<RequestImage>& images, PromptImages work) const;
   PromptIds text_prompt(std::string_view text, const char* param) const;
   Prepared prepare(const GenerationRequest& r, PromptIds prompt, const OutputRules& rules, std::string id, const char* param) const;
   Started answer(Prepared p, std::shared_ptr<Answer> answer, const std::shared_ptr<ClientWatch>& watch);
@@ -239,7 +253,7 @@ class Service {
     std::vector<int> ids = options_.content_tokens == ContentTokens::plain ? t.encode_with_plain(p.text, p.from_request) : t.encode(p.text);
     const int open = t.token_to_id("<think>").value_or(-1), close = t.token_to_id("</think>").value_or(-1);
     const bool reasoning = open >= 0 ? Session::opens_reasoning(ids, open, close) : Session::opens_reasoning(p.text);
-    return {std::move(ids), reasoning ? Channel::reasoning : Channel::answer};
+    return {std::move(ids), reasoning ? Channel::reasoning : Channel::answer, {}};
   }
 
   // A prompt of more than context × (longest token's bytes) × 3 bytes cannot fit: each token

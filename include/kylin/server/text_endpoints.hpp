@@ -6,7 +6,8 @@
 //   /detokenize {"tokens": [id, ...]} -> {"content"};
 //   /apply-template {"messages", "tools", "chat_template_kwargs", "add_generation_prompt": true,
 //     "continue_final_message": false, "reasoning_effort"} -> {"prompt"}: the text
-//     /v1/chat/completions would run.
+//     /v1/chat/completions would run (one <|image_pad|> per image part), with "image_tokens" and
+//     "prompt_tokens" when the messages have images (each image's pad expanded to its tokens).
 #pragma once
 
 #include <string>
@@ -81,11 +82,13 @@ inline Reply Service::apply_template(std::string_view text) const {
   require_task(options_.task, ServerTask::generate, "/apply-template");
   const json::Value body = detail::parse_body(text);
   ChatRequest r;
-  r.messages = detail::normalize_messages(body.find("messages"));
+  r.messages = detail::normalize_messages(body.find("messages"), r.images);
   detail::parse_chat_options(body, r);
   detail::parse_prompt_end(body, r);
   apply_chat_defaults(r);
   check_chat_template();
+  if (!r.images.empty() && !engine_.has_vision())
+    throw invalid(r.images.front().field, "this model has no vision tower (vision_config): it takes no images");
   RenderedPrompt prompt;
   try {
     prompt = render(r);
@@ -95,6 +98,12 @@ inline Reply Service::apply_template(std::string_view text) const {
     throw ApiError(status::bad_request, client_text(e), "messages");
   }
   json::Value out = json::Object{};
+  if (!r.images.empty()) {  // the prompt holds one pad per image; its tokens hold each image's count
+    const PromptIds unexpanded = tokenize(prompt);
+    const PromptIds ids = with_images(unexpanded, r.images, PromptImages::counted);
+    out.set("image_tokens", static_cast<std::int64_t>(ids.ids.size() - unexpanded.ids.size() + r.images.size()));
+    out.set("prompt_tokens", static_cast<std::int64_t>(ids.ids.size()));
+  }
   out.set("prompt", std::move(prompt.text));
   return {status::ok, json::dump(out)};
 }

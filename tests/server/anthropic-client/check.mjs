@@ -95,4 +95,17 @@ await assert.rejects(client.messages.create({ ...greedy, tools, tool_choice: { t
 });
 await assert.rejects(client.messages.create({ ...greedy, model: "claude-nope" }), Anthropic.NotFoundError);
 console.log("errors ok");
+// KYLIN_IMAGE_FILE (a PNG; a model with a vision tower): a base64 image block is answered, and count_tokens
+// counts its tokens as the message's usage does.
+if (process.env.KYLIN_IMAGE_FILE) {
+  const { readFileSync } = await import("node:fs");
+  const data = readFileSync(process.env.KYLIN_IMAGE_FILE).toString("base64");
+  const messages = [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data } }, { type: "text", text: "Say hello." }] }];
+  const seen = await client.messages.create({ ...greedy, messages });
+  assert.equal(seen.content[0].type, "text");
+  assert.ok(promptOf(seen.usage) > promptOf(message.usage) + 60, `the image's tokens are counted (${promptOf(seen.usage)})`);
+  const imageCount = await client.messages.countTokens({ model, messages });
+  assert.equal(imageCount.input_tokens, promptOf(seen.usage));
+  console.log("image ok");
+}
 console.log("anthropic client check passed");

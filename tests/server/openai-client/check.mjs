@@ -160,4 +160,24 @@ if (process.env.KYLIN_EMBED_URL) {
   check(b64.usage.prompt_tokens > 0 && b64.usage.total_tokens === b64.usage.prompt_tokens, "embeddings usage");
 }
 
+// KYLIN_IMAGE_FILE (a PNG; a model with a vision tower): an image_url data URL part, whole and streamed alike,
+// its tokens counted in usage (more than the text alone).
+if (process.env.KYLIN_IMAGE_FILE) {
+  const { readFileSync } = await import("node:fs");
+  const url = `data:image/png;base64,${readFileSync(process.env.KYLIN_IMAGE_FILE).toString("base64")}`;
+  const imageRequest = {
+    ...request,
+    messages: [{ role: "user", content: [{ type: "image_url", image_url: { url, detail: "auto" } }, { type: "text", text: "Say hello" }] }],
+  };
+  const seen = await client.chat.completions.create(imageRequest);
+  const answer = seen.choices[0].message.content;
+  check(typeof answer === "string" && answer.length > 0, "an answer about the image");
+  check(seen.usage.prompt_tokens > full.usage.prompt_tokens + 60, `the image's tokens are counted (${seen.usage.prompt_tokens})`);
+  let streamedImage = "";
+  for await (const chunk of await client.chat.completions.create({ ...imageRequest, stream: true }))
+    for (const choice of chunk.choices) if (choice.delta?.content) streamedImage += choice.delta.content;
+  check(streamedImage === answer, "the image answer streamed equals it whole");
+  console.log(`image ok: ${seen.usage.prompt_tokens} prompt tokens`);
+}
+
 console.log(`ok: ${JSON.stringify(text)} (${chunks} chunks)`);
