@@ -17,6 +17,9 @@
 #include "kylin/generate/session.hpp"
 #include "kylin/sampling_options.hpp"
 #include "kylin/speculative_flags.hpp"
+#if KYLIN_IMAGE_INPUT
+#include "kylin/io/image_decode.hpp"
+#endif
 
 namespace cmd_run {
 
@@ -45,6 +48,8 @@ struct Options {
   std::string grammar;      // run: the answer must be a sentence of this GBNF file
   std::string chat_template_kwargs;  // JSON object for the template (as kylin-server's option)
   std::string reasoning = "auto";    // on | off | auto (--no-think is off)
+  std::vector<std::string> images;   // run: image files, before the prompt in the user message
+  std::int64_t image_min_pixels = 0, image_max_pixels = 0;  // 0: preprocessor_config.json's
 };
 
 // --chat-template-kwargs and --reasoning (with --no-think, which is --reasoning off), resolved:
@@ -65,6 +70,40 @@ extern "C" void on_sigint(int) { interrupted.store(true); }
 
 bool stderr_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
+// An image file of --image or /image, decoded by kylin::image (PNG, JPEG, WebP, GIF).
+kylin::vision::Image read_image(const std::string& path) {
+#if KYLIN_IMAGE_INPUT
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw kylin::Error(kylin::ErrorCategory::io, path, "cannot open the image file");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return kylin::io::decode_image(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()), path);
+#else
+  throw kylin::Error(kylin::ErrorCategory::request, path, "this kylin was built without image decoding (kylin::image: scripts/setup.sh installs its libraries)");
+#endif
+}
+
+kylin::json::Value message(const std::string& role, const std::string& content) {
+  kylin::json::Value m = kylin::json::Object{};
+  m.set("role", role);
+  m.set("content", content);
+  return m;
+}
+
+// A user message: `images` image items (the template's), then the text.
+kylin::json::Value user_message(const std::string& text, std::size_t images) {
+  if (images == 0) return message("user", text);
+  kylin::json::Value content = kylin::json::Array{};
+  for (std::size_t i = 0; i < images; ++i) content.push_back(kylin::json::parse(R"({"type": "image"})"));
+  kylin::json::Value part = kylin::json::Object{};
+  part.set("type", "text");
+  part.set("text", text);
+  content.push_back(std::move(part));
+  kylin::json::Value m = kylin::json::Object{};
+  m.set("role", "user");
+  m.set("content", std::move(content));
+  return m;
+}
+
 kylin::EngineOptions engine_options(const Options& o) {
   kylin::EngineOptions eo;
   eo.backend = o.backend;
@@ -76,6 +115,8 @@ kylin::EngineOptions engine_options(const Options& o) {
   eo.experts = *kylin::parse_expert_memory(o.experts);
   eo.prefill_activations = *kylin::kernels::parse_prefill_activations(o.prefill_activations);
   if (o.ctx > 0) eo.context_length = o.ctx;
+  eo.image_min_pixels = o.image_min_pixels;
+  eo.image_max_pixels = o.image_max_pixels;
   o.speculative.apply(eo);
   return eo;
 }
@@ -144,12 +185,6 @@ std::unique_ptr<kylin::PromptCache> open_prompt_cache(const kylin::Engine& engin
       engine, kylin::PromptCacheOptions{.dir = o.cache_dir, .max_bytes = kylin::parse_byte_size(o.cache_size), .min_tokens = 16, .warn = {}});
 }
 
-kylin::json::Value message(const std::string& role, const std::string& content) {
-  kylin::json::Value m = kylin::json::Object{};
-  m.set("role", role);
-  m.set("content", content);
-  return m;
-}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -180,12 +215,14 @@ int run(const Options& o) {
   kylin::Session session(*engine);
   kylin::json::Value messages = kylin::json::Array{};
   if (!o.system.empty()) messages.push_back(message("system", o.system));
-  messages.push_back(message("user", o.prompt));
+  std::vector<kylin::vision::Image> images;
+  for (const std::string& path : o.images) images.push_back(read_image(path));
+  messages.push_back(user_message(o.prompt, images.size()));
   std::signal(SIGINT, on_sigint);
   auto g = generate_options(o, engines);
   g.prompt_cache = prompt_cache.get();
   g.constraint = constraint.get();
-  const auto result = session.chat(messages, {.enable_thinking = chat.think, .tools = {}, .extra_kwargs = chat.kwargs}, g);
+  const auto result = session.chat(messages, {.enable_thinking = chat.think, .tools = {}, .extra_kwargs = chat.kwargs}, g, images);
   std::fputs("\n", stdout);
   std::fflush(stdout);
   print_stats(result);
@@ -212,7 +249,9 @@ int chat(const Options& o) {
   bool think = settings.think;
   const bool tty = ::isatty(STDIN_FILENO) == 1;
   install_interrupt_handler();
-  if (tty) std::fprintf(stderr, "kylin chat: /think /no_think /reset /quit; Ctrl-C stops an answer, Ctrl-D quits\n");
+  std::vector<kylin::vision::Image> images;  // the conversation's, in order; the next message's are the last `pending`
+  std::size_t pending = 0;
+  if (tty) std::fprintf(stderr, "kylin chat: /image FILE /think /no_think /reset /quit; Ctrl-C stops an answer, Ctrl-D quits\n");
   std::string line;
   while (true) {
     if (tty) std::fputs("> ", stdout), std::fflush(stdout);
@@ -234,15 +273,29 @@ int chat(const Options& o) {
     if (line == "/reset") {
       messages = kylin::json::Array{};
       if (!o.system.empty()) messages.push_back(message("system", o.system));
+      images.clear(), pending = 0;
       session.reset();
       std::fprintf(stderr, "[kylin] conversation reset\n");
       continue;
     }
+    if (line.starts_with("/image ")) {  // goes with the next message; a bad file is said and skipped
+      try {
+        if (!engine->has_vision()) throw kylin::Error(kylin::ErrorCategory::request, "/image", "this model has no vision tower: it takes no images");
+        images.push_back(read_image(line.substr(7)));
+        ++pending;
+        std::fprintf(stderr, "[kylin] image %zu: %lldx%lld, for the next message\n", images.size(), static_cast<long long>(images.back().width),
+                     static_cast<long long>(images.back().height));
+      } catch (const kylin::Error& e) {
+        std::fprintf(stderr, "[kylin] %s\n", e.what());
+      }
+      continue;
+    }
     if (line.empty()) continue;
-    messages.push_back(message("user", line));
+    messages.push_back(user_message(line, pending));
+    pending = 0;
     auto g = generate_options(o, engines);
     g.prompt_cache = prompt_cache.get();
-    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = settings.kwargs}, g);
+    const auto result = session.chat(messages, {.enable_thinking = think, .tools = {}, .extra_kwargs = settings.kwargs}, g, images);
     messages.push_back(message("assistant", result.content));
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -277,6 +330,8 @@ void add_common(CLI::App* cmd, Options& o) {
   cmd->add_option("--stop", o.stop, "Stop before this text (repeatable)");
   cmd->add_option("--cache-dir", o.cache_dir, "Keep prompt prefixes' KV state in this directory and reuse it (docs/PROMPT_CACHE.md)");
   cmd->add_option("--cache-size", o.cache_size, "Most bytes kept in --cache-dir (8GiB, 512MiB, ...)");
+  cmd->add_option("--image-min-pixels", o.image_min_pixels, "Images are resized to at least this many pixels (default: the model's preprocessor_config.json)");
+  cmd->add_option("--image-max-pixels", o.image_max_pixels, "Images are resized to at most this many pixels (default: the model's preprocessor_config.json)");
   o.sampling.add_to(cmd);
   o.speculative.add_to(cmd);
 }
@@ -286,6 +341,7 @@ const kylin::cli::Registrar run_registrar{"run", [](CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Answer one prompt (through the chat template), streaming to stdout");
   add_common(cmd, *o);
   cmd->add_option("-p,--prompt", o->prompt, "The user message")->required();
+  cmd->add_option("--image", o->images, "An image file (PNG, JPEG, WebP, GIF) before the prompt in the user message (repeatable; a model with a vision tower)");
   auto* schema = cmd->add_option("--json-schema", o->json_schema, "Answer with JSON valid under this JSON-schema file (docs/CONSTRAINED.md)");
   cmd->add_option("--grammar", o->grammar, "Answer with a sentence of this GBNF grammar file (docs/CONSTRAINED.md)")->excludes(schema);
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
