@@ -110,6 +110,59 @@ TEST_CASE("attention with a head_dim that is not a multiple of the vector width 
   check_attention({3, 20, 4, 2, 20}, DType::f16, 2);
 }
 
+// full_attention of T queries over T keys (pos0 0), against the double oracle with every key seen; the kernel's
+// own reference too. head_dim 72 zero-padded to 80 gives the unpadded answer (vision/tower.hpp pads so).
+double full_attention_error(const Case& c, DType kv_dtype, int threads, bool reference) {
+  CAPTURE(c.T);
+  CAPTURE(c.n_heads);
+  CAPTURE(c.head_dim);
+  CAPTURE(threads);
+  const Inputs in = random_inputs(c);
+  const std::int64_t D = c.head_dim, stride = c.T * D;
+  const std::size_t elem = kv_dtype == DType::f16 ? 2 : 4;
+  std::vector<std::byte> kbuf(static_cast<std::size_t>(c.n_kv * stride) * elem), vbuf(kbuf.size());
+  const kernels::KVRef k{kv_dtype, kbuf.data()}, v{kv_dtype, vbuf.data()};
+  kernels::store_kv(k, {c.n_kv, D, stride}, {in.keys.data(), c.T, 0});
+  kernels::store_kv(v, {c.n_kv, D, stride}, {in.vals.data(), c.T, 0});
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+  std::vector<float> out(in.q.size(), -1.f);
+  ThreadPool pool(threads);
+  kernels::AttentionScratch scratch(pool.size(), c.n_heads / c.n_kv, D);
+  if (reference) kernels::full_attention_ref(in.q.data(), k, v, out.data(), {c.T, 0, c.n_heads, c.n_kv, D, stride, scale});
+  else kernels::full_attention(in.q.data(), out.data(), {k, v, stride, 0, c.T, 0}, {c.n_heads, c.n_kv, D, scale}, pool, scratch);
+  const auto ref = test::attention_oracle(in.q.data(), in.keys.data(), in.vals.data(), kv_dtype, {c.T, 0, c.n_heads, c.n_kv, D, 1.0 / std::sqrt(double(D))}, true);
+  return test::max_rel_error(out, ref);
+}
+
+TEST_CASE("full_attention (every query sees every key) matches the double oracle, as does its reference") {
+  for (const Case& c : {Case{1, 0, 2, 2, 16}, Case{5, 0, 2, 2, 64}, Case{37, 0, 3, 3, 32}, Case{300, 0, 2, 2, 80}, Case{70, 0, 4, 2, 48}}) {
+    for (int threads : {1, 2}) CHECK(full_attention_error(c, DType::f32, threads, false) < 2e-5);
+    CHECK(full_attention_error(c, DType::f16, 2, false) < 2e-5);
+    CHECK(full_attention_error(c, DType::f32, 1, true) < 2e-5);
+  }
+  CHECK(full_attention_error({9, 0, 2, 2, 20}, DType::f32, 2, false) < 2e-5);  // not a multiple of the vector width: the reference
+}
+
+TEST_CASE("full_attention over heads zero-padded from 72 to 80 dims equals the unpadded oracle") {
+  const std::int64_t T = 150, H = 2, D = 72, P = 80;
+  const auto q = test::random_floats(T * H * D, 21, 2.f), keys = test::random_floats(T * H * D, 22, 2.f), vals = test::random_floats(T * H * D, 23);
+  std::vector<float> qp(static_cast<std::size_t>(T * H * P)), kp(qp.size()), vp(qp.size()), out(qp.size());
+  for (std::int64_t r = 0; r < T * H; ++r) {  // q [T, H, P]; k, v head-major [H, T, P]
+    const std::int64_t t = r / H, h = r % H;
+    std::copy_n(q.begin() + r * D, D, qp.begin() + r * P);
+    std::copy_n(keys.begin() + r * D, D, kp.begin() + (h * T + t) * P);
+    std::copy_n(vals.begin() + r * D, D, vp.begin() + (h * T + t) * P);
+  }
+  ThreadPool pool(2);
+  kernels::AttentionScratch scratch(pool.size(), 1, P);
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(D)));
+  kernels::full_attention(qp.data(), out.data(), {{DType::f32, kp.data()}, {DType::f32, vp.data()}, T * P, 0, T, 0}, {H, H, P, scale}, pool, scratch);
+  std::vector<float> unpadded(static_cast<std::size_t>(T * H * D));
+  for (std::int64_t r = 0; r < T * H; ++r) std::copy_n(out.begin() + r * P, D, unpadded.begin() + r * D);
+  const auto ref = test::attention_oracle(q.data(), keys.data(), vals.data(), DType::f32, {T, 0, H, H, D, 1.0 / std::sqrt(double(D))}, true);
+  CHECK(test::max_rel_error(unpadded, ref) < 2e-5);
+}
+
 TEST_CASE("batched attention: every sequence against its own cache (own capacity and depth) equals that sequence alone") {
   // Three caches of different capacities and depths, decode and prefill rows mixed in one call;
   // the oracle is the double-precision attention per sequence, and each row must also equal the

@@ -105,13 +105,14 @@ struct AttentionProblem {
   std::int64_t T, pos0, n_heads, n_kv, head_dim;
   double scale;
 };
+// full: every query sees all T keys instead (a ViT's attention; pos0 is not read).
 inline std::vector<float> attention_oracle(const float* q, const float* keys, const float* vals, DType kv_dtype,
-                                           const AttentionProblem& a) {
+                                           const AttentionProblem& a, bool full = false) {
   const std::int64_t D = a.head_dim, group = a.n_heads / a.n_kv;
   std::vector<float> out(static_cast<std::size_t>(a.T * a.n_heads * D));
   for (std::int64_t t = 0; t < a.T; ++t)
     for (std::int64_t h = 0; h < a.n_heads; ++h) {
-      const std::int64_t kvh = h / group, n_keys = a.pos0 + t + 1;
+      const std::int64_t kvh = h / group, n_keys = full ? a.T : a.pos0 + t + 1;
       std::vector<double> w(static_cast<std::size_t>(n_keys));
       for (std::int64_t j = 0; j < n_keys; ++j) {
         double dot = 0;

@@ -23,6 +23,23 @@ TEST_CASE("silu_mul matches g / (1 + exp(-g)) * u in double for sizes with and w
   }
 }
 
+TEST_CASE("gelu_tanh and its reference match PyTorch's tanh-approximate GELU formula in double, tails and large |x| included") {
+  for (std::int64_t n : {1, 7, 16, 33, 4304 + 3}) {
+    CAPTURE(n);
+    auto x = test::random_floats(n, 3, 6.f);
+    if (n > 2) x[0] = -30.f, x[1] = 30.f, x[2] = 0.f;
+    auto fast = x, ref = x;
+    kernels::gelu_tanh(fast.data(), n);
+    kernels::gelu_tanh_ref(ref.data(), n);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i], expected = v * 0.5 * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (v + 0.044715 * v * v * v)));
+      CHECK(ref[i] == doctest::Approx(expected).epsilon(1e-7));
+      // vector exp: a few float ulps of the value, or of x where the value underflows towards 0
+      CHECK(std::abs(fast[i] - expected) <= 4e-7 * std::max(std::abs(expected), 1e-2 * std::abs(v)) + 1e-30);
+    }
+  }
+}
+
 TEST_CASE("load_as_float widens BF16 and F16 vectors exactly like the scalar conversions") {
   std::vector<kernels::bf16_t> b(kernels::lanes);
   std::vector<kernels::f16_t> h(kernels::lanes);

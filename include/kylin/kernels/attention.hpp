@@ -43,12 +43,13 @@ inline float kv_at(const KVRef& c, std::int64_t i) {
   return visit_dtype(c.dtype, [&]<class T>(std::type_identity<T>) { return to_float(c.as<const T>()[i]); });
 }
 
-// q, out: [T, n_heads * head_dim]; k, v: [n_kv_heads][capacity][head_dim].
-inline void attention_ref(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s) {
+// q, out: [T, n_heads * head_dim]; k, v: [n_kv_heads][capacity][head_dim]. Query t sees keys [0, keys_of(t)).
+template <class KeysOf>
+void attention_ref_over(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s, KeysOf keys_of) {
   const std::int64_t D = s.head_dim;
   for (std::int64_t t = 0; t < s.n_tokens; ++t)
     for (std::int64_t h = 0; h < s.n_heads; ++h) {
-      const std::int64_t kvh = h / s.groups(), n_keys = s.pos0 + t + 1;
+      const std::int64_t kvh = h / s.groups(), n_keys = keys_of(t);
       const float* qv = q + (t * s.n_heads + h) * D;
       std::vector<double> p(static_cast<std::size_t>(n_keys));
       double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
@@ -65,6 +66,16 @@ inline void attention_ref(const float* q, const KVRef& k, const KVRef& v, float*
         out[(t * s.n_heads + h) * D + i] = static_cast<float>(acc / sum);
       }
     }
+}
+
+// Causal: query t sees keys [0, pos0 + t].
+inline void attention_ref(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s) {
+  attention_ref_over(q, k, v, out, s, [&](std::int64_t t) { return s.pos0 + t + 1; });
+}
+
+// Full (a ViT's, not causal): every query sees all n_tokens keys; pos0 is not read.
+inline void full_attention_ref(const float* q, const KVRef& k, const KVRef& v, float* out, const AttentionShape& s) {
+  attention_ref_over(q, k, v, out, s, [&](std::int64_t) { return s.n_tokens; });
 }
 
 // Query rows (a head of a query token) that read each K/V row together: the scores of 4 keys
@@ -127,9 +138,10 @@ void attend_rows(const float* const* q, const T* k, const T* v, std::int64_t j0,
 // memory by the first head block, from cache by the rest) and the rest by each token's G rows.
 // q, out: the group's first head of token t0; ld: row stride.
 // Row r is head r % G of token r / G; a row's output is the same bits whatever n is.
+// keys > 0: full attention instead, every row seeing keys [0, keys) (pos not read).
 template <class T>
 void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, std::int64_t pos, const T* k, const T* v,
-                   const AttentionHeads& h, float* buf) {
+                   const AttentionHeads& h, float* buf, std::int64_t keys = 0) {
   const std::int64_t G = h.groups(), D = h.head_dim, rows = n * G;
   float* scores = buf;                                          // [attention_head_block, tile]
   float* acc = scores + attention_head_block * attention_tile;  // [rows, D]
@@ -144,8 +156,14 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
     with_count<attention_head_block>(m, [&](auto ng) { attend_rows<ng>(qrow, k, v, j0, j1, state.at(r0), h.scale, scores, reads); });
   };
   if constexpr (attention_wide) {
-    if (n > 1)  // every key of the block, all rows `lanes` at a time (attention_wide.hpp)
+    if (keys > 0)  // full: every row sees every key
+      wide_tiles(q_of, [&](std::int64_t) { return keys; }, rows, k, v, keys, state, h.scale, state.sum + rows);
+    else if (n > 1)  // every key of the block, all rows `lanes` at a time (attention_wide.hpp)
       wide_tiles(q_of, [&](std::int64_t r) { return pos + r / G + 1; }, rows, k, v, pos + n, state, h.scale, state.sum + rows);
+  } else if (keys > 0) {  // full: each tile of keys for every head block in turn
+    for (std::int64_t j = 0; j < keys; j += attention_tile)
+      for (std::int64_t r0 = 0; r0 < rows; r0 += attention_head_block)
+        run(r0, std::min(attention_head_block, rows - r0), j, std::min(j + attention_tile, keys), r0 == 0 ? KVReads::from_memory : KVReads::from_cache);
   } else if (n > 1) {
     // The keys all n tokens see, a tile at a time: every head block on a tile before the next (the
     // first reads it from memory, the rest from cache).
@@ -159,7 +177,7 @@ void attend_tokens(const float* q, float* out, std::int64_t ld, std::int64_t n, 
         run(t * G + g0, std::min(attention_head_block, G - g0), shared, pos + t + 1, KVReads::from_cache);
   }
   // A decode step: all of the token's keys, from memory (for the first head block).
-  if (n == 1)
+  if (n == 1 && keys == 0)
     for (std::int64_t g0 = 0; g0 < G; g0 += attention_head_block)
       run(g0, std::min(attention_head_block, G - g0), 0, pos + 1, g0 == 0 ? KVReads::from_memory : KVReads::from_cache);
   for (std::int64_t r = 0; r < rows; ++r)
@@ -186,9 +204,10 @@ inline AttentionItem find_item(std::span<const AttentionSeq> seqs, std::int64_t 
   return {nullptr, 0, 0};
 }
 
+// full: each sequence's queries see all its n_tokens keys (full_attention).
 template <class T>
 void attention_typed(const float* q, float* out, std::span<const AttentionSeq> seqs, const AttentionHeads& h, ThreadPool& pool,
-                     AttentionScratch& scratch) {
+                     AttentionScratch& scratch, bool full = false) {
   const std::int64_t D = h.head_dim, G = h.groups(), B = attention_block_tokens(G), ld = h.n_heads * D;
   assert(static_cast<std::int64_t>(scratch.per_thread.front().size()) >= AttentionScratch::floats(G, D) &&
          "attention scratch made for these heads");
@@ -201,7 +220,7 @@ void attention_typed(const float* q, float* out, std::span<const AttentionSeq> s
       const auto [s, tok, kvh] = find_item(seqs, B, h.n_kv_heads, i);
       const std::int64_t row = s->row0 + tok, head0 = kvh * G;
       attend_tokens(q + row * ld + head0 * D, out + row * ld + head0 * D, ld, std::min(B, s->n_tokens - tok), s->pos0 + tok,
-                    s->k.as<const T>() + kvh * s->kv_stride, s->v.as<const T>() + kvh * s->kv_stride, h, buf);
+                    s->k.as<const T>() + kvh * s->kv_stride, s->v.as<const T>() + kvh * s->kv_stride, h, buf, full ? s->n_tokens : 0);
     }
   });
 }
@@ -221,6 +240,21 @@ inline void attention(const float* q, float* out, std::span<const AttentionSeq> 
   }
   visit_dtype(seqs.front().k.dtype,
               [&]<class T>(std::type_identity<T>) { detail::attention_typed<T>(q, out, seqs, h, pool, scratch); });
+}
+
+// Full attention of one sequence (a ViT's, not causal): its n_tokens queries each see all its n_tokens keys,
+// through the same tiles and online softmax as the causal pass; k and v hold exactly those keys. Same contract
+// as full_attention_ref (pos0 not read).
+inline void full_attention(const float* q, float* out, const AttentionSeq& seq, const AttentionHeads& h, ThreadPool& pool,
+                           AttentionScratch& scratch) {
+  if (!simd_enabled || h.head_dim % static_cast<std::int64_t>(lanes) != 0) {
+    full_attention_ref(q + seq.row0 * h.n_heads * h.head_dim, seq.k, seq.v, out + seq.row0 * h.n_heads * h.head_dim,
+                       {seq.n_tokens, 0, h.n_heads, h.n_kv_heads, h.head_dim, seq.kv_stride, h.scale});
+    return;
+  }
+  visit_dtype(seq.k.dtype, [&]<class T>(std::type_identity<T>) {
+    detail::attention_typed<T>(q, out, std::span<const AttentionSeq>(&seq, 1), h, pool, scratch, true);
+  });
 }
 
 // One sequence: same contract as attention_ref.

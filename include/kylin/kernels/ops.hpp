@@ -96,6 +96,34 @@ inline void silu_mul(float* gate, const float* up, std::int64_t n) {
   }
 }
 
+// GELU, PyTorch's tanh approximation (gelu(x, approximate="tanh"), HF's gelu_pytorch_tanh), in place:
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double.
+inline void gelu_tanh_ref(float* x, std::int64_t n) {
+  const double k = 0.7978845608028654;  // sqrt(2 / pi)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    x[i] = static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+  }
+}
+
+// The same as x * sigmoid(2u) = x / (1 + e^(-2u)) for u = sqrt(2/pi) (x + 0.044715 x^3) (tanh u = 2 sigmoid(2u) - 1),
+// in float vectors: no cancellation in 1 + tanh for negative x. Tail through a padded batch, as silu_mul.
+inline void gelu_tanh(float* x, std::int64_t n) {
+  if constexpr (!simd_enabled) {
+    gelu_tanh_ref(x, n);
+  } else {
+    const fbatch one(1.0f), k2(-2.0f * 0.7978845608028654f), c(0.044715f);
+    auto step = [&](fbatch v) { return v / (one + xsimd::exp(k2 * xsimd::fma(c * v * v, v, v))); };
+    std::int64_t i = 0;
+    for (; i + static_cast<std::int64_t>(lanes) <= n; i += lanes) step(fbatch::load_unaligned(x + i)).store_unaligned(x + i);
+    if (i == n) return;
+    alignas(64) float t[lanes] = {};
+    std::copy(x + i, x + n, t);
+    step(fbatch::load_aligned(t)).store_aligned(t);
+    std::copy(t, t + (n - i), x + i);
+  }
+}
+
 inline void add_inplace(float* acc, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }

@@ -37,6 +37,15 @@ inline std::uint64_t pixel_hash(const PixelValues& px) {
   return h;
 }
 
+// The floating-point operations (2 per multiply-add) of one encode of `patches` patches: the patch embedding, per
+// block the qkv, proj and MLP products and attention's two N x N x D products, the merger's two products.
+inline double vision_flops(const VisionConfig& c, std::int64_t patches) {
+  const double N = static_cast<double>(patches), D = static_cast<double>(c.hidden_size), I = static_cast<double>(c.intermediate_size);
+  const double M = D * static_cast<double>(c.merge_rows()), T = N / static_cast<double>(c.merge_rows()), H = static_cast<double>(c.out_hidden_size);
+  const double block = 2 * N * (4 * D * D + 2 * D * I) + 4 * N * N * D;
+  return 2 * N * static_cast<double>(c.patch_dim()) * D + static_cast<double>(c.depth) * block + 2 * T * M * M + 2 * T * M * H;
+}
+
 namespace detail {
 
 // y[n, w] = LayerNorm(x) * weight + bias over rows of width w (eps 1e-6, the biased variance), in double.
@@ -75,13 +84,19 @@ inline PatchPlace patch_place(std::int64_t p, const GridTHW& g, std::int64_t m) 
 
 }  // namespace detail
 
+// How the blocks attend: full, the backend's full_attention over the whole image (heads zero-padded to a multiple
+// of 16 dims, so every kernel set's vector path takes them); per_row, one causal single-row query per patch seeing
+// every key, for backends without full_attention (and as the tests' second path).
+enum class TowerAttention { full, per_row };
+
 template <Backend B>
 class VisionTower {
  public:
   static constexpr std::int64_t chunk_rows = 256;  // rows of one product call (the backend's scratch is sized for them)
 
-  VisionTower(const io::Checkpoint& ckpt, const VisionConfig& c, int threads)
-      : config_(c), weights_(bind_vision_weights(ckpt, c)), backend_(backend_config(c), BackendOptions{.threads = threads, .max_pass_rows = chunk_rows}) {}
+  VisionTower(const io::Checkpoint& ckpt, const VisionConfig& c, int threads, TowerAttention attention = TowerAttention::full)
+      : config_(c), weights_(bind_vision_weights(ckpt, c)), backend_(backend_config(c), BackendOptions{.threads = threads, .max_pass_rows = chunk_rows}),
+        full_(attention == TowerAttention::full && requires(B & b, const kernels::AttentionSeq& s) { b.full_attention(nullptr, nullptr, s, {}); }) {}
 
   const VisionConfig& config() const { return config_; }
 
@@ -90,7 +105,7 @@ class VisionTower {
   ImageEmbedding encode(const PixelValues& px) {
     check(px);
     const std::int64_t N = px.grid.patches(), D = config_.hidden_size, I = config_.intermediate_size, m = config_.spatial_merge_size;
-    Buffers buf(backend_, N, D, I, config_.head_dim());
+    Buffers buf(backend_, N, D, I, config_.head_dim(), padded_head_dim());
     // 1. patch embedding, x [N, D] = pixels [N, patch_dim] · W^T + b, plus the learned positions
     linear(px.values.data(), weights_.patch_embed, buf.x, N);
     add_positions(px.grid, buf.x);
@@ -103,7 +118,7 @@ class VisionTower {
       add(buf.x, buf.tmp, N * D);
       detail::layer_norm(buf.x, blk.norm2, buf.xn, N, D);
       linear(buf.xn, blk.fc1, buf.h, N);
-      detail::gelu(buf.h, N * I, config_.hidden_act == "gelu_pytorch_tanh");
+      activate(buf.h, N * I);
       linear(buf.h, blk.fc2, buf.tmp, N);
       add(buf.x, buf.tmp, N * D);
     }
@@ -121,14 +136,16 @@ class VisionTower {
  private:
   // The activations of one image, in the backend's memory (a host backend: the row ops read them in place).
   struct Buffers {
-    Buffers(B& b, std::int64_t N, std::int64_t D, std::int64_t I, std::int64_t hd) {
-      const std::int64_t wide = std::max(I, 4 * D), floats[] = {N * D, N * D, N * D, N * D, N * D, N * D, N * D, N * wide, N * wide, N * hd / 2, N * hd / 2};
+    Buffers(B& b, std::int64_t N, std::int64_t D, std::int64_t I, std::int64_t hd, std::int64_t hdp) {
+      const std::int64_t wide = std::max(I, 4 * D), padded = hdp == hd ? 0 : N * D / hd * hdp;
+      const std::int64_t floats[] = {N * D, N * D, N * D, N * D, N * D, N * D, N * D, N * wide, N * wide, N * hd / 2, N * hd / 2, padded, padded, padded, padded};
       std::size_t total = 0;
       for (std::int64_t f : floats) total += static_cast<std::size_t>(f + 16);
       mem = b.allocate(total * sizeof(float));
-      float** views[] = {&x, &xn, &q, &k, &v, &attn, &keys, &h, &tmp, &cos, &sin};
+      float** views[] = {&x, &xn, &q, &k, &v, &attn, &keys, &h, &tmp, &cos, &sin, &qp, &kp, &vp, &op};
       std::size_t at = 0;
       for (std::size_t i = 0; i < std::size(views); ++i) *views[i] = mem.as<float>(at * sizeof(float)), at += static_cast<std::size_t>(floats[i] + 16);
+      std::fill_n(qp, 3 * (padded + 16), 0.f);  // qp, kp, vp: the pad dims stay zero
     }
     Memory mem;
     float *x, *xn;           // [N, D] residual stream, normalised input
@@ -136,7 +153,15 @@ class VisionTower {
     float* keys;             // [heads, N, hd] the image's keys, stored head-major (its values go to h, free until the MLP)
     float *h, *tmp;          // [N, max(I, 4D)] the MLP's hidden rows, a product's output
     float *cos, *sin;        // [N, hd/2] the 2D rotary tables
+    float *qp, *op;          // [N, heads, hdp] queries and outputs with zero-padded heads (full attention, hdp > hd)
+    float *kp, *vp;          // [heads, N, hdp] keys and values likewise
   };
+
+  // The head dim the full attention runs at: hd rounded up to 16 (72 -> 80).
+  std::int64_t padded_head_dim() const {
+    const std::int64_t hd = config_.head_dim();
+    return full_ ? (hd + 15) / 16 * 16 : hd;
+  }
 
   static ModelConfig backend_config(const VisionConfig& c) {
     ModelConfig m;
@@ -144,10 +169,18 @@ class VisionTower {
     m.hidden_size = std::max({c.hidden_size * c.merge_rows(), c.out_hidden_size, c.patch_dim()});  // the widest product input
     m.intermediate_size = c.intermediate_size;
     m.num_attention_heads = m.num_key_value_heads = c.num_heads;
-    m.head_dim = c.head_dim();
+    m.head_dim = (c.head_dim() + 15) / 16 * 16;  // the attention scratch fits padded heads (padded_head_dim)
     m.vocab_size = 1;
     m.num_hidden_layers = c.depth;
     return m;
+  }
+
+  // The blocks' MLP activation: a backend with a vector GELU (the CPU's, over its threads) takes the tanh form.
+  void activate(float* h, std::int64_t n) {
+    const bool tanh_approx = config_.hidden_act == "gelu_pytorch_tanh";
+    if constexpr (requires { backend_.gelu_tanh(h, n); })
+      if (tanh_approx) return backend_.gelu_tanh(h, n);
+    detail::gelu(h, n, tanh_approx);
   }
 
   void check(const PixelValues& px) const {
@@ -212,15 +245,38 @@ class VisionTower {
     const kernels::KVRef K{DType::f32, buf.keys}, V{DType::f32, buf.h};  // buf.h: free until the MLP
     const kernels::AttentionSeq all{K, V, N * hd, 0, N, 0};
     backend_.attention_inputs({buf.q, buf.k, buf.v, N, heads, heads, hd}, {}, {buf.cos, buf.sin, hd}, std::span(&all, 1));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    if constexpr (requires(const kernels::AttentionSeq& s) { backend_.full_attention(buf.q, buf.attn, s, {}); })
+      if (full_) return full_attention(buf, N, scale);
     seqs_.clear();
     for (std::int64_t t = 0; t < N; ++t) seqs_.push_back({K, V, N * hd, t, 1, N - 1});
-    backend_.attention(buf.q, buf.attn, seqs_, {heads, heads, hd, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))});
+    backend_.attention(buf.q, buf.attn, seqs_, {heads, heads, hd, scale});
+  }
+
+  // buf.attn from the rotated buf.q and the head-major keys (buf.keys) and values (buf.h), through the backend's
+  // full attention; heads of a dim not a multiple of 16 run zero-padded (the pads add nothing to q.k or the output).
+  void full_attention(Buffers& buf, std::int64_t N, float scale) {
+    const std::int64_t heads = config_.num_heads, hd = config_.head_dim(), hdp = padded_head_dim();
+    if (hdp == hd) {
+      const kernels::AttentionSeq seq{{DType::f32, buf.keys}, {DType::f32, buf.h}, N * hd, 0, N, 0};
+      return backend_.full_attention(buf.q, buf.attn, seq, {heads, heads, hd, scale});
+    }
+    for (std::int64_t r = 0; r < N * heads; ++r) {  // row r: token r / heads, head r % heads
+      const std::int64_t t = r / heads, h = r % heads;
+      std::copy_n(buf.q + r * hd, hd, buf.qp + r * hdp);
+      std::copy_n(buf.keys + (h * N + t) * hd, hd, buf.kp + (h * N + t) * hdp);
+      std::copy_n(buf.h + (h * N + t) * hd, hd, buf.vp + (h * N + t) * hdp);
+    }
+    const kernels::AttentionSeq seq{{DType::f32, buf.kp}, {DType::f32, buf.vp}, N * hdp, 0, N, 0};
+    backend_.full_attention(buf.qp, buf.op, seq, {heads, heads, hdp, scale});
+    for (std::int64_t r = 0; r < N * heads; ++r) std::copy_n(buf.op + r * hdp, hd, buf.attn + r * hd);
   }
 
   VisionConfig config_;
   VisionWeights weights_;
   B backend_;
-  std::vector<kernels::AttentionSeq> seqs_;  // [N] one a query row
+  bool full_;                                // TowerAttention::full on a backend that has it
+  std::vector<kernels::AttentionSeq> seqs_;  // [N] one a query row (per_row)
 };
 
 }  // namespace kylin::vision

@@ -144,6 +144,10 @@ class CpuBackend {
   void attention(const float* q, float* out, std::span<const kernels::AttentionSeq> seqs, const kernels::AttentionHeads& h) {
     kernels::attention(q, out, seqs, h, pool_, attention_scratch_);
   }
+  // Every query of one sequence over all its keys (a ViT's attention, vision/tower.hpp).
+  void full_attention(const float* q, float* out, const kernels::AttentionSeq& seq, const kernels::AttentionHeads& h) {
+    kernels::full_attention(q, out, seq, h, pool_, attention_scratch_);
+  }
   // A Gated DeltaNet layer's conv, gates, delta rule and gated norm over every sequence of the pass.
   void gated_delta_net(const kernels::DeltaNetRows& rows, const kernels::DeltaNetLayer& layer, std::span<const kernels::DeltaNetSeq> seqs) {
     kernels::gated_delta_net(rows, layer, seqs, pool_, delta_scratch_);
@@ -157,6 +161,9 @@ class CpuBackend {
   }
   void silu_mul(float* gate, const float* up, std::int64_t n) {
     pool_.parallel_for(n, 4096, [&](std::int64_t i0, std::int64_t i1) { kernels::silu_mul(gate + i0, up + i0, i1 - i0); });
+  }
+  void gelu_tanh(float* x, std::int64_t n) {
+    pool_.parallel_for(n, 4096, [&](std::int64_t i0, std::int64_t i1) { kernels::gelu_tanh(x + i0, i1 - i0); });
   }
   void add(float* acc, const float* x, std::int64_t n) { kernels::add_inplace(acc, x, n); }
   static void fill_zero(float* out, std::int64_t n) { std::fill_n(out, n, 0.0f); }
