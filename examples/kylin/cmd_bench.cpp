@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "kylin/bench_image.hpp"
 #include "kylin/bench_speculative.hpp"
 #include "kylin/cli.hpp"
 #include "kylin/speculative_flags.hpp"
@@ -255,6 +256,7 @@ struct Options {
   int top_k = 0;  // > 0: decode by top-k sampling (TokenPick)
   bool draw = false;  // decode by drawing from the whole row (TokenPick)
   float top_p = 1.0f;  // with draw: from the row's nucleus
+  std::string image;   // WxH: also time the vision tower on an image of that size (bench_image.hpp)
   // random weights: a draft's confidence is low, so the bench drafts regardless (p_min 0)
   kylin::cli::SpeculativeFlags speculative{.draft = {}, .draft_max = 4, .p_min = 0.0f, .lookup = 0};
 };
@@ -299,6 +301,8 @@ int run(const Options& o) {
   const int first = id(rng);
   model.forward(std::span<const int>(&first, 1), cache, logits);
   const double first_token_ms = seconds_since(t_load) * 1e3;
+  std::optional<kylin::cli::ImageBenchResult> image;
+  if (!o.image.empty()) image = kylin::cli::image_bench(model, o.image, o.reps);
 
   std::vector<double> pp;
   double pp_cpu = 0;
@@ -395,6 +399,7 @@ int run(const Options& o) {
   }
   const kylin::cli::SpeculativeBenchOptions spec{.speculative = engine ? o.speculative.options(*engine, draft.get()) : kylin::SpeculativeOptions{},
                                                   .prompt = 64, .gen = o.gen, .reps = o.reps, .max_k = 8};
+  if (image) out.emplace_back("image", kylin::cli::image_bench_json(*image, compute_gflops));
   if (o.format == "json") {
     if (engine) out.emplace_back("speculative", kylin::json::Value(kylin::cli::speculative_bench(*engine, spec, false)));
     std::printf("%s\n", kylin::json::dump(kylin::json::Value(std::move(out))).c_str());
@@ -425,6 +430,7 @@ int run(const Options& o) {
   std::printf("load %.0f ms, first token %.0f ms, peak RSS %.0f MB (checkpoint %.0f MB + KV cache %.0f MB)\n",
               model.load_seconds() * 1e3, first_token_ms, peak_rss,
               static_cast<double>(model.checkpoint().total_bytes()) / 1048576.0, static_cast<double>(cache.bytes()) / 1048576.0);
+  if (image) kylin::cli::print_image_bench(*image, compute_gflops);
   if (engine) kylin::cli::speculative_bench(*engine, spec, true);
   return 0;
 }
@@ -457,6 +463,7 @@ const kylin::cli::Registrar registrar{"bench", [](CLI::App& app) {
       ->check(CLI::Range(0.01f, 1.0f))
       ->needs(cmd->get_option("--draw"));
   cmd->add_option("-b,--batch", o->batch, "Also decode this many sequences together (aggregate tok/s)")->check(CLI::Range(0, 256));
+  cmd->add_option("--image", o->image, "Also time the vision tower on one WIDTHxHEIGHT image (e.g. 448x448): encode time and GFLOP/s against the FMA peak");
   cmd->add_option("--format", o->format, "Output format")->check(CLI::IsMember({"text", "json"}));
   o->speculative.add_to(cmd);  // --draft (may be --model itself), --mtp, --draft-max, --draft-p-min, --lookup
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });

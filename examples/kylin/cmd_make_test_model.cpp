@@ -162,8 +162,50 @@ void hybrid_layer(const kylin::ModelDescriptor& d, std::int64_t l, const std::st
   add(p + "mlp.shared_expert_gate.weight", {1, H}, linear);
 }
 
-// Every tensor of a descriptor with its initialisation, in checkpoint order.
-std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::ModelDescriptor& d, bool fp8) {
+// The vision tower the releases ship beside the text model (--vision): Qwen3.5-0.8B's 12 blocks of 768 (12 heads,
+// MLP 3072), the larger ones' 27 of 1152 (16 heads, MLP 4304), the tiny presets' 2 of 64 for tests; 16-pixel
+// patches, 2x2 merge, a 48x48 position table.
+struct VisionShape {
+  std::int64_t depth = 0, hidden = 0, heads = 0, intermediate = 0;
+};
+VisionShape vision_shape(const kylin::ModelDescriptor& d) {
+  if (lower(d.name).starts_with("tiny")) return {2, 72, 2, 128};  // head dim 36: the padded attention path
+  return lower(d.name) == "qwen3.5-0.8b" ? VisionShape{12, 768, 12, 3072} : VisionShape{27, 1152, 16, 4304};
+}
+
+kylin::json::Value vision_config_json(const VisionShape& v, std::int64_t out_hidden) {
+  using kylin::json::Value, kylin::json::Array, kylin::json::Object;
+  return Value(Object{{"model_type", Value("qwen3_5")}, {"depth", Value(v.depth)}, {"hidden_size", Value(v.hidden)},
+                      {"hidden_act", Value("gelu_pytorch_tanh")}, {"intermediate_size", Value(v.intermediate)}, {"num_heads", Value(v.heads)},
+                      {"in_channels", Value(3)}, {"patch_size", Value(16)}, {"spatial_merge_size", Value(2)}, {"temporal_patch_size", Value(2)},
+                      {"out_hidden_size", Value(out_hidden)}, {"num_position_embeddings", Value(2304)},
+                      {"deepstack_visual_indexes", Value(Array{})}});
+}
+
+// model.visual.*: the tensors of transformers' Qwen3_5VisionModel for that shape.
+template <class Add>
+void vision_tensors(const VisionShape& v, std::int64_t out_hidden, Add&& add) {
+  const std::int64_t D = v.hidden, I = v.intermediate, M = 4 * D;
+  const Init linear{0.f, 0.02f}, norm{1.f, 0.05f}, bias{0.f, 0.02f};
+  add("model.visual.patch_embed.proj.weight", {D, 3, 2, 16, 16}, linear);
+  add("model.visual.patch_embed.proj.bias", {D}, bias);
+  add("model.visual.pos_embed.weight", {2304, D}, linear);
+  for (std::int64_t b = 0; b < v.depth; ++b) {
+    const std::string p = "model.visual.blocks." + std::to_string(b) + ".";
+    for (const char* n : {"norm1", "norm2"}) add(p + n + ".weight", {D}, norm), add(p + n + ".bias", {D}, bias);
+    for (const auto& [name, rows, cols] : {std::tuple{"attn.qkv", 3 * D, D}, {"attn.proj", D, D}, {"mlp.linear_fc1", I, D}, {"mlp.linear_fc2", D, I}})
+      add(p + name + ".weight", {rows, cols}, linear), add(p + name + ".bias", {rows}, bias);
+  }
+  add("model.visual.merger.norm.weight", {D}, norm);
+  add("model.visual.merger.norm.bias", {D}, bias);
+  add("model.visual.merger.linear_fc1.weight", {M, M}, linear);
+  add("model.visual.merger.linear_fc1.bias", {M}, bias);
+  add("model.visual.merger.linear_fc2.weight", {out_hidden, M}, linear);
+  add("model.visual.merger.linear_fc2.bias", {out_hidden}, bias);
+}
+
+// Every tensor of a descriptor with its initialisation, in checkpoint order (with `vision`, a hybrid's tower).
+std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::ModelDescriptor& d, bool fp8, bool vision = false) {
   using kylin::DType;
   const std::int64_t H = d.hidden_size, I = d.intermediate_size, V = d.vocab_size, D = d.head_dim;
   const Init linear{0.f, 0.02f}, norm{1.f, 0.05f};
@@ -187,6 +229,7 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
     add("mtp.pre_fc_norm_hidden.weight", {H}, Init{0.f, 0.05f});
     hybrid_layer(d, d.full_attention_interval - 1, "mtp.layers.0.", add);
     add("mtp.norm.weight", {H}, Init{0.f, 0.05f});
+    if (vision) vision_tensors(vision_shape(d), H, add);
     return t;
   }
   add("model.embed_tokens.weight", {V, H}, linear);
@@ -226,6 +269,12 @@ std::vector<std::pair<kylin::io::TensorSpec, Init>> tensor_list(const kylin::Mod
   return t;
 }
 
+// M-RoPE's split of the rotary frequencies over (t, h, w) in the releases' proportions: [11, 11, 10] of 32.
+kylin::json::Value mrope_section(const kylin::ModelDescriptor& d) {
+  const auto half = static_cast<std::int64_t>(static_cast<double>(d.head_dim) * d.partial_rotary_factor) / 2, t = (half * 11 + 31) / 32;
+  return kylin::json::Value(kylin::json::Array{kylin::json::Value(t), kylin::json::Value(t), kylin::json::Value(half - 2 * t)});
+}
+
 // A hybrid preset's config: Qwen3.5's text_config nested in the composite config (kylin::Qwen35Arch::info.text_config),
 // with rope_parameters and the Gated DeltaNet fields by their HF names; the vision fields are the releases' ids.
 kylin::json::Value hybrid_config_json(const kylin::ModelDescriptor& d) {
@@ -258,7 +307,7 @@ kylin::json::Value hybrid_config_json(const kylin::ModelDescriptor& d) {
               {"rope_parameters", Value(Object{{"rope_type", Value("default")}, {"rope_theta", Value(d.rope_theta)},
                                                {"partial_rotary_factor", Value(d.partial_rotary_factor)},
                                                {"mrope_interleaved", Value(true)},
-                                               {"mrope_section", Value(Array{Value(11), Value(11), Value(10)})}})}};
+                                               {"mrope_section", mrope_section(d)}})}};
   if (d.intermediate_size > 0) text.push_back({"intermediate_size", Value(d.intermediate_size)});
   if (arch.has_experts())
     for (auto& field : Object{{"num_experts", Value(d.num_experts)}, {"num_experts_per_tok", Value(d.num_experts_per_tok)},
@@ -331,6 +380,7 @@ struct Options {
   std::string tokenizer_dir;  // copied into the checkpoint when given (e.g. tests/data/qwen3-tokenizer)
   std::string dtype = "bf16";  // fp8: projections as F8_E4M3 with block scales (half the bytes)
   bool config_only = false;    // config.json and generation_config.json, no tensors (the shape alone)
+  bool vision = false;         // a hybrid preset: also the vision tower the release ships (model.visual.*)
 };
 
 int run(const Options& o) {
@@ -350,7 +400,11 @@ int run(const Options& o) {
     throw kylin::Error(kylin::ErrorCategory::request, "--dtype", "fp8 checkpoints are written for the Qwen3 presets only, not " + std::string(d->name));
   const fs::path dir(o.out);
   fs::create_directories(dir);
-  write_text(dir / "config.json", kylin::json::dump(config_json(*d, fp8)) + "\n");
+  if (o.vision && !d->is_hybrid())
+    throw kylin::Error(kylin::ErrorCategory::request, "--vision", "the Qwen3.5 presets carry a vision tower; " + std::string(d->name) + " has none");
+  kylin::json::Value config = config_json(*d, fp8);
+  if (o.vision) config.set("vision_config", vision_config_json(vision_shape(*d), d->hidden_size));
+  write_text(dir / "config.json", kylin::json::dump(config) + "\n");
   write_text(dir / "generation_config.json", d->is_hybrid() ? "{\"bos_token_id\": 248044, \"eos_token_id\": [248046, 248044], \"do_sample\": true, "
                                                               "\"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}\n"
                                                             : "{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": true, "
@@ -363,7 +417,7 @@ int run(const Options& o) {
     std::printf("wrote %s: %s, config only\n", dir.string().c_str(), std::string(d->name).c_str());
     return 0;
   }
-  const auto tensors = tensor_list(*d, fp8);
+  const auto tensors = tensor_list(*d, fp8, o.vision);
   std::vector<kylin::io::TensorSpec> specs;
   for (const auto& [spec, init] : tensors) specs.push_back(spec);
   kylin::io::SafetensorsWriter writer(dir / "model.safetensors", specs);
@@ -408,6 +462,7 @@ const kylin::cli::Registrar registrar{"make-test-model", [](CLI::App& app) {
   cmd->add_option("--tokenizer-from", o->tokenizer_dir, "Directory whose tokenizer.json / tokenizer_config.json to copy");
   cmd->add_option("--dtype", o->dtype, "bf16, or fp8: projections in F8_E4M3 with 128 x 128 block scales, as the Qwen3-*-FP8 releases")
       ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_flag("--vision", o->vision, "A Qwen3.5 / Qwen3.6 preset: also write the vision tower of the release's shape (model.visual.*, vision_config)");
   cmd->add_flag("--config-only", o->config_only, "Write config.json and generation_config.json only (the preset's shape, no tensors)");
   cmd->callback([o] { kylin::cli::exit_code() = run(*o); });
 }};

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/process.hpp"
 #include "common/reference.hpp"
+#include "common/temp_dir.hpp"
 #include "kylin/kylin.hpp"
 #include "kylin/io/image_decode.hpp"
 #include "kylin/vision/tower.hpp"
@@ -119,6 +121,18 @@ TEST_CASE("vision tower: PNG to embeddings to logits, end to end, matches the re
   }
 }
 
+TEST_CASE("vision tower: the full attention and the per-row path give the same embeddings") {
+  const json::Value& u = reference().find("vision_unit_cases")->as_array()[1];
+  vision::PixelValues px;
+  const auto& g = u.find("grid_thw")->as_array();
+  px.grid = {g[0].as_int(), g[1].as_int(), g[2].as_int()};
+  px.patch_dim = 1536;
+  for (const auto& row : u.find("pixels_u8")->as_array())
+    for (const auto& v : row.as_array()) px.values.push_back(static_cast<float>((v.as_double() - 127.5) / 127.5));
+  vision::VisionTower<CpuBackend> per_row(model().checkpoint(), *model().vision_config(), 1, vision::TowerAttention::per_row);
+  CHECK(rel_l2(model().encode_image(px).embeds, per_row.encode(px).embeds) < 1e-6);
+}
+
 TEST_CASE("vision tower: malformed pixel values are refused naming them") {
   vision::PixelValues px{{1, 3, 2}, 1536, std::vector<float>(6 * 1536)};
   CHECK_THROWS_WITH_AS(model().encode_image(px), doctest::Contains("pixel values"), Error);
@@ -196,6 +210,54 @@ TEST_CASE("image tokens: refused without images, out of order or on a model with
   std::vector<float> tl(static_cast<std::size_t>(text.vocab_size()));
   const SequenceInput tin{ids, tc, {.logits = tl}, false, {}, {}, one};
   CHECK_THROWS_WITH_AS(text.forward(std::span<const SequenceInput>(&tin, 1)), doctest::Contains("no vision tower"), Error);
+}
+
+}  // namespace tower_test
+
+namespace tower_test {
+
+TEST_CASE("vision_flops counts each product's multiply-adds twice") {
+  const VisionConfig& c = *model().vision_config();  // tiny-qwen35-vl: depth 2, D 32, I 64, merge 2, out 128
+  const double N = 280, D = 32, I = 64;
+  const double blocks = 2 * (2 * N * (3 * D * D + D * D + D * I + I * D) + 2 * (2 * N * N * D));
+  const double merger = 2 * (N / 4) * (4 * D) * (4 * D) + 2 * (N / 4) * (4 * D) * 128;
+  CHECK(vision::vision_flops(c, 280) == doctest::Approx(2 * N * 1536 * D + blocks + merger).epsilon(1e-12));
+}
+
+TEST_CASE("make-test-model --vision writes a tower kylin loads; kylin bench --image times it against the FMA peak") {
+  test::TempDir dir;
+  const std::string out = (dir.path() / "vl").string();
+  REQUIRE(test::run_shell(test::kylin_bin + " make-test-model --preset tiny-qwen3.5 --vision --out " + out).exit_code == 0);
+  Model m = Model::load(out, {.threads = 1});
+  REQUIRE(m.has_vision());
+  CHECK(m.vision_config()->depth == 2);
+  CHECK(m.vision_config()->out_hidden_size == m.hidden_size());
+  // its head dim 36 runs padded to 48 in the full attention: the same embeddings as one query row at a time
+  const vision::PixelValues px = vision::preprocess(vision::Image{40, 30, std::vector<std::uint8_t>(40 * 30 * 3, 77)}, vision::ProcessorConfig::qwen35());
+  CHECK(m.vision_config()->head_dim() == 36);
+  vision::VisionTower<CpuBackend> full(m.checkpoint(), *m.vision_config(), 2), per_row(m.checkpoint(), *m.vision_config(), 1, vision::TowerAttention::per_row);
+  const std::vector<float> a = full.encode(px).embeds, b2 = per_row.encode(px).embeds;
+  CHECK(rel_l2(a, b2) < 1e-6);
+  CHECK(a == m.encode_image(px).embeds);
+  const auto r = test::run_shell(test::kylin_bin + " bench --model " + out + " --image 64x48 -p 0 -n 0 -r 1 -t 1 --format json 2>/dev/null");
+  REQUIRE(r.exit_code == 0);
+  const json::Value b = json::parse(r.out);
+  const json::Value& im = *b.find("image");
+  CHECK(im.find("patches")->as_int() == 280);  // 64x48 resized to 320x224: 20 x 14 patches
+  CHECK(im.find("tokens")->as_int() == 70);
+  const double ms = im.find("encode_ms")->as_double(), gflops = im.find("encode_gflops")->as_double();
+  CHECK(ms > 0);
+  CHECK(gflops * ms * 1e6 == doctest::Approx(vision::vision_flops(*m.vision_config(), 280)).epsilon(1e-6));
+  CHECK(im.find("encode_compute_fraction")->as_double() == doctest::Approx(gflops / b.find("compute_gflops")->as_double()));
+  // a model without a tower, a malformed size, a preset without one: refused naming the flag
+  for (const std::string& bad : {" bench --model " + test::data + "/models/tiny-qwen3-untied --image 64x48 -p 0 -n 0 -r 1",
+                                " bench --model " + out + " --image 64by48 -p 0 -n 0 -r 1",
+                                " make-test-model --preset tiny-qwen3 --vision --out " + (dir.path() / "x").string()}) {
+    CAPTURE(bad);
+    const auto refused = test::run_shell(test::kylin_bin + bad + " 2>&1");
+    CHECK(refused.exit_code != 0);
+    CHECK(refused.out.find(bad.find("make") != std::string::npos ? "--vision" : "--image") != std::string::npos);
+  }
 }
 
 }  // namespace tower_test
