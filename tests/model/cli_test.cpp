@@ -393,6 +393,10 @@ TEST_CASE("make-test-model writes hybrid (Qwen3.5-layout) checkpoints that inspe
     CHECK(b.find("state_bytes_per_token")->as_double() == 2 * state);
     CHECK(b.find("kv_bytes_per_position")->as_double() == 2 * 2 * 2 * 64 * 4.0);  // 2 attention layers, k and v, 2 kv heads of 64, f32
   }
+  // one layer, a linear one: no keys to hold, the default context is the model's (was a division by zero)
+  const std::string one = (dir.path() / "one-linear-layer").string();
+  REQUIRE(run(kylin_bin + " make-test-model --preset tiny-qwen3.5 --layers 1 --out " + one).exit_code == 0);
+  CHECK(run(kylin_bin + " generate --model " + one + " --tokens 1,2,3 -n 2 --greedy --format json").exit_code == 0);
   // the published shapes: a config written for each preset matches it
   for (const char* preset : {"qwen3.5-0.8b", "qwen3.5-9b", "qwen3.5-27b", "qwen3.6-35b-a3b", "qwen3.5-397b-a17b"}) {
     CAPTURE(preset);

@@ -47,6 +47,7 @@ inline constexpr std::size_t default_kv_budget_bytes = std::size_t{2} << 30;
 
 inline std::int64_t default_context_length(const ModelConfig& c, DType kv_dtype = DType::f32) {
   const auto per_token = static_cast<std::int64_t>(KVCache::bytes_per_token(c, kv_dtype));
+  if (per_token == 0) return std::max<std::int64_t>(1, c.max_position_embeddings);  // linear layers only: no keys to hold
   std::int64_t fit = static_cast<std::int64_t>(default_kv_budget_bytes) / per_token;
   if (fit >= 256) fit = fit / 256 * 256;
   return std::max<std::int64_t>(1, std::min(c.max_position_embeddings, fit));
@@ -176,7 +177,7 @@ class BasicModel {
   // not outlive this model.
   KVCache new_cache(std::optional<std::int64_t> context_length = std::nullopt) const {
     const ModelConfig& c = impl_->config;
-    const std::int64_t n = context_length.value_or(default_context_length(c, impl_->kv_dtype));
+    const std::int64_t n = context_length ? *context_length : default_context_length(c, impl_->kv_dtype);
     const std::size_t bytes = KVCache::bytes_needed(c, n, impl_->kv_dtype);
     RecurrentStates states;
     if (c.linear) states = RecurrentStates(c.linear_layers(), c.linear->state_floats(), [&b = impl_->backend](std::size_t m) { return b.allocate(m); });
