@@ -75,14 +75,20 @@ void feed(Prompt& p, KVCache& cache, std::int64_t from, std::int64_t to, std::sp
   model().forward(std::span<const SequenceInput>(&in, 1));
 }
 
+// A unit case's explicit uint8 patches as pixel values (rescaled and normalised with mean = std = 0.5).
+vision::PixelValues unit_pixels(const json::Value& u) {
+  vision::PixelValues px;
+  const auto& g = u.find("grid_thw")->as_array();
+  px.grid = {g[0].as_int(), g[1].as_int(), g[2].as_int()};
+  px.patch_dim = 1536;
+  for (const auto& row : u.find("pixels_u8")->as_array())
+    for (const auto& v : row.as_array()) px.values.push_back(static_cast<float>((v.as_double() - 127.5) / 127.5));
+  return px;
+}
+
 TEST_CASE("vision tower: explicit patches give the reference's merged embeddings") {
   for (const auto& u : reference().find("vision_unit_cases")->as_array()) {
-    vision::PixelValues px;
-    const auto& g = u.find("grid_thw")->as_array();
-    px.grid = {g[0].as_int(), g[1].as_int(), g[2].as_int()};
-    px.patch_dim = 1536;
-    for (const auto& row : u.find("pixels_u8")->as_array())
-      for (const auto& v : row.as_array()) px.values.push_back(static_cast<float>((v.as_double() - 127.5) / 127.5));
+    const vision::PixelValues px = unit_pixels(u);
     const vision::ImageEmbedding e = model().encode_image(px);
     const std::vector<float> ref = rows_f32(*u.find("embeds"));
     CAPTURE(px.grid.h);
@@ -122,13 +128,7 @@ TEST_CASE("vision tower: PNG to embeddings to logits, end to end, matches the re
 }
 
 TEST_CASE("vision tower: the full attention and the per-row path give the same embeddings") {
-  const json::Value& u = reference().find("vision_unit_cases")->as_array()[1];
-  vision::PixelValues px;
-  const auto& g = u.find("grid_thw")->as_array();
-  px.grid = {g[0].as_int(), g[1].as_int(), g[2].as_int()};
-  px.patch_dim = 1536;
-  for (const auto& row : u.find("pixels_u8")->as_array())
-    for (const auto& v : row.as_array()) px.values.push_back(static_cast<float>((v.as_double() - 127.5) / 127.5));
+  const vision::PixelValues px = unit_pixels(reference().find("vision_unit_cases")->as_array()[1]);
   vision::VisionTower<CpuBackend> per_row(model().checkpoint(), *model().vision_config(), 1, vision::TowerAttention::per_row);
   CHECK(rel_l2(model().encode_image(px).embeds, per_row.encode(px).embeds) < 1e-6);
 }
