@@ -78,8 +78,7 @@ inline void Service::check_chat_template() const {
 inline PromptIds Service::chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param, PromptImages images) const {
   ConstraintFactory::check_cost(rules);
   check_chat_template();
-  if (!r.images.empty() && !engine_.has_vision())  // before its template sees image items
-    throw invalid(r.images.front().field, "this model has no vision tower (vision_config): it takes no images");
+  refuse_images_untaken(r);
   RenderedPrompt prompt;
   try {
     prompt = render(r);
@@ -92,6 +91,17 @@ inline PromptIds Service::chat_prompt(const ChatRequest& r, const OutputRules& r
   return with_images(tokenize(prompt), r.images, images);
 }
 
+// A request with images for a model that takes none: a 400 at the first image's field, with the engine's reason
+// (no tower, or a tokenizer without the image pad), before the template sees image items.
+inline void Service::refuse_images_untaken(const ChatRequest& r) const {
+  if (r.images.empty() || engine_.has_vision()) return;
+  try {
+    (void)engine_.image_processor();
+  } catch (const Error& e) {
+    throw invalid(r.images.front().field, client_text(e));
+  }
+}
+
 // The request's images (limits first, then decoding, each error naming its field) placed in the prompt: its
 // pads expanded, and encoded by the tower on this thread (one request at a time there) while the inference
 // thread decodes the other slots. With a tower, a pad without its image is refused (messages).
@@ -102,7 +112,7 @@ inline PromptIds Service::with_images(PromptIds prompt, const std::vector<Reques
     return prompt;
   }
   check_image_limits(images, options_.image_limits);
-  if (!images.empty() && !options_.decode_image) throw invalid(images.front().field, "this server was built without image decoding");
+  if (!options_.decode_image) throw invalid(images.front().field, "this server was built without image decoding");
   std::vector<vision::Image> decoded;  // [images]
   std::vector<ImageTokens> sizes;      // [images]
   for (const RequestImage& im : images) {

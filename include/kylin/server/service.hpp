@@ -198,6 +198,7 @@ class Service {
   void check_chat_template() const;
   PromptIds chat_prompt(const ChatRequest& r, const OutputRules& rules, const char* param, PromptImages images = PromptImages::encoded) const;
   PromptIds with_images(PromptIds prompt, const std::vector<RequestImage>& images, PromptImages work) const;
+  void refuse_images_untaken(const ChatRequest& r) const;
   PromptIds text_prompt(std::string_view text, const char* param) const;
   Prepared prepare(const GenerationRequest& r, PromptIds prompt, const OutputRules& rules, std::string id, const char* param) const;
   Started answer(Prepared p, std::shared_ptr<Answer> answer, const std::shared_ptr<ClientWatch>& watch);

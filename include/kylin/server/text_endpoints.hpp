@@ -87,8 +87,7 @@ inline Reply Service::apply_template(std::string_view text) const {
   detail::parse_prompt_end(body, r);
   apply_chat_defaults(r);
   check_chat_template();
-  if (!r.images.empty() && !engine_.has_vision())
-    throw invalid(r.images.front().field, "this model has no vision tower (vision_config): it takes no images");
+  refuse_images_untaken(r);
   RenderedPrompt prompt;
   try {
     prompt = render(r);
